@@ -1,0 +1,20 @@
+//! A generic replicated state machine on [openraft]: the application supplies a
+//! [`StateMachine`] (apply / snapshot / restore) and gets a durable, fsynced Raft node.
+//!
+//! Modules: [`types`] the openraft type configuration, [`log_store`] the durable redb log,
+//! [`machine`] the state-machine adapter with on-disk snapshots, [`network`] the peer
+//! transport seam, [`node`] the running node that ties them together.
+
+pub mod log_store;
+pub mod machine;
+pub mod network;
+pub mod node;
+pub mod types;
+
+pub use machine::StateMachine;
+pub use node::{NodeConfig, RaftNode, RaftStatus, StartError, WriteError};
+pub use openraft::ServerState;
+pub use types::{NodeId, Payload, TypeConfig};
+
+#[cfg(test)]
+mod tests;

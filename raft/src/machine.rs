@@ -1,0 +1,253 @@
+//! The application's state machine and the adapter that runs it under openraft.
+//!
+//! [`StateMachine`] is what an application implements: plain synchronous `apply`,
+//! `snapshot` and `restore`. [`MachineStore`] adapts it to openraft: it decodes commands,
+//! tracks the last applied log id and membership, and keeps the latest snapshot in one
+//! file in the data dir (written to a temp file, fsynced, renamed), so a restart resumes
+//! from snapshot + log.
+
+use std::fs;
+use std::io::{Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Entry, LogId, NodeId, Payload, StorageError, StoredMembership, TypeConfig};
+
+/// A deterministic state machine replicated by Raft.
+///
+/// `apply` must depend only on the machine's state and the command (take time from the
+/// command, never from the clock), so every node reaches the same state.
+pub trait StateMachine: Send + Sync + 'static {
+    /// A replicated command. Encode it as a versioned enum so old logs stay readable.
+    type Command: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// What applying a command returns to the proposer.
+    type Response: Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    /// Applies one committed command.
+    fn apply(&mut self, command: Self::Command) -> Self::Response;
+
+    /// Serializes the whole state.
+    fn snapshot(&self) -> Vec<u8>;
+
+    /// Replaces the whole state with a snapshot made by [`StateMachine::snapshot`].
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String>;
+}
+
+/// What the snapshot file holds.
+#[derive(Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta<NodeId, openraft::BasicNode>,
+    #[serde(with = "serde_bytes")]
+    data: Vec<u8>,
+}
+
+/// The state guarded by [`MachineStore::applied`].
+struct Applied<S> {
+    machine: S,
+    last_applied: Option<LogId>,
+    last_membership: StoredMembership,
+}
+
+/// Runs a [`StateMachine`] for openraft. Cheap to clone; clones share the machine.
+pub struct MachineStore<S> {
+    /// The machine and its position in the log; held only for the duration of one apply
+    /// batch or one snapshot serialization, never across an await.
+    applied: Arc<Mutex<Applied<S>>>,
+    /// The latest snapshot (metadata and bytes), as stored on disk.
+    current: Arc<Mutex<Option<Arc<SnapshotFile>>>>,
+    dir: PathBuf,
+    /// Makes snapshot ids unique within this process.
+    snapshot_seq: Arc<AtomicU64>,
+}
+
+impl<S> Clone for MachineStore<S> {
+    fn clone(&self) -> Self {
+        Self {
+            applied: self.applied.clone(),
+            current: self.current.clone(),
+            dir: self.dir.clone(),
+            snapshot_seq: self.snapshot_seq.clone(),
+        }
+    }
+}
+
+const SNAPSHOT_FILE: &str = "snapshot.bin";
+
+impl<S: StateMachine> MachineStore<S> {
+    /// Wraps `machine`, restoring it from the snapshot in `dir` if there is one.
+    pub fn open(dir: &Path, mut machine: S) -> Result<Self, std::io::Error> {
+        fs::create_dir_all(dir)?;
+        let path = dir.join(SNAPSHOT_FILE);
+        let mut applied_state = (None, StoredMembership::default());
+        let current = match fs::read(&path) {
+            Ok(bytes) => {
+                let file: SnapshotFile = rmp_serde::from_slice(&bytes)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+                machine.restore(&file.data).map_err(|e| {
+                    std::io::Error::other(format!("restore {}: {e}", path.display()))
+                })?;
+                applied_state = (file.meta.last_log_id, file.meta.last_membership.clone());
+                Some(Arc::new(file))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        Ok(Self {
+            applied: Arc::new(Mutex::new(Applied {
+                machine,
+                last_applied: applied_state.0,
+                last_membership: applied_state.1,
+            })),
+            current: Arc::new(Mutex::new(current)),
+            dir: dir.to_path_buf(),
+            snapshot_seq: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Writes `file` atomically: temp file, fsync, rename, fsync of the directory.
+    fn persist(&self, file: &SnapshotFile) -> std::io::Result<()> {
+        let bytes = rmp_serde::to_vec_named(file).map_err(std::io::Error::other)?;
+        let tmp = self.dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+        {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, self.dir.join(SNAPSHOT_FILE))?;
+        fs::File::open(&self.dir)?.sync_all()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Applied<S>> {
+        // A panic while applying leaves the machine unusable either way; keep going with
+        // the poisoned guard so the error surfaces where it happened, not here.
+        self.applied.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn snapshot_err(e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::write_snapshot(None, &std::io::Error::other(e.to_string())).into()
+}
+
+impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for MachineStore<S> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let file = {
+            let applied = self.lock();
+            let seq = self.snapshot_seq.fetch_add(1, Ordering::Relaxed);
+            let snapshot_id = match applied.last_applied {
+                Some(id) => format!("{}-{}-{seq}", id.leader_id, id.index),
+                None => format!("none-{seq}"),
+            };
+            SnapshotFile {
+                meta: SnapshotMeta {
+                    last_log_id: applied.last_applied,
+                    last_membership: applied.last_membership.clone(),
+                    snapshot_id,
+                },
+                data: applied.machine.snapshot(),
+            }
+        };
+        let store = self.clone();
+        let file = tokio::task::spawn_blocking(move || store.persist(&file).map(|()| file))
+            .await
+            .map_err(snapshot_err)?
+            .map_err(snapshot_err)?;
+        let snapshot = Snapshot {
+            meta: file.meta.clone(),
+            snapshot: Box::new(Cursor::new(file.data.clone())),
+        };
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(file));
+        Ok(snapshot)
+    }
+}
+
+impl<S: StateMachine> RaftStateMachine<TypeConfig> for MachineStore<S> {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let applied = self.lock();
+        Ok((applied.last_applied, applied.last_membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Payload>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut applied = self.lock();
+        let mut responses = Vec::new();
+        for entry in entries {
+            let log_id = entry.log_id;
+            let response = match entry.payload {
+                EntryPayload::Blank => Payload::default(),
+                EntryPayload::Membership(m) => {
+                    applied.last_membership = StoredMembership::new(Some(log_id), m);
+                    Payload::default()
+                }
+                EntryPayload::Normal(Payload(bytes)) => {
+                    // A command this build cannot decode was written by a newer version:
+                    // stop here rather than skip it and diverge from the other nodes.
+                    let command: S::Command = rmp_serde::from_slice(&bytes).map_err(|e| {
+                        tracing::error!(index = log_id.index, error = %e, "unknown replicated command; stopping");
+                        StorageError::from(StorageIOError::apply(log_id, &e))
+                    })?;
+                    let response = applied.machine.apply(command);
+                    Payload(rmp_serde::to_vec_named(&response).map_err(|e| {
+                        StorageError::from(StorageIOError::apply(log_id, &e))
+                    })?)
+                }
+            };
+            applied.last_applied = Some(log_id);
+            responses.push(response);
+        }
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            data: snapshot.into_inner(),
+        };
+        {
+            let mut applied = self.lock();
+            applied
+                .machine
+                .restore(&file.data)
+                .map_err(|e| StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e))))?;
+            applied.last_applied = meta.last_log_id;
+            applied.last_membership = meta.last_membership.clone();
+        }
+        let store = self.clone();
+        let file = tokio::task::spawn_blocking(move || store.persist(&file).map(|()| file))
+            .await
+            .map_err(snapshot_err)?
+            .map_err(snapshot_err)?;
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(file));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(current.map(|file| Snapshot {
+            meta: file.meta.clone(),
+            snapshot: Box::new(Cursor::new(file.data.clone())),
+        }))
+    }
+}
