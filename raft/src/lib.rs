@@ -5,6 +5,10 @@
 //! [`machine`] the state-machine adapter with on-disk snapshots, [`network`] the peer
 //! transport seam, [`node`] the running node that ties them together.
 
+// openraft's trait methods return its (large) `StorageError`; our helpers return the
+// same type rather than box and unbox it at every call.
+#![allow(clippy::result_large_err)]
+
 pub mod log_store;
 pub mod machine;
 pub mod network;

@@ -51,7 +51,9 @@ impl LogStore {
         let txn = self.db.begin_read().map_err(read_err)?;
         let table = txn.open_table(META).map_err(read_err)?;
         match table.get(key).map_err(read_err)? {
-            Some(bytes) => Ok(Some(rmp_serde::from_slice(bytes.value()).map_err(read_err)?)),
+            Some(bytes) => Ok(Some(
+                rmp_serde::from_slice(bytes.value()).map_err(read_err)?,
+            )),
             None => Ok(None),
         }
     }

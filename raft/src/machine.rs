@@ -197,9 +197,10 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for MachineStore<S> {
                         StorageError::from(StorageIOError::apply(log_id, &e))
                     })?;
                     let response = applied.machine.apply(command);
-                    Payload(rmp_serde::to_vec_named(&response).map_err(|e| {
-                        StorageError::from(StorageIOError::apply(log_id, &e))
-                    })?)
+                    Payload(
+                        rmp_serde::to_vec_named(&response)
+                            .map_err(|e| StorageError::from(StorageIOError::apply(log_id, &e)))?,
+                    )
                 }
             };
             applied.last_applied = Some(log_id);
@@ -227,10 +228,12 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for MachineStore<S> {
         };
         {
             let mut applied = self.lock();
-            applied
-                .machine
-                .restore(&file.data)
-                .map_err(|e| StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e))))?;
+            applied.machine.restore(&file.data).map_err(|e| {
+                StorageError::from(StorageIOError::read_snapshot(
+                    Some(meta.signature()),
+                    &std::io::Error::other(e),
+                ))
+            })?;
             applied.last_applied = meta.last_log_id;
             applied.last_membership = meta.last_membership.clone();
         }
@@ -244,7 +247,11 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for MachineStore<S> {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         Ok(current.map(|file| Snapshot {
             meta: file.meta.clone(),
             snapshot: Box::new(Cursor::new(file.data.clone())),

@@ -146,8 +146,8 @@ impl<S: StateMachine> RaftNode<S> {
         let dir = &config.dir;
         std::fs::create_dir_all(dir).map_err(|e| storage_err(dir, e))?;
         let log = LogStore::open(&dir.join("log.redb")).map_err(|e| storage_err(dir, e))?;
-        let machine = MachineStore::open(&dir.join("snapshot"), machine)
-            .map_err(|e| storage_err(dir, e))?;
+        let machine =
+            MachineStore::open(&dir.join("snapshot"), machine).map_err(|e| storage_err(dir, e))?;
         let raft_config = openraft::Config {
             cluster_name: "roster".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -179,6 +179,14 @@ impl<S: StateMachine> RaftNode<S> {
 
     /// Initializes a cluster of `members`, unless this node's log already holds one.
     pub async fn initialize(&self, members: BTreeMap<NodeId, BasicNode>) -> Result<(), StartError> {
+        if self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| StartError::Stopped(e.to_string()))?
+        {
+            return Ok(());
+        }
         match self.raft.initialize(members).await {
             Ok(()) => Ok(()),
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
@@ -189,10 +197,12 @@ impl<S: StateMachine> RaftNode<S> {
     /// Proposes `command`; returns the state machine's response once it is committed
     /// (fsynced on a quorum) and applied on this node.
     pub async fn write(&self, command: &S::Command) -> Result<S::Response, WriteError> {
-        let bytes = rmp_serde::to_vec_named(command).map_err(|e| WriteError::Codec(e.to_string()))?;
+        let bytes =
+            rmp_serde::to_vec_named(command).map_err(|e| WriteError::Codec(e.to_string()))?;
         match self.raft.client_write(Payload(bytes)).await {
-            Ok(reply) => rmp_serde::from_slice(&reply.data.0)
-                .map_err(|e| WriteError::Codec(e.to_string())),
+            Ok(reply) => {
+                rmp_serde::from_slice(&reply.data.0).map_err(|e| WriteError::Codec(e.to_string()))
+            }
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
                 Err(WriteError::NotLeader {
                     leader_id: f.leader_id,
@@ -248,7 +258,9 @@ impl<S: StateMachine> RaftNode<S> {
     }
 
     /// A watch that changes whenever the node's Raft metrics do.
-    pub fn changes(&self) -> tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, BasicNode>> {
+    pub fn changes(
+        &self,
+    ) -> tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, BasicNode>> {
         self.raft.metrics()
     }
 

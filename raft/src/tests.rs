@@ -48,16 +48,21 @@ impl StateMachine for KvMachine {
 
 struct Builder;
 
-impl openraft::testing::StoreBuilder<TypeConfig, LogStore, MachineStore<KvMachine>, tempfile::TempDir>
-    for Builder
+impl
+    openraft::testing::StoreBuilder<
+        TypeConfig,
+        LogStore,
+        MachineStore<KvMachine>,
+        tempfile::TempDir,
+    > for Builder
 {
     async fn build(
         &self,
     ) -> Result<(tempfile::TempDir, LogStore, MachineStore<KvMachine>), StorageError> {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = LogStore::open(&dir.path().join("log.redb")).expect("open log");
-        let machine =
-            MachineStore::open(&dir.path().join("snapshot"), KvMachine::default()).expect("open sm");
+        let machine = MachineStore::open(&dir.path().join("snapshot"), KvMachine::default())
+            .expect("open sm");
         Ok((dir, log, machine))
     }
 }
@@ -97,7 +102,9 @@ async fn acknowledged_writes_survive_restart() {
     let node = RaftNode::start(&config(dir.path()), KvMachine::default(), NoPeers)
         .await
         .expect("restart");
-    node.initialize_single().await.expect("init is a no-op on restart");
+    node.initialize_single()
+        .await
+        .expect("init is a no-op on restart");
     assert!(node.wait_for_leader(Duration::from_secs(5)).await);
     // The next write sees every earlier one: the machine was rebuilt from snapshot + log.
     let n = node

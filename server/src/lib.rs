@@ -1,0 +1,19 @@
+//! roster: a clustered, Nacos-compatible service registry.
+//!
+//! Modules: [`config`] flags and config file, [`app`] the node's state and `run`,
+//! [`registry`] the in-memory registry core, [`health`] beat expiry, [`store`] the Raft
+//! state machine and proposals, [`auth`] users and tokens, [`push`] UDP push,
+//! [`api`] the HTTP routes, [`metrics`] Prometheus metrics, [`clock`] time.
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod health;
+pub mod metrics;
+pub mod push;
+pub mod registry;
+pub mod store;
+
+pub use app::{run, Listeners};

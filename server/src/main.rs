@@ -1,1 +1,87 @@
-fn main(){}
+//! The `roster` binary: parses flags, sets up logging, binds listeners and runs a node.
+
+use std::process::ExitCode;
+
+use roster::config::{self, Cli, Command, LogFormat, NodeArgs};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = match config::parse() {
+        Ok(cli) => cli,
+        Err(config::ConfigError::Clap(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("roster: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&cli.node);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("roster: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "roster stopped");
+            eprintln!("roster: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        None | Some(Command::Run) => run_node(cli.node).await,
+    }
+}
+
+async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
+    if args.no_auth {
+        tracing::warn!("AUTHENTICATION IS OFF (--no-auth): anyone who reaches {} can read and change everything; use this for local development only", args.http);
+    }
+    let listeners = roster::Listeners::bind(&args).await?;
+    roster::run(args, listeners, shutdown_signal()).await
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = interrupt => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = interrupt.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+fn init_logging(args: &NodeArgs) {
+    // RUST_LOG wins over --log-level, as operators expect.
+    // openraft narrates every election at info; keep it to warnings unless asked.
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(format!("openraft=warn,{}", args.log_level)))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

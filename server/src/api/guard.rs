@@ -1,0 +1,138 @@
+//! The guard every request passes before routing: buffers and parses parameters (query
+//! plus urlencoded body), holds requests until the node is ready, and authenticates.
+//! Only an explicit list of paths is open; no header grants a pass.
+
+use std::sync::Arc;
+
+use axum::body::{to_bytes, Body};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::params::Params;
+use crate::app::AppState;
+use crate::auth::{Credentials, Identity};
+use crate::clock::now_secs;
+
+/// Paths answered before the node is ready and without authentication.
+const OPS_PATHS: [&str; 3] = ["/health/live", "/health/ready", "/metrics"];
+/// Paths that need no authentication once the node is ready.
+const OPEN_PATHS: [&str; 2] = ["/nacos/v1/auth/login", "/nacos/v1/auth/users/login"];
+/// Paths where authentication is optional: clients probe this one for
+/// `{"status":"UP"}`; its detailed form requires a caller and checks for one.
+const SOFT_PATHS: [&str; 1] = ["/nacos/v1/ns/operator/metrics"];
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+}
+
+/// The credentials a request carries: `Authorization: Bearer`, else `accessToken`, else
+/// `username` + `password`.
+fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    Credentials {
+        token: bearer.or_else(|| params.optional("accessToken")),
+        username: params.optional("username"),
+        password: params.get("password"),
+    }
+}
+
+/// The guard middleware.
+pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let query = parts.uri.query().map(str::to_string);
+    let (params, body) = if is_form(&parts.headers) {
+        match to_bytes(body, state.limits.max_body_bytes).await {
+            Ok(bytes) => (
+                Params::parse(query.as_deref(), Some(&bytes)),
+                Body::from(bytes),
+            ),
+            Err(_) => {
+                return ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body exceeds {} bytes", state.limits.max_body_bytes),
+                )
+                .into_response()
+            }
+        }
+    } else {
+        (Params::parse(query.as_deref(), None), body)
+    };
+    let path = parts.uri.path();
+    if !OPS_PATHS.contains(&path) {
+        if !state.ready.is_ready() {
+            return ApiError::unavailable("server is starting, please try again later")
+                .into_response();
+        }
+        if SOFT_PATHS.contains(&path) {
+            if let Ok(identity) = authenticate(&state, &parts.headers, &params).await {
+                parts.extensions.insert(identity);
+            }
+        } else if !OPEN_PATHS.contains(&path) {
+            match authenticate(&state, &parts.headers, &params).await {
+                Ok(identity) => {
+                    parts.extensions.insert(identity);
+                }
+                Err(e) => return e.into_response(),
+            }
+        }
+    }
+    parts.extensions.insert(Arc::new(params));
+    next.run(Request::from_parts(parts, body)).await
+}
+
+async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    params: &Params,
+) -> Result<Identity, ApiError> {
+    if !state.auth.enabled() {
+        return Ok(Identity {
+            username: "anonymous".into(),
+            admin: true,
+        });
+    }
+    Ok(state
+        .auth
+        .identify(&credentials(headers, params), now_secs())
+        .await?)
+}
+
+/// The caller's identity, for handlers; authentication already happened in the guard.
+pub struct Caller(pub Identity);
+
+impl Caller {
+    /// 403 unless the caller is an admin.
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.0.admin {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                "authorization failed!: this needs an admin user",
+            ))
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Identity>()
+            .cloned()
+            .map(Caller)
+            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "authentication required"))
+    }
+}

@@ -1,0 +1,66 @@
+//! The HTTP API: one route table per API ([`nacos`] for Nacos v1, [`ops`] for health and
+//! metrics), the [`guard`] that authenticates every request before it is routed, and the
+//! shared [`error`] and [`params`] types.
+
+pub mod error;
+pub mod guard;
+pub mod nacos;
+pub mod ops;
+pub mod params;
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use tower::Layer;
+use tower_http::limit::RequestBodyLimitLayer;
+
+use crate::app::AppState;
+use crate::metrics::{RouteLabels, StatusLabels};
+
+/// The whole HTTP service. The guard wraps the router, so it runs before routing: no
+/// route, known or unknown, is reached without passing it.
+pub fn service(state: AppState) -> Router {
+    let routes = Router::new()
+        .merge(nacos::routes())
+        .merge(ops::routes())
+        .fallback(nacos::no_such_api)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            record_metrics,
+        ))
+        .layer(RequestBodyLimitLayer::new(state.limits.max_body_bytes))
+        .with_state(state.clone());
+    let guarded = middleware::from_fn_with_state(state, guard::guard).layer(routes);
+    Router::new().fallback_service(guarded)
+}
+
+/// Counts requests and observes latency per matched route.
+async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().as_str().to_string();
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let labels = RouteLabels { route, method };
+    state
+        .metrics
+        .latency
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    state
+        .metrics
+        .requests
+        .get_or_create(&StatusLabels {
+            route: labels.route,
+            method: labels.method,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}

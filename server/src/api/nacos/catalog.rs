@@ -1,0 +1,127 @@
+//! `/nacos/v1/ns/catalog/*`: the console's views of services and instances, with counts,
+//! including disabled and unhealthy instances.
+
+use axum::extract::State;
+use axum::response::Response;
+use serde_json::json;
+
+use super::service::checker_json;
+use super::{json_of, page};
+use crate::api::error::ApiError;
+use crate::api::params::Params;
+use crate::app::AppState;
+
+/// `GET /nacos/v1/ns/catalog/services`: services of a namespace with instance counts,
+/// filtered by substrings of name and group.
+pub async fn services(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let ns = params.namespace()?;
+    let page_no = params.page("pageNo", Some(1))?;
+    let page_size = params.page("pageSize", Some(10))?;
+    let name_filter = params.optional("serviceNameParam").unwrap_or("");
+    let group_filter = params.optional("groupNameParam").unwrap_or("");
+    let has_ip_count = params.boolean("hasIpCount")?.unwrap_or(false);
+    let rows: Vec<serde_json::Value> = state
+        .registry
+        .services(&ns)
+        .into_iter()
+        .filter(|s| s.key.name.contains(name_filter) && s.key.group.contains(group_filter))
+        .filter_map(|s| {
+            let view = s.view();
+            let ip_count = view.instances.len();
+            if has_ip_count && ip_count == 0 {
+                return None;
+            }
+            let healthy = view.healthy_count();
+            let threshold = view.settings_or_default().protect_threshold;
+            let triggered =
+                ip_count > 0 && threshold >= 0.0 && (healthy as f64 / ip_count as f64) <= threshold;
+            Some(json!({
+                "name": &*s.key.name,
+                "groupName": &*s.key.group,
+                "clusterCount": view.cluster_names().len(),
+                "ipCount": ip_count,
+                "healthyInstanceCount": healthy,
+                "protectThreshold": threshold,
+                "triggerFlag": triggered.to_string(),
+            }))
+        })
+        .collect();
+    let count = rows.len();
+    Ok(json_of(
+        &json!({ "count": count, "serviceList": page(rows, page_no, page_size) }),
+    ))
+}
+
+/// `GET /nacos/v1/ns/catalog/service`: one service with its cluster settings.
+pub async fn service(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let grouped = key.grouped();
+    let svc = state
+        .registry
+        .service_by_key(&key)
+        .ok_or_else(|| ApiError::not_found(format!("service {grouped} is not found!")))?;
+    let view = svc.view();
+    let settings = view.settings_or_default();
+    let mut names: Vec<String> = view.cluster_names().iter().map(|c| c.to_string()).collect();
+    names.extend(settings.clusters.keys().cloned());
+    names.sort();
+    names.dedup();
+    let clusters: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let c = settings.clusters.get(name).cloned().unwrap_or_default();
+            json!({
+                "serviceName": grouped,
+                "name": name,
+                "healthChecker": checker_json(&c.health_checker),
+                "defaultPort": 80,
+                "defaultCheckPort": c.check_port,
+                "useIPPort4Check": c.use_instance_port,
+                "metadata": c.metadata,
+            })
+        })
+        .collect();
+    Ok(json_of(&json!({
+        "service": {
+            "name": &*key.name,
+            "groupName": &*key.group,
+            "protectThreshold": settings.protect_threshold,
+            "selector": { "type": settings.selector.kind, "expression": settings.selector.expression },
+            "metadata": settings.metadata,
+        },
+        "clusters": clusters,
+    })))
+}
+
+/// `GET /nacos/v1/ns/catalog/instances`: one page of one cluster's instances, disabled
+/// and unhealthy ones included.
+pub async fn instances(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let cluster = params.required("clusterName")?;
+    let page_no = params.page("pageNo", Some(1))?;
+    let page_size = params.page("pageSize", Some(100))?;
+    let grouped = key.grouped();
+    let svc = state
+        .registry
+        .service_by_key(&key)
+        .ok_or_else(|| ApiError::not_found(format!("service {grouped} is not found!")))?;
+    let view = svc.view();
+    let list: Vec<_> = view
+        .instances
+        .values()
+        .filter(|i| &*i.cluster == cluster)
+        .map(|i| super::wire::Host::new(i, &grouped, i.healthy))
+        .collect();
+    if list.is_empty() && !view.cluster_names().iter().any(|c| &**c == cluster) {
+        return Err(ApiError::not_found(format!(
+            "cluster {cluster} is not found!"
+        )));
+    }
+    let count = list.len();
+    Ok(json_of(
+        &json!({ "count": count, "list": page(list, page_no, page_size) }),
+    ))
+}

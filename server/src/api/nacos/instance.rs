@@ -1,0 +1,433 @@
+//! `/nacos/v1/ns/instance*` and `/nacos/v1/ns/health*`: register, deregister, update,
+//! detail, list (and UDP subscribe), beat, and manual health of persistent instances.
+//!
+//! Ephemeral writes go straight to the registry; persistent ones are proposed to Raft and
+//! answered once committed.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::wire::{service_info, ListRequest};
+use super::{json, json_of};
+use crate::api::error::ApiError;
+use crate::api::params::{
+    check_cluster_name, check_ip, parse_cluster_list, parse_port, parse_weight, Params,
+    DEFAULT_CLUSTER,
+};
+use crate::app::{AppState, Limits};
+use crate::clock::now_ms;
+use crate::push::udp::push_capable;
+use crate::registry::instance::{addr_key, Instance, Metadata};
+use crate::registry::service::{HealthChecker, ServiceKey};
+use crate::registry::{InstancePatch, Registration};
+use crate::store::command::CommandV1;
+
+/// Parses the instance fields of a register call.
+fn registration(params: &Params, limits: &Limits) -> Result<Registration, ApiError> {
+    let ip = params.required("ip")?;
+    check_ip("ip", ip)?;
+    let port = params.port("port")?;
+    let cluster = params
+        .optional_any(&["clusterName", "cluster"])
+        .unwrap_or(DEFAULT_CLUSTER);
+    check_cluster_name(cluster)?;
+    let weight = match params.optional("weight") {
+        Some(w) => parse_weight("weight", w)?,
+        None => 1.0,
+    };
+    Ok(Registration {
+        ip: ip.to_string(),
+        port,
+        cluster: cluster.to_string(),
+        weight,
+        healthy: params.boolean("healthy")?.unwrap_or(true),
+        enabled: params.boolean_any(&["enabled", "enable"])?.unwrap_or(true),
+        ephemeral: params.boolean("ephemeral")?.unwrap_or(true),
+        metadata: params
+            .metadata("metadata", limits.max_metadata_bytes)?
+            .unwrap_or_default(),
+        instance_id: None,
+    })
+}
+
+/// `ip` and `port`, both required and checked.
+fn address(params: &Params) -> Result<(String, u16), ApiError> {
+    let ip = params.required("ip")?;
+    check_ip("ip", ip)?;
+    Ok((ip.to_string(), params.port("port")?))
+}
+
+/// The instance at `ip:port` of `key`, if any.
+fn find(
+    state: &AppState,
+    key: &ServiceKey,
+    ip: &str,
+    port: u16,
+) -> Option<std::sync::Arc<Instance>> {
+    let view = state.registry.service_by_key(key)?.view();
+    view.instances.get(&addr_key(ip, port)).cloned()
+}
+
+/// `POST /nacos/v1/ns/instance`: register an instance.
+#[tracing::instrument(skip_all)]
+pub async fn register(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    let registration = registration(&params, &state.limits)?;
+    let now = now_ms();
+    if registration.ephemeral {
+        state.registry.register(&key, &registration, now)?;
+    } else {
+        if let Some(conflict) = state.registry.kind_conflict(&key, false) {
+            return Err(conflict.into());
+        }
+        state
+            .store
+            .propose(CommandV1::Register {
+                key,
+                registration,
+                at_ms: now,
+            })
+            .await?;
+    }
+    Ok("ok")
+}
+
+/// `DELETE /nacos/v1/ns/instance`: deregister. Removes whatever instance holds
+/// `ip:port`, persistent or ephemeral, whatever `ephemeral` says (Nacos silently keeps a
+/// persistent instance when the flag is left at its default). Missing is not an error.
+#[tracing::instrument(skip_all)]
+pub async fn deregister(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    let (ip, port) = address(&params)?;
+    // Validated for the sake of clear errors; the instance's own kind decides the path.
+    params.boolean("ephemeral")?;
+    let now = now_ms();
+    match find(&state, &key, &ip, port) {
+        Some(i) if !i.ephemeral => {
+            state
+                .store
+                .propose(CommandV1::Deregister {
+                    key,
+                    ip,
+                    port,
+                    at_ms: now,
+                })
+                .await?;
+        }
+        Some(_) => {
+            state.registry.deregister(&key, &ip, port, Some(true), now);
+        }
+        None => {}
+    }
+    Ok("ok")
+}
+
+/// `PUT|PATCH /nacos/v1/ns/instance`: change weight, enabled flag or metadata. Only the
+/// parameters given change (Nacos' PUT re-enables an instance when `enabled` is
+/// absent; roster leaves it as it is). The values are pinned: a re-registration by the
+/// client does not undo them.
+#[tracing::instrument(skip_all)]
+pub async fn update(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    let (ip, port) = address(&params)?;
+    let patch = InstancePatch {
+        weight: params
+            .optional("weight")
+            .map(|w| parse_weight("weight", w))
+            .transpose()?,
+        enabled: params.boolean_any(&["enabled", "enable"])?,
+        metadata: params.metadata("metadata", state.limits.max_metadata_bytes)?,
+    };
+    if state.registry.service_by_key(&key).is_none() {
+        return Err(ApiError::not_found(format!(
+            "service not found, namespace: {}, service: {}",
+            key.namespace,
+            key.grouped()
+        )));
+    }
+    let instance = find(&state, &key, &ip, port).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "instance {ip}:{port} not found in service {}",
+            key.grouped()
+        ))
+    })?;
+    let now = now_ms();
+    if instance.ephemeral {
+        state
+            .registry
+            .update_instance(&key, &ip, port, true, &patch, now)?;
+    } else {
+        state
+            .store
+            .propose(CommandV1::UpdateInstance {
+                key,
+                ip,
+                port,
+                patch,
+                at_ms: now,
+            })
+            .await?;
+    }
+    Ok("ok")
+}
+
+/// `GET /nacos/v1/ns/instance`: one instance. With `clusterName` given, the instance
+/// must be in that cluster.
+pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let (ip, port) = address(&params)?;
+    let cluster = params.optional_any(&["clusterName", "cluster"]);
+    let grouped = key.grouped();
+    let view = state.registry.service_by_key(&key).map(|s| s.view());
+    let no_ips = || {
+        ApiError::not_found(format!(
+            "no ips found for cluster {} in service {grouped}",
+            cluster.unwrap_or(DEFAULT_CLUSTER)
+        ))
+    };
+    let view = view
+        .filter(|v| !v.instances.is_empty())
+        .ok_or_else(no_ips)?;
+    let instance = view
+        .instances
+        .get(&addr_key(&ip, port))
+        .filter(|i| cluster.is_none_or(|c| *i.cluster == *c))
+        .ok_or_else(|| ApiError::not_found("no matched ip found!"))?;
+    Ok(json_of(&json!({
+        "service": grouped,
+        "ip": &*instance.ip,
+        "port": instance.port,
+        "clusterName": &*instance.cluster,
+        "weight": instance.weight,
+        "healthy": instance.healthy,
+        "enabled": instance.enabled,
+        "ephemeral": instance.ephemeral,
+        "instanceId": &*instance.instance_id,
+        "metadata": &*instance.metadata,
+    })))
+}
+
+/// The client's agent string: `User-Agent`, else `Client-Version`.
+fn agent(headers: &HeaderMap) -> &str {
+    headers
+        .get("user-agent")
+        .or_else(|| headers.get("client-version"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
+/// that passes `udpPort` and `clientIP` is subscribed to UDP pushes.
+pub async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let clusters_raw = params.get("clusters").unwrap_or("");
+    let clusters = parse_cluster_list(clusters_raw)?;
+    let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
+    let udp_port = match params.optional("udpPort") {
+        Some(p) => parse_port("udpPort", p)?,
+        None => 0,
+    };
+    if udp_port > 0 {
+        if let Some(ip) = params.optional("clientIP") {
+            let ip: IpAddr = ip.parse().map_err(|_| {
+                ApiError::illegal("clientIP", format!("'{ip}' is not an IP address."))
+            })?;
+            let agent = agent(&headers);
+            if push_capable(agent) {
+                let app = params.optional("app").unwrap_or("unknown");
+                state.push.subscribe(
+                    &key,
+                    SocketAddr::new(ip, udp_port),
+                    clusters_raw,
+                    agent,
+                    app,
+                );
+            }
+        }
+    }
+    let view = state
+        .registry
+        .service(&key.namespace, &key.grouped())
+        .map(|s| s.view());
+    let grouped = key.grouped();
+    let body = service_info(
+        view.as_deref(),
+        &ListRequest {
+            grouped: &grouped,
+            group: Some(&key.group),
+            clusters_raw,
+            clusters: &clusters,
+            healthy_only,
+            now_ms: now_ms(),
+        },
+    );
+    Ok(json(body))
+}
+
+/// The `beat` JSON clients send (Nacos' `RsInfo`); unknown keys are ignored.
+#[derive(Deserialize)]
+struct BeatInfo {
+    ip: Option<String>,
+    port: Option<i64>,
+    cluster: Option<String>,
+    weight: Option<f64>,
+    ephemeral: Option<bool>,
+    #[serde(default)]
+    metadata: Metadata,
+}
+
+fn beat_reply(code: u32, interval_ms: u64) -> Response {
+    json_of(&json!({
+        "clientBeatInterval": interval_ms,
+        "code": code,
+        "lightBeatEnabled": true,
+    }))
+}
+
+/// `PUT /nacos/v1/ns/instance/beat`: a heartbeat. A light beat (no `beat` JSON) for an
+/// unknown instance answers code 20404 so the client re-registers; a full beat
+/// re-registers the instance itself (Python and npm clients never re-register any other
+/// way). A missing `weight` in the beat means 1.0 (Nacos uses 0.0, which would silently
+/// drain a re-registered instance).
+pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let beat: Option<BeatInfo> = params
+        .optional("beat")
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| ApiError::illegal("beat", format!("it is not valid beat JSON: {e}.")))?;
+    let (ip, port, cluster) = match &beat {
+        Some(b) => {
+            let ip =
+                b.ip.as_deref()
+                    .ok_or_else(|| ApiError::missing("beat.ip"))?;
+            check_ip("beat.ip", ip)?;
+            let port = b.port.ok_or_else(|| ApiError::missing("beat.port"))?;
+            let port = parse_port("beat.port", &port.to_string())?;
+            let cluster = b
+                .cluster
+                .as_deref()
+                .filter(|c| !c.is_empty())
+                .unwrap_or(DEFAULT_CLUSTER);
+            (ip.to_string(), port, cluster.to_string())
+        }
+        None => {
+            let (ip, port) = address(&params)?;
+            let cluster = params
+                .optional_any(&["clusterName", "cluster"])
+                .unwrap_or(DEFAULT_CLUSTER);
+            (ip, port, cluster.to_string())
+        }
+    };
+    state.metrics.beats.inc();
+    let now = now_ms();
+    if let Some(hb) = state
+        .registry
+        .beat(&key.namespace, &key.grouped(), &ip, port, now)
+    {
+        return Ok(beat_reply(10200, hb.interval_ms));
+    }
+    let Some(beat) = beat.filter(|b| b.ephemeral.unwrap_or(true)) else {
+        return Ok(beat_reply(20404, 5000));
+    };
+    check_cluster_name(&cluster)?;
+    let weight = match beat.weight {
+        Some(w) => parse_weight("beat.weight", &w.to_string())?,
+        None => 1.0,
+    };
+    let size: usize = beat.metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > state.limits.max_metadata_bytes {
+        return Err(ApiError::illegal(
+            "beat.metadata",
+            format!(
+                "the param length should not exceed {}.",
+                state.limits.max_metadata_bytes
+            ),
+        ));
+    }
+    let registration = Registration {
+        ip,
+        port,
+        cluster,
+        weight,
+        healthy: true,
+        enabled: true,
+        ephemeral: true,
+        metadata: beat.metadata,
+        instance_id: None,
+    };
+    state.registry.register(&key, &registration, now)?;
+    let interval =
+        crate::registry::instance::Heartbeat::from_metadata(&registration.metadata).interval_ms;
+    Ok(beat_reply(10200, interval))
+}
+
+/// `PUT /nacos/v1/ns/health/instance`: set the health of a persistent instance whose
+/// cluster is not checked by the server (health checker `NONE`).
+pub async fn health(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    let (ip, port) = address(&params)?;
+    let healthy = params
+        .boolean_any(&["healthy", "valid"])?
+        .ok_or_else(|| ApiError::missing("healthy"))?;
+    let grouped = key.grouped();
+    let svc = state
+        .registry
+        .service_by_key(&key)
+        .ok_or_else(|| ApiError::not_found(format!("service {grouped} not found!")))?;
+    let view = svc.view();
+    let instance = view.instances.get(&addr_key(&ip, port)).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "instance {ip}:{port} not found in service {grouped}"
+        ))
+    })?;
+    if instance.ephemeral {
+        return Err(ApiError::bad_request(format!(
+            "instance {ip}:{port} is ephemeral: its health follows its heartbeats and cannot be set"
+        )));
+    }
+    let settings = view.settings_or_default();
+    let checker = settings
+        .clusters
+        .get(&*instance.cluster)
+        .map(|c| &c.health_checker)
+        .unwrap_or(&HealthChecker::Tcp);
+    if *checker != HealthChecker::None {
+        return Err(ApiError::bad_request(format!(
+            "health check is still working, service: {grouped}, cluster: {}",
+            instance.cluster
+        )));
+    }
+    state
+        .store
+        .propose(CommandV1::SetHealth {
+            key,
+            ip,
+            port,
+            healthy,
+            at_ms: now_ms(),
+        })
+        .await?;
+    Ok("ok")
+}

@@ -1,0 +1,104 @@
+//! Nacos Open API v1: the route table, and handlers by resource ([`instance`],
+//! [`service`], [`catalog`], [`namespace`], [`auth`], [`operator`]), with the wire
+//! shapes in [`wire`].
+
+pub mod auth;
+pub mod catalog;
+pub mod instance;
+pub mod namespace;
+pub mod operator;
+pub mod service;
+pub mod wire;
+
+use axum::http::{Method, Uri};
+use axum::routing::{get, post, put};
+use axum::Router;
+
+use super::error::ApiError;
+use crate::app::AppState;
+
+/// Every Nacos v1 route.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/nacos/v1/ns/instance",
+            post(instance::register)
+                .delete(instance::deregister)
+                .put(instance::update)
+                .patch(instance::update)
+                .get(instance::detail),
+        )
+        .route("/nacos/v1/ns/instance/list", get(instance::list))
+        .route("/nacos/v1/ns/instance/beat", put(instance::beat))
+        .route("/nacos/v1/ns/health/instance", put(instance::health))
+        .route("/nacos/v1/ns/health", put(instance::health))
+        .route(
+            "/nacos/v1/ns/service",
+            post(service::create)
+                .delete(service::delete)
+                .put(service::update)
+                .get(service::detail),
+        )
+        .route("/nacos/v1/ns/service/list", get(service::list))
+        .route(
+            "/nacos/v1/ns/service/subscribers",
+            get(service::subscribers),
+        )
+        .route("/nacos/v1/ns/cluster", put(service::put_cluster))
+        .route("/nacos/v1/ns/catalog/services", get(catalog::services))
+        .route("/nacos/v1/ns/catalog/service", get(catalog::service))
+        .route("/nacos/v1/ns/catalog/instances", get(catalog::instances))
+        .route("/nacos/v1/ns/operator/metrics", get(operator::metrics))
+        .route("/nacos/v1/ns/operator/switches", get(operator::switches))
+        .route(
+            "/nacos/v1/console/namespaces",
+            get(namespace::get)
+                .post(namespace::create)
+                .put(namespace::update)
+                .delete(namespace::delete),
+        )
+        .route("/nacos/v1/auth/login", post(auth::login))
+        .route("/nacos/v1/auth/users/login", post(auth::login))
+        .route(
+            "/nacos/v1/auth/users",
+            get(auth::list_users)
+                .post(auth::create_user)
+                .put(auth::change_password)
+                .delete(auth::delete_user),
+        )
+}
+
+/// Answers paths no route serves, as Nacos words it.
+pub async fn no_such_api(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no such api:{method}:{}", uri.path()))
+}
+
+/// A JSON response with the right content type.
+pub fn json(body: Vec<u8>) -> axum::response::Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+use axum::response::IntoResponse;
+
+/// Serializes `value` as a JSON response.
+pub fn json_of<T: serde::Serialize>(value: &T) -> axum::response::Response {
+    json(serde_json::to_vec(value).expect("response serializes"))
+}
+
+/// `{"code":200,"message":null,"data":...}`, the envelope of Nacos' console APIs.
+pub fn envelope<T: serde::Serialize>(data: T) -> axum::response::Response {
+    json_of(&serde_json::json!({ "code": 200, "message": null, "data": data }))
+}
+
+/// The items of page `page_no` (from 1) of `page_size`.
+pub fn page<T>(items: Vec<T>, page_no: usize, page_size: usize) -> Vec<T> {
+    items
+        .into_iter()
+        .skip((page_no - 1).saturating_mul(page_size))
+        .take(page_size)
+        .collect()
+}

@@ -1,0 +1,250 @@
+//! `/nacos/v1/ns/service*` and `/nacos/v1/ns/cluster`: service settings (Raft data),
+//! service lists and subscribers.
+
+use axum::extract::State;
+use axum::response::Response;
+use serde_json::json;
+
+use super::{json_of, page};
+use crate::api::error::ApiError;
+use crate::api::params::{check_group, parse_bool, parse_port, Params, DEFAULT_GROUP};
+use crate::app::AppState;
+use crate::clock::now_ms;
+use crate::registry::service::{
+    ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings,
+};
+use crate::store::command::CommandV1;
+
+/// Parses `protectThreshold`: a number up to 1; negative turns protection off.
+fn protect_threshold(params: &Params, required: bool) -> Result<f64, ApiError> {
+    let raw = match params.optional("protectThreshold") {
+        Some(raw) => raw,
+        None if required => return Err(ApiError::missing("protectThreshold")),
+        None => return Ok(0.0),
+    };
+    let value: f64 = raw
+        .parse()
+        .map_err(|_| ApiError::illegal("protectThreshold", format!("'{raw}' is not a number.")))?;
+    if !value.is_finite() || value > 1.0 {
+        return Err(ApiError::illegal(
+            "protectThreshold",
+            "the value should be between 0 and 1 (negative turns protection off).",
+        ));
+    }
+    Ok(value)
+}
+
+/// Parses `selector`: `{"type":"none"}` or `{"type":"label","expression":"..."}`.
+fn selector(params: &Params) -> Result<Selector, ApiError> {
+    let Some(raw) = params.optional("selector") else {
+        return Ok(ServiceSettings::default().selector);
+    };
+    let value: serde_json::Value = serde_json::from_str(raw)
+        .map_err(|e| ApiError::illegal("selector", format!("it is not valid JSON: {e}.")))?;
+    let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    match kind {
+        "none" => Ok(ServiceSettings::default().selector),
+        "label" => Ok(Selector {
+            kind: "label".into(),
+            expression: value
+                .get("expression")
+                .and_then(|e| e.as_str())
+                .unwrap_or("")
+                .to_string(),
+        }),
+        _ => Err(ApiError::bad_request("not match any type of selector!")),
+    }
+}
+
+fn settings(
+    params: &Params,
+    state: &AppState,
+    threshold_required: bool,
+) -> Result<ServiceSettings, ApiError> {
+    Ok(ServiceSettings {
+        protect_threshold: protect_threshold(params, threshold_required)?,
+        metadata: params
+            .metadata("metadata", state.limits.max_metadata_bytes)?
+            .unwrap_or_default(),
+        selector: selector(params)?,
+        clusters: Default::default(),
+    })
+}
+
+fn not_found(key: &ServiceKey) -> ApiError {
+    ApiError::not_found(format!(
+        "service not found, namespace: {}, serviceName: {}",
+        key.namespace,
+        key.grouped()
+    ))
+}
+
+/// `POST /nacos/v1/ns/service`: store settings for a new service. Unlike Nacos 2.x this
+/// does not fix the service's kind: ephemeral and persistent instances may register.
+pub async fn create(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    let settings = settings(&params, &state, false)?;
+    state
+        .store
+        .propose(CommandV1::CreateService {
+            key,
+            settings,
+            at_ms: now_ms(),
+        })
+        .await?;
+    Ok("ok")
+}
+
+/// `DELETE /nacos/v1/ns/service`: delete a service that has no instances.
+pub async fn delete(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    state.registry.check_deletable(&key)?;
+    state
+        .store
+        .propose(CommandV1::DeleteService {
+            key,
+            at_ms: now_ms(),
+        })
+        .await?;
+    Ok("ok")
+}
+
+/// `PUT /nacos/v1/ns/service`: replace threshold, metadata and selector (absent
+/// metadata clears it, absent selector means none; cluster settings are kept).
+pub async fn update(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    let settings = settings(&params, &state, true)?;
+    if state.registry.service_by_key(&key).is_none() {
+        return Err(not_found(&key));
+    }
+    state
+        .store
+        .propose(CommandV1::UpdateService {
+            key,
+            settings,
+            at_ms: now_ms(),
+        })
+        .await?;
+    Ok("ok")
+}
+
+/// The JSON of a health checker.
+pub fn checker_json(checker: &HealthChecker) -> serde_json::Value {
+    serde_json::to_value(checker).expect("checker serializes")
+}
+
+/// `GET /nacos/v1/ns/service`: a service's settings and its clusters.
+pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let svc = state
+        .registry
+        .service_by_key(&key)
+        .ok_or_else(|| not_found(&key))?;
+    let view = svc.view();
+    let settings = view.settings_or_default();
+    let clusters: Vec<_> = view
+        .cluster_names()
+        .iter()
+        .map(|name| {
+            let c = settings.clusters.get(&**name).cloned().unwrap_or_default();
+            json!({ "name": &**name, "healthChecker": checker_json(&c.health_checker), "metadata": c.metadata })
+        })
+        .collect();
+    Ok(json_of(&json!({
+        "namespaceId": &*key.namespace,
+        "groupName": &*key.group,
+        "name": &*key.name,
+        "protectThreshold": settings.protect_threshold,
+        "metadata": settings.metadata,
+        "selector": { "type": settings.selector.kind, "expression": settings.selector.expression, "contextType": "NONE" },
+        "clusters": clusters,
+    })))
+}
+
+/// `GET /nacos/v1/ns/service/list`: one page of service names (without group) of one
+/// group.
+pub async fn list(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let page_no = params.page("pageNo", None)?;
+    let page_size = params.page("pageSize", None)?;
+    let ns = params.namespace()?;
+    let group = params.optional("groupName").unwrap_or(DEFAULT_GROUP);
+    check_group(group)?;
+    let names: Vec<String> = state
+        .registry
+        .services(&ns)
+        .into_iter()
+        .filter(|s| &*s.key.group == group)
+        .map(|s| s.key.name.to_string())
+        .collect();
+    let count = names.len();
+    Ok(json_of(
+        &json!({ "count": count, "doms": page(names, page_no, page_size) }),
+    ))
+}
+
+/// `GET /nacos/v1/ns/service/subscribers`: the UDP push subscribers of a service.
+pub async fn subscribers(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let page_no = params.page("pageNo", Some(1))?;
+    let page_size = params.page("pageSize", Some(1000))?;
+    let all = state.push.subscribers(&key);
+    let count = all.len();
+    Ok(json_of(
+        &json!({ "subscribers": page(all, page_no, page_size), "count": count }),
+    ))
+}
+
+/// `PUT /nacos/v1/ns/cluster`: health-check settings of one cluster of a service.
+pub async fn put_cluster(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<&'static str, ApiError> {
+    let key = params.service_key()?;
+    let cluster = params.required("clusterName")?.to_string();
+    crate::api::params::check_cluster_name(&cluster)?;
+    let check_port = parse_port("checkPort", params.required("checkPort")?)?;
+    let use_instance_port = parse_bool(
+        "useInstancePort4Check",
+        params.required("useInstancePort4Check")?,
+    )?;
+    let checker: HealthChecker =
+        serde_json::from_str(params.required("healthChecker")?).map_err(|e| {
+            ApiError::illegal(
+                "healthChecker",
+                format!("expected {{\"type\":\"TCP\"|\"HTTP\"|\"NONE\", ...}}: {e}."),
+            )
+        })?;
+    let metadata = params
+        .metadata("metadata", state.limits.max_metadata_bytes)?
+        .unwrap_or_default();
+    if state.registry.service_by_key(&key).is_none() {
+        return Err(not_found(&key));
+    }
+    state
+        .store
+        .propose(CommandV1::PutCluster {
+            key,
+            cluster,
+            settings: ClusterSettings {
+                health_checker: checker,
+                check_port,
+                use_instance_port,
+                metadata,
+            },
+            at_ms: now_ms(),
+        })
+        .await?;
+    Ok("ok")
+}

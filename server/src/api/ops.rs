@@ -1,0 +1,47 @@
+//! Operations endpoints: liveness, readiness and Prometheus metrics. Open without
+//! authentication (they reveal counts, never data) so probes and scrapers need no token.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::app::AppState;
+
+/// The ops routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/health/live", get(live))
+        .route("/health/ready", get(ready))
+        .route("/metrics", get(metrics))
+}
+
+/// 200 while the process serves HTTP.
+async fn live() -> &'static str {
+    "ok"
+}
+
+/// 200 once the node has a Raft leader and has loaded its state; 503 before.
+async fn ready(State(state): State<AppState>) -> Response {
+    if state.ready.is_ready() {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting").into_response()
+    }
+}
+
+/// Prometheus text exposition.
+async fn metrics(State(state): State<AppState>) -> Response {
+    let body = state
+        .metrics
+        .render(&state.registry, &state.store, state.push.subscriber_count());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}

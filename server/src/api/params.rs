@@ -1,0 +1,470 @@
+//! Request parameters as Nacos reads them: query string and urlencoded body merged (the
+//! query first), on every method. Parsed once per request by the guard and handed to
+//! handlers through request extensions; validation helpers name the field and the problem.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use super::error::ApiError;
+use crate::registry::instance::{
+    Metadata, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY,
+};
+use crate::registry::namespace::PUBLIC_NAMESPACE;
+use crate::registry::service::ServiceKey;
+
+/// The default group.
+pub const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
+/// The default cluster.
+pub const DEFAULT_CLUSTER: &str = "DEFAULT";
+
+/// Merged request parameters, in arrival order (query first, then body).
+#[derive(Clone, Debug, Default)]
+pub struct Params {
+    pairs: Vec<(String, String)>,
+}
+
+impl Params {
+    /// Parses a query string and an optional urlencoded body.
+    pub fn parse(query: Option<&str>, form: Option<&[u8]>) -> Self {
+        let mut pairs: Vec<(String, String)> = query
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        if let Some(body) = form {
+            pairs.extend(form_urlencoded::parse(body).into_owned());
+        }
+        Self { pairs }
+    }
+
+    /// The first value of `key`, as given.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The first value of `key`, or `None` when absent or blank (Nacos' `optional`).
+    pub fn optional(&self, key: &str) -> Option<&str> {
+        self.get(key).map(str::trim).filter(|v| !v.is_empty())
+    }
+
+    /// The value of the first of `keys` that is present and not blank.
+    pub fn optional_any(&self, keys: &[&str]) -> Option<&str> {
+        keys.iter().find_map(|k| self.optional(k))
+    }
+
+    /// The value of `key`; 400 `Param 'key' is required.` when absent or blank.
+    pub fn required(&self, key: &str) -> Result<&str, ApiError> {
+        self.optional(key).ok_or_else(|| ApiError::missing(key))
+    }
+
+    /// A boolean (`true`/`false`, any case, and Nacos' `t|y|yes|on` / `f|n|no|off`).
+    pub fn boolean(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        self.optional(key).map(|v| parse_bool(key, v)).transpose()
+    }
+
+    /// The first present boolean among `keys` (an alias list like `enabled`, `enable`).
+    pub fn boolean_any(&self, keys: &[&str]) -> Result<Option<bool>, ApiError> {
+        for key in keys {
+            if let Some(v) = self.boolean(key)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A port, 0 to 65535.
+    pub fn port(&self, key: &str) -> Result<u16, ApiError> {
+        parse_port(key, self.required(key)?)
+    }
+
+    /// A positive page number or size.
+    pub fn page(&self, key: &str, default: Option<usize>) -> Result<usize, ApiError> {
+        match (self.optional(key), default) {
+            (Some(v), _) => {
+                v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    ApiError::illegal(key, format!("'{v}' is not a positive integer."))
+                })
+            }
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(ApiError::missing(key)),
+        }
+    }
+
+    /// The namespace id (default `public`).
+    pub fn namespace(&self) -> Result<String, ApiError> {
+        let ns = self.optional("namespaceId").unwrap_or(PUBLIC_NAMESPACE);
+        check_namespace_id("namespaceId", ns)?;
+        Ok(ns.to_string())
+    }
+
+    /// The service key from `namespaceId`, `groupName` and `serviceName`, which may be
+    /// grouped (`group@@name`, whose group then wins over `groupName`).
+    pub fn service_key(&self) -> Result<ServiceKey, ApiError> {
+        let namespace = self.namespace()?;
+        let raw = self.required("serviceName")?;
+        let (group, name) = match raw.split_once("@@") {
+            Some((group, name)) => {
+                if group.is_empty() {
+                    return Err(ApiError::illegal("serviceName", "groupName can't be empty"));
+                }
+                (group.to_string(), name.to_string())
+            }
+            None => (
+                self.optional("groupName")
+                    .unwrap_or(DEFAULT_GROUP)
+                    .to_string(),
+                raw.to_string(),
+            ),
+        };
+        check_group(&group)?;
+        check_service_name(&name)?;
+        Ok(ServiceKey::new(&namespace, &group, &name))
+    }
+
+    /// Instance metadata from `key`: a JSON object or `k=v,k2=v2`.
+    pub fn metadata(&self, key: &str, max_bytes: usize) -> Result<Option<Metadata>, ApiError> {
+        self.optional(key)
+            .map(|raw| parse_metadata(key, raw, max_bytes))
+            .transpose()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        // The guard parses parameters for every request before routing.
+        parts
+            .extensions
+            .get::<Arc<Params>>()
+            .map(|p| Params::clone(p))
+            .ok_or_else(|| {
+                ApiError::new(
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    "parameters unavailable",
+                )
+            })
+    }
+}
+
+/// Parses a boolean as Nacos clients send it.
+pub fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "t" | "yes" | "y" | "on" | "1" => Ok(true),
+        "false" | "f" | "no" | "n" | "off" | "0" => Ok(false),
+        _ => Err(ApiError::illegal(
+            key,
+            format!("'{value}' is not a boolean (true or false)."),
+        )),
+    }
+}
+
+/// Parses a port, 0 to 65535.
+pub fn parse_port(key: &str, value: &str) -> Result<u16, ApiError> {
+    value
+        .trim()
+        .parse::<u16>()
+        .map_err(|_| ApiError::illegal(key, "the value should be between 0 and 65535."))
+}
+
+/// Parses a weight, 0 to 10000.
+pub fn parse_weight(key: &str, value: &str) -> Result<f64, ApiError> {
+    let w: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| ApiError::illegal(key, format!("'{value}' is not a number.")))?;
+    if !w.is_finite() || !(0.0..=10000.0).contains(&w) {
+        return Err(ApiError::bad_request(
+            "instance format invalid: The weights range from 0.0 to 10000.0",
+        ));
+    }
+    Ok(w)
+}
+
+/// Checks an IP address or host name.
+pub fn check_ip(key: &str, ip: &str) -> Result<(), ApiError> {
+    if ip.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let host_ok = ip.len() <= 253
+        && ip.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if host_ok {
+        Ok(())
+    } else {
+        Err(ApiError::illegal(
+            key,
+            format!("'{ip}' is not an IP address or host name."),
+        ))
+    }
+}
+
+/// Checks a namespace id: 1 to 128 of `[A-Za-z0-9_-]`.
+pub fn check_namespace_id(key: &str, id: &str) -> Result<(), ApiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::illegal(
+            key,
+            "it should be 1 to 128 characters of letters, digits, '_' and '-'.",
+        ))
+    }
+}
+
+/// Checks a group: up to 128 of `[A-Za-z0-9-_:.]`.
+pub fn check_group(group: &str) -> Result<(), ApiError> {
+    let ok = group.len() <= 128
+        && group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::illegal(
+            "groupName",
+            "it should be up to 128 characters of letters, digits and '-_:.'.",
+        ))
+    }
+}
+
+/// Checks a service name (without group): 1 to 512 characters, no whitespace or control
+/// characters, no leading '@' and no '@@'.
+pub fn check_service_name(name: &str) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::missing("serviceName"));
+    }
+    if name.chars().count() > 512 {
+        return Err(ApiError::illegal(
+            "serviceName",
+            "the param length should not exceed 512.",
+        ));
+    }
+    if name.starts_with('@')
+        || name.contains("@@")
+        || name.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(ApiError::illegal(
+            "serviceName",
+            "illegal characters should not appear in the param.",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a cluster name at registration: `[0-9a-zA-Z-]`, up to 64 (Nacos' rule).
+pub fn check_cluster_name(cluster: &str) -> Result<(), ApiError> {
+    let ok = !cluster.is_empty()
+        && cluster.len() <= 64
+        && cluster
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Instance 'clusterName' should be characters with only 0-9a-zA-Z-. (current: {cluster})"
+        )))
+    }
+}
+
+/// Splits and checks a comma-separated cluster filter (`[0-9a-zA-Z-_]` each).
+pub fn parse_cluster_list(raw: &str) -> Result<Vec<&str>, ApiError> {
+    let clusters: Vec<&str> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    for c in &clusters {
+        let ok = c.len() <= 64
+            && c.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(ApiError::illegal(
+                "clusters",
+                format!("'{c}' should be up to 64 characters of letters, digits, '-' and '_'."),
+            ));
+        }
+    }
+    Ok(clusters)
+}
+
+/// Parses metadata: a JSON object (values become strings) or `k=v,k2=v2`.
+pub fn parse_metadata(key: &str, raw: &str, max_bytes: usize) -> Result<Metadata, ApiError> {
+    let metadata = if raw.trim_start().starts_with('{') {
+        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
+            .map_err(|e| ApiError::illegal(key, format!("it is not a valid JSON object: {e}.")))?;
+        object
+            .into_iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => s,
+                    serde_json::Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                (k, v)
+            })
+            .collect()
+    } else {
+        let mut m = BTreeMap::new();
+        for segment in raw.split(',').filter(|s| !s.trim().is_empty()) {
+            let parts: Vec<&str> = segment.split('=').collect();
+            if parts.len() != 2 {
+                return Err(ApiError::bad_request(format!(
+                    "metadata format incorrect:{raw}"
+                )));
+            }
+            m.insert(parts[0].trim().to_string(), parts[1].trim().to_string());
+        }
+        m
+    };
+    let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > max_bytes {
+        return Err(ApiError::illegal(
+            key,
+            format!("the param length should not exceed {max_bytes}."),
+        ));
+    }
+    check_heartbeat_metadata(&metadata)?;
+    Ok(metadata)
+}
+
+/// Nacos' rule: the beat interval must be below the beat and delete timeouts.
+fn check_heartbeat_metadata(metadata: &Metadata) -> Result<(), ApiError> {
+    let read = |k: &str| metadata.get(k).and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(interval) = read(BEAT_INTERVAL_KEY) {
+        let timeout = read(BEAT_TIMEOUT_KEY).unwrap_or(15_000);
+        let delete = read(DELETE_TIMEOUT_KEY).unwrap_or(30_000);
+        if timeout < interval || delete < interval {
+            return Err(ApiError::bad_request(
+                "Instance 'heart beat interval' must less than 'heart beat timeout' and 'ip delete timeout'.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_wins_over_body_and_blank_is_absent() {
+        let p = Params::parse(Some("a=1&b=&c=%20"), Some(b"a=2&d=4"));
+        assert_eq!(p.get("a"), Some("1"));
+        assert_eq!(p.optional("b"), None);
+        assert_eq!(p.optional("c"), None);
+        assert_eq!(p.optional("d"), Some("4"));
+        assert_eq!(
+            p.required("b").unwrap_err().message,
+            "Param 'b' is required."
+        );
+    }
+
+    #[test]
+    fn grouped_service_names() {
+        let p = Params::parse(Some("serviceName=g1%40%40svc&groupName=ignored"), None);
+        let k = p.service_key().unwrap();
+        assert_eq!(
+            (&*k.namespace, &*k.group, &*k.name),
+            ("public", "g1", "svc")
+        );
+        let p = Params::parse(Some("serviceName=svc&namespaceId=dev"), None);
+        let k = p.service_key().unwrap();
+        assert_eq!((&*k.namespace, &*k.group), ("dev", "DEFAULT_GROUP"));
+        let p = Params::parse(Some("serviceName=%40%40svc"), None);
+        assert!(p
+            .service_key()
+            .unwrap_err()
+            .message
+            .contains("groupName can't be empty"));
+        let p = Params::parse(Some("serviceName=a%20b"), None);
+        assert!(p.service_key().unwrap_err().message.contains("serviceName"));
+    }
+
+    #[test]
+    fn booleans_ports_weights() {
+        assert!(parse_bool("x", "True").unwrap());
+        assert!(!parse_bool("x", "off").unwrap());
+        assert!(parse_bool("x", "maybe")
+            .unwrap_err()
+            .message
+            .contains("'x'"));
+        assert_eq!(parse_port("port", "8080").unwrap(), 8080);
+        assert_eq!(
+            parse_port("port", "99999").unwrap_err().message,
+            "Param 'port' is illegal, the value should be between 0 and 65535."
+        );
+        assert!(parse_port("port", "abc").is_err());
+        assert_eq!(
+            parse_weight("weight", "20000").unwrap_err().message,
+            "instance format invalid: The weights range from 0.0 to 10000.0"
+        );
+        assert!(parse_weight("weight", "NaN").is_err());
+        assert_eq!(parse_weight("weight", "2.5").unwrap(), 2.5);
+    }
+
+    #[test]
+    fn ips_and_clusters() {
+        check_ip("ip", "10.0.0.1").unwrap();
+        check_ip("ip", "::1").unwrap();
+        check_ip("ip", "host-1.example").unwrap();
+        assert!(check_ip("ip", "10.0.0.1 ").is_err());
+        assert!(check_ip("ip", "a..b").is_err());
+        assert!(check_ip("ip", "bad_host").is_err());
+        check_cluster_name("None").unwrap();
+        assert_eq!(
+            check_cluster_name("a_b").unwrap_err().message,
+            "Instance 'clusterName' should be characters with only 0-9a-zA-Z-. (current: a_b)"
+        );
+        assert_eq!(
+            parse_cluster_list("DEFAULT, b_1").unwrap(),
+            ["DEFAULT", "b_1"]
+        );
+        assert!(parse_cluster_list("a b").is_err());
+    }
+
+    #[test]
+    fn metadata_forms_and_limits() {
+        let m = parse_metadata("metadata", r#"{"a":"x","n":1,"b":true}"#, 100).unwrap();
+        assert_eq!(m["n"], "1");
+        assert_eq!(m["b"], "true");
+        let m = parse_metadata("metadata", "k1=v1,k2=v2", 100).unwrap();
+        assert_eq!(m["k2"], "v2");
+        assert_eq!(
+            parse_metadata("metadata", "a=b=c", 100)
+                .unwrap_err()
+                .message,
+            "metadata format incorrect:a=b=c"
+        );
+        assert!(parse_metadata("metadata", "{bad json", 100)
+            .unwrap_err()
+            .message
+            .contains("JSON"));
+        assert!(parse_metadata("metadata", "k=0123456789", 5)
+            .unwrap_err()
+            .message
+            .contains("exceed 5"));
+        let bad_beat = r#"{"preserved.heart.beat.interval":"20000"}"#;
+        assert!(parse_metadata("metadata", bad_beat, 1000)
+            .unwrap_err()
+            .message
+            .contains("heart beat interval"));
+    }
+}

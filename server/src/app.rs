@@ -1,0 +1,360 @@
+//! The node: its shared state ([`AppState`]), its background workers and [`run`], which
+//! serves until shutdown.
+
+use std::future::Future;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::auth::{password, Auth, ADMIN_USERNAME};
+use crate::clock::now_ms;
+use crate::config::NodeArgs;
+use crate::metrics::Metrics;
+use crate::push::udp::UdpPush;
+use crate::registry::Registry;
+use crate::store::command::{CommandV1, Rejection};
+use crate::store::{ProposeError, Store};
+
+/// Name of the file the generated admin password is written to, in the data dir.
+pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
+/// Environment variable that sets the admin password at first start.
+pub const ADMIN_PASSWORD_ENV: &str = "ROSTER_ADMIN_PASSWORD";
+
+/// Size limits applied to requests.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+    /// Largest metadata map (keys plus values), bytes.
+    pub max_metadata_bytes: usize,
+}
+
+/// Whether the node serves API requests yet.
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// True once the node has a leader, has replayed its state and is bootstrapped.
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Everything request handlers share. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The in-memory registry every read is served from.
+    pub registry: Registry,
+    /// The Raft store persistent writes are proposed to.
+    pub store: Store,
+    /// Users, tokens and credential checks.
+    pub auth: Auth,
+    /// UDP push subscribers.
+    pub push: UdpPush,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Set once startup finished.
+    pub ready: Readiness,
+    /// Request size limits.
+    pub limits: Limits,
+}
+
+/// The sockets a node serves on, bound by the caller (so tests can bind port 0).
+pub struct Listeners {
+    /// The HTTP API.
+    pub http: TcpListener,
+    /// The socket UDP pushes are sent from and acks arrive at.
+    pub udp: UdpSocket,
+}
+
+impl Listeners {
+    /// Binds the HTTP listener at `args.http` and the push socket on the same IP.
+    pub async fn bind(args: &NodeArgs) -> anyhow::Result<Self> {
+        let http = TcpListener::bind(args.http)
+            .await
+            .with_context(|| format!("cannot listen on --http {}", args.http))?;
+        let udp = UdpSocket::bind((args.http.ip(), 0))
+            .await
+            .with_context(|| format!("cannot bind a UDP push socket on {}", args.http.ip()))?;
+        Ok(Self { http, udp })
+    }
+}
+
+/// Runs a node until `shutdown` completes or Raft fails, then stops its workers and Raft.
+pub async fn run(
+    args: NodeArgs,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    create_private_dir(&args.data_dir)?;
+    let registry = Registry::new();
+    let auth = Auth::new(!args.no_auth, args.token_ttl_secs);
+    let metrics = Arc::new(Metrics::new());
+    let raft_config = roster_raft::NodeConfig::new(
+        args.node_id,
+        args.peer.to_string(),
+        args.data_dir.join("raft"),
+    );
+    let store = Store::open(&raft_config, registry.clone(), auth.clone())
+        .await
+        .context("cannot open the raft store")?;
+    let push = UdpPush::new(
+        listeners.udp,
+        registry.clone(),
+        metrics.clone(),
+        Duration::from_secs(args.subscriber_ttl_secs),
+    );
+    let state = AppState {
+        registry: registry.clone(),
+        store: store.clone(),
+        auth,
+        push: push.clone(),
+        metrics,
+        ready: Readiness::default(),
+        limits: Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_metadata_bytes: args.max_metadata_bytes,
+        },
+    };
+
+    let (stop, stopping) = watch::channel(false);
+    let mut workers = JoinSet::new();
+    workers.spawn(push.clone().run_pusher(registry.watch(), stopping.clone()));
+    workers.spawn(push.clone().run_acks(stopping.clone()));
+    workers.spawn(push.run_maintenance(stopping.clone()));
+    workers.spawn(expiry_worker(state.clone(), stopping.clone()));
+    if args.empty_service_ttl_secs > 0 {
+        workers.spawn(empty_service_worker(
+            registry.clone(),
+            args.empty_service_ttl_secs * 1000,
+            stopping.clone(),
+        ));
+    }
+    // Startup runs beside the HTTP server so that /health/live answers meanwhile.
+    let (failed, mut failure) = watch::channel(None::<String>);
+    {
+        let state = state.clone();
+        let data_dir = args.data_dir.clone();
+        let failed = failed.clone();
+        workers.spawn(async move {
+            if let Err(e) = start_up(&state, &data_dir).await {
+                tracing::error!(error = %format!("{e:#}"), "startup failed");
+                failed.send_replace(Some(format!("{e:#}")));
+            }
+        });
+    }
+    workers.spawn(raft_watchdog(store.clone(), failed, stopping.clone()));
+
+    let http_addr = listeners.http.local_addr()?;
+    tracing::info!(http = %http_addr, peer = %args.peer, data_dir = %args.data_dir.display(), node_id = args.node_id, "roster node starting");
+    let mut failure_rx = failure.clone();
+    let serve = axum::serve(listeners.http, crate::api::service(state)).with_graceful_shutdown(
+        async move {
+            tokio::select! {
+                _ = shutdown => tracing::info!("shutting down"),
+                _ = failure_rx.wait_for(|f| f.is_some()) => {}
+            }
+        },
+    );
+    serve.await.context("http server failed")?;
+
+    stop.send_replace(true);
+    while workers.join_next().await.is_some() {}
+    store.shutdown().await;
+    let failure = failure.borrow_and_update().clone();
+    match failure {
+        Some(reason) => anyhow::bail!(reason),
+        None => Ok(()),
+    }
+}
+
+/// Creates `dir` (and parents), readable by the owner only.
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create data dir {}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot restrict permissions of {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Joins (or forms) the Raft cluster, waits until the log is replayed, bootstraps auth
+/// on first start, then marks the node ready.
+async fn start_up(state: &AppState, data_dir: &Path) -> anyhow::Result<()> {
+    let store = &state.store;
+    store.initialize_single().await?;
+    if !store.wait_for_leader(Duration::from_secs(60)).await {
+        anyhow::bail!("no raft leader after 60 s");
+    }
+    if !store.wait_caught_up(Duration::from_secs(60)).await {
+        anyhow::bail!("raft log not replayed after 60 s");
+    }
+    if !state.auth.bootstrapped() {
+        bootstrap(state, data_dir).await?;
+    }
+    state.ready.set();
+    tracing::info!(
+        raft_index = store.status().last_applied,
+        "roster node ready"
+    );
+    Ok(())
+}
+
+/// First start of a cluster: generates the token signing key and creates the admin,
+/// whose password comes from `ROSTER_ADMIN_PASSWORD` or is generated, written to
+/// `<data-dir>/initial-admin-password` (mode 0600) and logged once.
+async fn bootstrap(state: &AppState, data_dir: &Path) -> anyhow::Result<()> {
+    let given = std::env::var(ADMIN_PASSWORD_ENV)
+        .ok()
+        .filter(|p| !p.is_empty());
+    let generated = given.is_none();
+    let admin_password = match given {
+        Some(p) => p,
+        None => {
+            let p = random_password();
+            // On disk before it is committed: the password must never be unknowable.
+            write_private_file(&data_dir.join(INITIAL_PASSWORD_FILE), &p)?;
+            p
+        }
+    };
+    let hash = {
+        let p = admin_password.clone();
+        tokio::task::spawn_blocking(move || password::hash(&p)).await?
+    };
+    let signing_key: [u8; 32] = rand::random();
+    let command = CommandV1::Bootstrap {
+        signing_key: signing_key.to_vec(),
+        admin: ADMIN_USERNAME.into(),
+        password_hash: hash,
+    };
+    match state.store.propose(command).await {
+        Ok(()) => {
+            if generated {
+                tracing::warn!(
+                    username = ADMIN_USERNAME,
+                    password = %admin_password,
+                    file = %data_dir.join(INITIAL_PASSWORD_FILE).display(),
+                    "generated the admin password; it is shown only this once and kept in the file"
+                );
+            } else {
+                tracing::info!(
+                    username = ADMIN_USERNAME,
+                    "admin password set from {ADMIN_PASSWORD_ENV}"
+                );
+            }
+            Ok(())
+        }
+        Err(ProposeError::Rejected(Rejection::AlreadyBootstrapped)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn random_password() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    (0..24)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn write_private_file(path: &Path, contents: &str) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    Ok(())
+}
+
+/// Marks silent ephemeral instances unhealthy and removes expired ones, checking four
+/// times a second: each instance is acted on within ~250 ms of its deadline.
+async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
+    const BATCH: usize = 10_000;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopping.changed() => return,
+        }
+        loop {
+            let report = state.registry.expire_due(now_ms(), BATCH);
+            state
+                .metrics
+                .expired_unhealthy
+                .inc_by(report.unhealthy as u64);
+            state.metrics.expired_removed.inc_by(report.removed as u64);
+            if report.unhealthy > 0 || report.removed > 0 {
+                tracing::debug!(
+                    unhealthy = report.unhealthy,
+                    removed = report.removed,
+                    "beat expiry"
+                );
+            }
+            // A full batch means more may be due; otherwise wait for the next tick.
+            if report.unhealthy + report.removed < BATCH {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// Removes idle empty services (only when `--empty-service-ttl-secs` is set).
+async fn empty_service_worker(
+    registry: Registry,
+    ttl_ms: u64,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopping.changed() => return,
+        }
+        for key in registry.sweep_empty(ttl_ms, now_ms()) {
+            tracing::info!(service = %key, "removed empty service");
+        }
+    }
+}
+
+/// Stops the node when Raft hits a fatal error (storage failure, unknown command).
+async fn raft_watchdog(
+    store: Store,
+    failed: watch::Sender<Option<String>>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopping.changed() => return,
+        }
+        if let Some(fatal) = store.status().fatal {
+            tracing::error!(error = %fatal, "raft stopped; shutting the node down");
+            failed.send_replace(Some(format!("raft stopped: {fatal}")));
+            return;
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Command line and configuration. Every flag can also come from an environment variable
+//! `ROSTER_<FLAG>` and from a TOML file given with `--config`; precedence is command
+//! line, then environment, then file, then the built-in default.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+/// roster: a clustered service registry that speaks the Nacos naming protocol.
+#[derive(Debug, Parser)]
+#[command(name = "roster", version, about, long_about = None)]
+pub struct Cli {
+    /// Read defaults for every flag from this TOML file (keys are flag names, e.g.
+    /// `http = "0.0.0.0:8848"`, `data-dir = "/var/lib/roster"`).
+    #[arg(long, env = "ROSTER_CONFIG", value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+
+    /// What to do; with no subcommand, run a node.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// How to run a node.
+    #[command(flatten)]
+    pub node: NodeArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a node (the default).
+    Run,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of a running node.
+#[derive(Clone, Debug, Args)]
+pub struct NodeArgs {
+    /// Address of the HTTP API (Nacos v1 API, roster API, metrics, health).
+    #[arg(
+        long,
+        env = "ROSTER_HTTP",
+        default_value = "127.0.0.1:8848",
+        value_name = "ADDR"
+    )]
+    pub http: SocketAddr,
+
+    /// Address of the node-to-node channel (Raft); this node's identity in the cluster.
+    #[arg(
+        long,
+        env = "ROSTER_PEER",
+        default_value = "127.0.0.1:7848",
+        value_name = "ADDR"
+    )]
+    pub peer: SocketAddr,
+
+    /// Directory for the Raft log, snapshots and the initial admin password.
+    #[arg(
+        long,
+        env = "ROSTER_DATA_DIR",
+        default_value = "./roster-data",
+        value_name = "DIR"
+    )]
+    pub data_dir: PathBuf,
+
+    /// This node's id in the cluster (a positive integer).
+    #[arg(long, env = "ROSTER_NODE_ID", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_id: u64,
+
+    /// Log filter, e.g. `info` or `roster=debug,info`; `RUST_LOG` wins when set.
+    #[arg(
+        long,
+        env = "ROSTER_LOG_LEVEL",
+        default_value = "info",
+        value_name = "FILTER"
+    )]
+    pub log_level: String,
+
+    /// Log format.
+    #[arg(long, env = "ROSTER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Turn authentication off. For local development only: anyone who reaches the
+    /// HTTP port can then read and change everything.
+    #[arg(long, env = "ROSTER_NO_AUTH")]
+    pub no_auth: bool,
+
+    /// Lifetime of access tokens, in seconds.
+    #[arg(
+        long,
+        env = "ROSTER_TOKEN_TTL_SECS",
+        default_value_t = 18_000,
+        value_name = "SECS"
+    )]
+    pub token_ttl_secs: u64,
+
+    /// Remove services that have no instances and no stored settings after this many
+    /// seconds (0 keeps them; Nacos removes them after 60 s without a way to stop it).
+    #[arg(
+        long,
+        env = "ROSTER_EMPTY_SERVICE_TTL_SECS",
+        default_value_t = 0,
+        value_name = "SECS"
+    )]
+    pub empty_service_ttl_secs: u64,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "ROSTER_MAX_BODY_BYTES", default_value_t = 1024 * 1024, value_name = "BYTES")]
+    pub max_body_bytes: usize,
+
+    /// Largest instance or service metadata accepted (keys plus values), in bytes.
+    /// Nacos' 1024 breaks Dubbo 2 registrations; roster allows more by default.
+    #[arg(long, env = "ROSTER_MAX_METADATA_BYTES", default_value_t = 16 * 1024, value_name = "BYTES")]
+    pub max_metadata_bytes: usize,
+
+    /// Seconds a UDP push subscriber stays registered after its last list query.
+    #[arg(
+        long,
+        env = "ROSTER_SUBSCRIBER_TTL_SECS",
+        default_value_t = 30,
+        value_name = "SECS"
+    )]
+    pub subscriber_ttl_secs: u64,
+}
+
+/// Why the command line or config file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A flag problem, or `--help` / `--version` (clap prints and exits).
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+    /// A config file problem.
+    #[error("{0}")]
+    File(String),
+}
+
+/// Parses the process's command line, environment and `--config` file.
+pub fn parse() -> Result<Cli, ConfigError> {
+    parse_from(std::env::args_os())
+}
+
+/// Like [`parse`], from explicit arguments (the environment still applies).
+pub fn parse_from<I, T>(args: I) -> Result<Cli, ConfigError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut command = Cli::command();
+    if let Some(path) = config_path(&args) {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            ConfigError::File(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e| ConfigError::File(format!("config file {}: {e}", path.display())))?;
+        for (key, value) in table {
+            let id = key.replace('-', "_");
+            let known = command
+                .get_arguments()
+                .any(|a| a.get_id() == id.as_str() && a.get_long().is_some() && id != "config");
+            if !known {
+                return Err(ConfigError::File(format!(
+                    "config file {}: unknown key '{key}'",
+                    path.display()
+                )));
+            }
+            let value = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(ConfigError::File(format!(
+                        "config file {}: key '{key}' must be a string, number or boolean, not {}",
+                        path.display(),
+                        other.type_str()
+                    )))
+                }
+            };
+            // The file supplies defaults: the environment and the command line still win.
+            let value: &'static str = Box::leak(value.into_boxed_str());
+            command = command.mut_arg(id, |a| a.default_value(value));
+        }
+    }
+    let matches = command.try_get_matches_from(args)?;
+    Ok(Cli::from_arg_matches(&matches)?)
+}
+
+/// Finds `--config FILE` / `--config=FILE` in `args`, else `ROSTER_CONFIG`.
+fn config_path(args: &[OsString]) -> Option<PathBuf> {
+    let mut iter = args.iter().skip(1);
+    while let Some(arg) = iter.next() {
+        let arg = arg.to_string_lossy();
+        if arg == "--config" {
+            return iter.next().map(PathBuf::from);
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            return Some(PathBuf::from(path));
+        }
+    }
+    std::env::var_os("ROSTER_CONFIG").map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let cli = parse_from(["roster"]).unwrap();
+        assert_eq!(cli.node.http.to_string(), "127.0.0.1:8848");
+        assert_eq!(cli.node.peer.to_string(), "127.0.0.1:7848");
+        assert_eq!(cli.node.node_id, 1);
+        assert!(!cli.node.no_auth);
+    }
+
+    #[test]
+    fn config_file_gives_defaults_and_flags_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roster.toml");
+        std::fs::write(
+            &path,
+            "http = \"127.0.0.1:9000\"\nnode-id = 3\nno_auth = true\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let cli = parse_from(["roster", "--config", p]).unwrap();
+        assert_eq!(cli.node.http.port(), 9000);
+        assert_eq!(cli.node.node_id, 3);
+        assert!(cli.node.no_auth);
+        let cli = parse_from(["roster", "--config", p, "--http", "127.0.0.1:9001"]).unwrap();
+        assert_eq!(cli.node.http.port(), 9001);
+    }
+
+    #[test]
+    fn config_file_rejects_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roster.toml");
+        std::fs::write(&path, "htp = \"x\"\n").unwrap();
+        let err = parse_from(["roster", "--config", path.to_str().unwrap()]).unwrap_err();
+        assert!(err.to_string().contains("unknown key 'htp'"), "{err}");
+    }
+}

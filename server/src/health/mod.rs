@@ -1,0 +1,3 @@
+//! Instance health: beat expiry for ephemeral instances ([`expiry`]).
+
+pub mod expiry;

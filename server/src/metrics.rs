@@ -1,0 +1,186 @@
+//! Prometheus metrics: request counts and latencies per route, registry sizes, beats,
+//! expiry, pushes and Raft position, rendered in the text exposition format.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry as PromRegistry;
+
+use crate::registry::Registry;
+use crate::store::Store;
+
+/// Labels of an HTTP request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The matched route pattern, or `unmatched`.
+    pub route: String,
+    /// HTTP method.
+    pub method: String,
+}
+
+/// Labels of an HTTP response.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    /// The matched route pattern, or `unmatched`.
+    pub route: String,
+    /// HTTP method.
+    pub method: String,
+    /// Status code.
+    pub status: u16,
+}
+
+/// Labels of a push outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PushLabels {
+    /// `sent`, `acked`, `resent` or `failed`.
+    pub outcome: &'static str,
+}
+
+/// Every metric the node exports.
+pub struct Metrics {
+    registry: PromRegistry,
+    /// Requests by route, method and status.
+    pub requests: Family<StatusLabels, Counter>,
+    /// Request latency by route and method, seconds.
+    pub latency: Family<RouteLabels, Histogram>,
+    /// Heartbeats received.
+    pub beats: Counter,
+    /// Instances marked unhealthy by beat expiry.
+    pub expired_unhealthy: Counter,
+    /// Instances removed by beat expiry.
+    pub expired_removed: Counter,
+    /// UDP pushes by outcome.
+    pub pushes: Family<PushLabels, Counter>,
+    services: Gauge,
+    instances: Gauge,
+    healthy_instances: Gauge,
+    subscribers: Gauge,
+    raft_term: Gauge,
+    raft_is_leader: Gauge,
+    raft_last_log_index: Gauge,
+    raft_last_applied: Gauge,
+    raft_snapshot_index: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = PromRegistry::with_prefix("roster");
+        let requests = Family::<StatusLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests by route, method and status",
+            requests.clone(),
+        );
+        let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+            // 50 µs .. ~3.3 s
+            Histogram::new(exponential_buckets(0.000_05, 3.0, 11))
+        });
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency",
+            latency.clone(),
+        );
+        let beats = Counter::default();
+        registry.register("beats", "Instance heartbeats received", beats.clone());
+        let expired_unhealthy = Counter::default();
+        registry.register(
+            "expiry_unhealthy",
+            "Ephemeral instances marked unhealthy after missing beats",
+            expired_unhealthy.clone(),
+        );
+        let expired_removed = Counter::default();
+        registry.register(
+            "expiry_removed",
+            "Ephemeral instances removed after missing beats",
+            expired_removed.clone(),
+        );
+        let pushes = Family::<PushLabels, Counter>::default();
+        registry.register(
+            "udp_pushes",
+            "UDP pushes to v1 subscribers by outcome",
+            pushes.clone(),
+        );
+        let gauge = |registry: &mut PromRegistry, name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let services = gauge(&mut registry, "services", "Services in every namespace");
+        let instances = gauge(&mut registry, "instances", "Instances in every namespace");
+        let healthy_instances = gauge(&mut registry, "instances_healthy", "Healthy instances");
+        let subscribers = gauge(
+            &mut registry,
+            "udp_subscribers",
+            "Registered UDP push subscribers",
+        );
+        let raft_term = gauge(&mut registry, "raft_term", "Current Raft term");
+        let raft_is_leader = gauge(&mut registry, "raft_is_leader", "1 if this node leads");
+        let raft_last_log_index = gauge(
+            &mut registry,
+            "raft_last_log_index",
+            "Index of the last Raft log entry",
+        );
+        let raft_last_applied = gauge(
+            &mut registry,
+            "raft_last_applied",
+            "Index of the last applied (committed) entry",
+        );
+        let raft_snapshot_index = gauge(
+            &mut registry,
+            "raft_snapshot_index",
+            "Index covered by the latest snapshot",
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            beats,
+            expired_unhealthy,
+            expired_removed,
+            pushes,
+            services,
+            instances,
+            healthy_instances,
+            subscribers,
+            raft_term,
+            raft_is_leader,
+            raft_last_log_index,
+            raft_last_applied,
+            raft_snapshot_index,
+        }
+    }
+
+    /// Counts a push outcome.
+    pub fn push(&self, outcome: &'static str) {
+        self.pushes.get_or_create(&PushLabels { outcome }).inc();
+    }
+
+    /// Renders every metric, reading the current sizes from `registry` and `store`.
+    pub fn render(&self, registry: &Registry, store: &Store, subscribers: usize) -> String {
+        let (services, instances, healthy) = registry.totals();
+        self.services.set(services as i64);
+        self.instances.set(instances as i64);
+        self.healthy_instances.set(healthy as i64);
+        self.subscribers.set(subscribers as i64);
+        let raft = store.status();
+        self.raft_term.set(raft.term as i64);
+        self.raft_is_leader
+            .set(i64::from(raft.state == roster_raft::ServerState::Leader));
+        self.raft_last_log_index.set(raft.last_log_index as i64);
+        self.raft_last_applied.set(raft.last_applied as i64);
+        self.raft_snapshot_index.set(raft.snapshot_index as i64);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,3 @@
+//! Telling subscribers about changes: Nacos v1 UDP push ([`udp`]).
+
+pub mod udp;

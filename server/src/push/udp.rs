@@ -1,0 +1,391 @@
+//! Nacos v1 UDP push. A list query that carries `udpPort` and `clientIP` from a
+//! push-capable client subscribes `clientIP:udpPort` to the service; every change is
+//! sent as `{"type":"dom","data":"<ServiceInfo>","lastRefTime":n}` (gzipped from 1 KiB),
+//! resent with backoff until the client acks `push-ack` with the same `lastRefTime`, a
+//! bounded number of times. Subscribers expire when they stop querying.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use serde::{Deserialize, Serialize};
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+
+use crate::api::nacos::wire::{service_info, ListRequest};
+use crate::api::params::parse_cluster_list;
+use crate::clock::now_ms;
+use crate::metrics::Metrics;
+use crate::registry::changes::ChangeSet;
+use crate::registry::service::ServiceKey;
+use crate::registry::Registry;
+
+/// Client agents that listen for UDP pushes (Nacos' list; the npm client poses as Java).
+const PUSH_AGENTS: [&str; 6] = [
+    "Nacos-Java-Client",
+    "Nacos-Go-Client",
+    "Nacos-DNS",
+    "Nacos-C-Client",
+    "vip-client4cpp",
+    "Nacos-CSharp-Client",
+];
+/// Packets at least this large are gzipped.
+const GZIP_FROM: usize = 1024;
+/// Delays before each resend of an unacknowledged push; its length bounds the resends.
+const RESEND_AFTER: [Duration; 3] = [
+    Duration::from_millis(1000),
+    Duration::from_millis(2000),
+    Duration::from_millis(4000),
+];
+/// How long changes are gathered before pushing, so a burst becomes one push.
+const COALESCE: Duration = Duration::from_millis(20);
+
+/// Whether a client with this agent string listens for UDP pushes.
+pub fn push_capable(agent: &str) -> bool {
+    PUSH_AGENTS.iter().any(|p| agent.starts_with(p))
+}
+
+/// One subscriber of one service.
+#[derive(Debug)]
+pub struct Subscriber {
+    /// Where pushes go.
+    pub addr: SocketAddr,
+    /// The `clusters` the subscriber asked for, as given.
+    pub clusters: String,
+    /// Its `User-Agent`.
+    pub agent: String,
+    /// Its `app` parameter.
+    pub app: String,
+    /// Last list query, wall-clock ms.
+    last_seen_ms: AtomicU64,
+}
+
+/// A push awaiting its ack.
+struct Pending {
+    target: SocketAddr,
+    packet: Arc<Vec<u8>>,
+    resends: usize,
+    next_at_ms: u64,
+}
+
+/// UDP push handle. Cheap to clone.
+#[derive(Clone)]
+pub struct UdpPush {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    socket: UdpSocket,
+    registry: Registry,
+    metrics: Arc<Metrics>,
+    ttl_ms: u64,
+    /// Subscribers by service, then by address and cluster filter.
+    subscribers: DashMap<ServiceKey, DashMap<(SocketAddr, String), Arc<Subscriber>>>,
+    /// Unacknowledged pushes by `lastRefTime`.
+    pending: DashMap<u64, Pending>,
+    /// Source of unique, increasing `lastRefTime` values. Starts at wall-clock µs, which
+    /// stays below 2^53 so JavaScript clients echo it back exactly.
+    seq: AtomicU64,
+}
+
+/// A subscriber as `/service/subscribers` lists it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriberView {
+    addr_str: String,
+    agent: String,
+    app: String,
+    ip: String,
+    port: u16,
+    namespace_id: String,
+    service_name: String,
+    cluster: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ack {
+    #[serde(rename = "type")]
+    kind: String,
+    last_ref_time: u64,
+}
+
+impl UdpPush {
+    /// A push service sending from `socket`.
+    pub fn new(
+        socket: UdpSocket,
+        registry: Registry,
+        metrics: Arc<Metrics>,
+        ttl: Duration,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                socket,
+                registry,
+                metrics,
+                ttl_ms: ttl.as_millis() as u64,
+                subscribers: DashMap::new(),
+                pending: DashMap::new(),
+                seq: AtomicU64::new(now_ms() * 1000),
+            }),
+        }
+    }
+
+    /// Records (or refreshes) a subscription from a list query.
+    pub fn subscribe(
+        &self,
+        key: &ServiceKey,
+        addr: SocketAddr,
+        clusters: &str,
+        agent: &str,
+        app: &str,
+    ) {
+        let now = now_ms();
+        let per_service = self.shared.subscribers.entry(key.clone()).or_default();
+        let id = (addr, clusters.to_string());
+        if let Some(s) = per_service.get(&id) {
+            s.last_seen_ms.store(now, Ordering::Relaxed);
+            return;
+        }
+        per_service.insert(
+            id,
+            Arc::new(Subscriber {
+                addr,
+                clusters: clusters.to_string(),
+                agent: agent.to_string(),
+                app: app.to_string(),
+                last_seen_ms: AtomicU64::new(now),
+            }),
+        );
+    }
+
+    /// The subscribers of `key`, ordered by address.
+    pub fn subscribers(&self, key: &ServiceKey) -> Vec<SubscriberView> {
+        let mut all: Vec<SubscriberView> = match self.shared.subscribers.get(key) {
+            Some(subs) => subs
+                .iter()
+                .map(|s| SubscriberView {
+                    addr_str: s.addr.to_string(),
+                    agent: s.agent.clone(),
+                    app: s.app.clone(),
+                    ip: s.addr.ip().to_string(),
+                    port: s.addr.port(),
+                    namespace_id: key.namespace.to_string(),
+                    service_name: key.grouped(),
+                    cluster: s.clusters.clone(),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        all.sort_by(|a, b| (&a.addr_str, &a.cluster).cmp(&(&b.addr_str, &b.cluster)));
+        all
+    }
+
+    /// Number of subscriptions over every service.
+    pub fn subscriber_count(&self) -> usize {
+        self.shared.subscribers.iter().map(|s| s.len()).sum()
+    }
+
+    /// Pushes changes as they happen until `shutdown` fires.
+    pub async fn run_pusher(self, changes: Arc<ChangeSet>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = shutdown.changed() => return,
+            }
+            tokio::time::sleep(COALESCE).await;
+            for key in changes.drain() {
+                self.push_service(&key).await;
+            }
+        }
+    }
+
+    /// Reads acks until `shutdown` fires.
+    pub async fn run_acks(self, mut shutdown: watch::Receiver<bool>) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let received = tokio::select! {
+                r = self.shared.socket.recv_from(&mut buf) => r,
+                _ = shutdown.changed() => return,
+            };
+            let (len, from) = match received {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(error = %e, "udp receive failed");
+                    continue;
+                }
+            };
+            // Clients answer `push-ack`; `dump-ack` and `unknown-ack` are tolerated.
+            if let Ok(ack) = serde_json::from_slice::<Ack>(&buf[..len]) {
+                let matches = |p: &Pending| p.target.port() == from.port();
+                if ack.kind == "push-ack"
+                    && self
+                        .shared
+                        .pending
+                        .remove_if(&ack.last_ref_time, |_, p| matches(p))
+                        .is_some()
+                {
+                    self.shared.metrics.push("acked");
+                }
+            }
+        }
+    }
+
+    /// Resends unacknowledged pushes and drops idle subscribers until `shutdown` fires.
+    pub async fn run_maintenance(self, mut shutdown: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            let now = now_ms();
+            self.resend_due(now).await;
+            self.expire_subscribers(now);
+        }
+    }
+
+    async fn push_service(&self, key: &ServiceKey) {
+        let targets: Vec<Arc<Subscriber>> = match self.shared.subscribers.get(key) {
+            Some(subs) => subs.iter().map(|s| s.value().clone()).collect(),
+            None => return,
+        };
+        let view = self.shared.registry.service_by_key(key).map(|s| s.view());
+        let grouped = key.grouped();
+        let now = now_ms();
+        for sub in targets {
+            let clusters = parse_cluster_list(&sub.clusters).unwrap_or_default();
+            let data = service_info(
+                view.as_deref(),
+                &ListRequest {
+                    grouped: &grouped,
+                    group: None,
+                    clusters_raw: &sub.clusters,
+                    clusters: &clusters,
+                    healthy_only: false,
+                    now_ms: now,
+                },
+            );
+            let ref_time = self.shared.seq.fetch_add(1, Ordering::Relaxed);
+            let packet = Arc::new(encode_packet(&data, ref_time));
+            self.send(sub.addr, &packet).await;
+            self.shared.metrics.push("sent");
+            self.shared.pending.insert(
+                ref_time,
+                Pending {
+                    target: sub.addr,
+                    packet,
+                    resends: 0,
+                    next_at_ms: now + RESEND_AFTER[0].as_millis() as u64,
+                },
+            );
+        }
+    }
+
+    async fn resend_due(&self, now: u64) {
+        let due: Vec<u64> = self
+            .shared
+            .pending
+            .iter()
+            .filter(|p| p.next_at_ms <= now)
+            .map(|p| *p.key())
+            .collect();
+        for ref_time in due {
+            let Some(mut p) = self.shared.pending.get_mut(&ref_time) else {
+                continue;
+            };
+            if p.resends >= RESEND_AFTER.len() {
+                drop(p);
+                self.shared.pending.remove(&ref_time);
+                self.shared.metrics.push("failed");
+                continue;
+            }
+            let (target, packet) = (p.target, p.packet.clone());
+            p.resends += 1;
+            let delay = RESEND_AFTER
+                .get(p.resends)
+                .copied()
+                .unwrap_or(RESEND_AFTER[RESEND_AFTER.len() - 1]);
+            p.next_at_ms = now + delay.as_millis() as u64;
+            drop(p);
+            self.send(target, &packet).await;
+            self.shared.metrics.push("resent");
+        }
+    }
+
+    fn expire_subscribers(&self, now: u64) {
+        let ttl = self.shared.ttl_ms;
+        for subs in self.shared.subscribers.iter() {
+            subs.retain(|_, s| s.last_seen_ms.load(Ordering::Relaxed) + ttl > now);
+        }
+        self.shared.subscribers.retain(|_, subs| !subs.is_empty());
+    }
+
+    async fn send(&self, target: SocketAddr, packet: &[u8]) {
+        if let Err(e) = self.shared.socket.send_to(packet, target).await {
+            tracing::debug!(target = %target, error = %e, "udp push failed");
+        }
+    }
+}
+
+/// The push packet for ServiceInfo JSON `data`, gzipped when large.
+fn encode_packet(data: &[u8], ref_time: u64) -> Vec<u8> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Packet<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        data: &'a str,
+        last_ref_time: u64,
+    }
+    let json = serde_json::to_vec(&Packet {
+        kind: "dom",
+        data: std::str::from_utf8(data).expect("JSON is UTF-8"),
+        last_ref_time: ref_time,
+    })
+    .expect("packet serializes");
+    if json.len() < GZIP_FROM {
+        return json;
+    }
+    let mut gz = GzEncoder::new(Vec::with_capacity(json.len() / 4), Compression::fast());
+    gz.write_all(&json).expect("writing to a Vec cannot fail");
+    gz.finish().expect("writing to a Vec cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    #[test]
+    fn agents_that_get_pushes() {
+        assert!(push_capable("Nacos-Java-Client:v1.0.0"));
+        assert!(push_capable("Nacos-Go-Client:v1.2.0"));
+        assert!(!push_capable("Nacos-Python-Client:v0.1.16"));
+        assert!(!push_capable("curl/8.0"));
+    }
+
+    #[test]
+    fn packets_embed_data_as_a_string_and_gzip_when_large() {
+        let small = encode_packet(br#"{"hosts":[]}"#, 7);
+        let v: serde_json::Value = serde_json::from_slice(&small).unwrap();
+        assert_eq!(v["type"], "dom");
+        assert_eq!(v["data"], r#"{"hosts":[]}"#);
+        assert_eq!(v["lastRefTime"], 7);
+        let big_data = format!(r#"{{"x":"{}"}}"#, "a".repeat(2000));
+        let big = encode_packet(big_data.as_bytes(), 8);
+        assert_eq!(&big[..2], &[0x1f, 0x8b], "gzip magic");
+        let mut out = String::new();
+        flate2::read::GzDecoder::new(&big[..])
+            .read_to_string(&mut out)
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["data"], big_data);
+    }
+}

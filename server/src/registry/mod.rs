@@ -1,0 +1,854 @@
+//! The in-memory registry every read is served from: namespaces → services → instances.
+//!
+//! Reads take no global lock: a namespace and a service are found through sharded maps
+//! and the service's current [`ServiceView`] is loaded from an `ArcSwap`. Writers of one
+//! service serialize on that service only. Ephemeral writes come straight from the API;
+//! persistent writes come from the Raft state machine, with time taken from the command
+//! so every node computes the same state.
+//!
+//! Modules: [`instance`] instances and beat clocks, [`service`] keys, settings and views,
+//! [`namespace`] namespaces, [`select`] query selection and protection threshold,
+//! [`changes`] change notification for push.
+
+pub mod changes;
+pub mod instance;
+pub mod namespace;
+pub mod select;
+pub mod service;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::health::expiry::{judge, ExpiryQueue, Verdict};
+use changes::{ChangeSet, Watchers};
+use instance::{addr_key, default_instance_id, BeatClock, Heartbeat, Instance, Metadata};
+use namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
+use service::{Changed, ClusterSettings, Service, ServiceKey, ServiceSettings, ServiceView};
+
+/// Why a registry operation was refused. Every variant is the caller's mistake or a
+/// conflict with current state; none is an internal failure.
+#[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum RegistryError {
+    /// The service does not exist.
+    #[error("service {0} not found")]
+    ServiceNotFound(String),
+    /// The service already has stored settings.
+    #[error("service {0} already exists")]
+    ServiceExists(String),
+    /// The service still has instances.
+    #[error("service {0} is not empty; deregister its instances first")]
+    ServiceNotEmpty(String),
+    /// The instance does not exist.
+    #[error("instance {addr} not found in service {service}")]
+    InstanceNotFound {
+        /// The service.
+        service: String,
+        /// `ip:port`.
+        addr: String,
+    },
+    /// The service holds the other kind of instance.
+    #[error("service {service} holds {held} instances; a {wanted} instance cannot join it (deregister them first, or use another service)")]
+    KindConflict {
+        /// The service.
+        service: String,
+        /// What it holds.
+        held: String,
+        /// What was offered.
+        wanted: String,
+    },
+    /// The namespace does not exist.
+    #[error("namespace {0} not found")]
+    NamespaceNotFound(String),
+    /// A namespace with this id exists.
+    #[error("namespace {0} already exists")]
+    NamespaceExists(String),
+    /// The namespace still holds services.
+    #[error("namespace {id} still holds {services} service(s); delete them first")]
+    NamespaceNotEmpty {
+        /// The namespace.
+        id: String,
+        /// How many services it holds.
+        services: usize,
+    },
+    /// The public namespace cannot be changed this way.
+    #[error("the public namespace cannot be deleted")]
+    PublicNamespace,
+}
+
+fn kind_name(ephemeral: bool) -> &'static str {
+    if ephemeral {
+        "ephemeral"
+    } else {
+        "persistent"
+    }
+}
+
+/// What a client registers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Registration {
+    /// IP or host.
+    pub ip: String,
+    /// Port.
+    pub port: u16,
+    /// Cluster name.
+    pub cluster: String,
+    /// Weight, 0 to 10000.
+    pub weight: f64,
+    /// Initial health (persistent instances; ephemeral ones start healthy).
+    pub healthy: bool,
+    /// Enabled flag.
+    pub enabled: bool,
+    /// Ephemeral or persistent.
+    pub ephemeral: bool,
+    /// Metadata.
+    pub metadata: Metadata,
+    /// An explicit instance id, if the client gave one.
+    pub instance_id: Option<String>,
+}
+
+/// An operator's update of an instance; `None` fields are left alone.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct InstancePatch {
+    /// New weight.
+    pub weight: Option<f64>,
+    /// New enabled flag.
+    pub enabled: Option<bool>,
+    /// New metadata (replaces the map).
+    pub metadata: Option<Metadata>,
+}
+
+/// The Raft-held part of the registry, as stored in snapshots.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PersistentData {
+    /// Declared namespaces (not `public`).
+    pub namespaces: Vec<NamespaceInfo>,
+    /// Stored service settings.
+    pub services: Vec<(ServiceKey, ServiceSettings)>,
+    /// Persistent instances.
+    pub instances: Vec<(ServiceKey, Instance)>,
+}
+
+/// What one pass of the expiry check did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpiryReport {
+    /// Instances turned unhealthy.
+    pub unhealthy: usize,
+    /// Instances removed.
+    pub removed: usize,
+}
+
+/// The registry. Cheap to clone: clones share state.
+#[derive(Clone, Default)]
+pub struct Registry {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Namespaces by id; a namespace appears when declared or first used.
+    namespaces: DashMap<Arc<str>, Arc<Namespace>>,
+    /// Deadlines of ephemeral instances.
+    expiry: ExpiryQueue,
+    /// Consumers of change notifications (push).
+    watchers: Watchers,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Subscribes to service changes: every change marks the service in the returned set.
+    pub fn watch(&self) -> Arc<ChangeSet> {
+        self.shared.watchers.add()
+    }
+
+    // ----- reads -----------------------------------------------------------------------
+
+    /// The namespace `id`, if it is declared or holds services.
+    pub fn namespace(&self, id: &str) -> Option<Arc<Namespace>> {
+        self.shared.namespaces.get(id).map(|n| n.clone())
+    }
+
+    /// Every namespace that is declared or holds services, `public` first, then by id.
+    pub fn namespaces(&self) -> Vec<Arc<Namespace>> {
+        let mut all: Vec<Arc<Namespace>> =
+            self.shared.namespaces.iter().map(|n| n.clone()).collect();
+        if !all.iter().any(|n| &*n.id == PUBLIC_NAMESPACE) {
+            all.push(self.namespace_or_create(PUBLIC_NAMESPACE));
+        }
+        all.sort_by(|a, b| {
+            (&*a.id != PUBLIC_NAMESPACE, &a.id).cmp(&(&*b.id != PUBLIC_NAMESPACE, &b.id))
+        });
+        all
+    }
+
+    /// The service `group@@name` in namespace `ns`.
+    pub fn service(&self, ns: &str, grouped: &str) -> Option<Arc<Service>> {
+        self.shared
+            .namespaces
+            .get(ns)
+            .and_then(|n| n.services.get(grouped).map(|s| s.clone()))
+    }
+
+    /// The service named by `key`.
+    pub fn service_by_key(&self, key: &ServiceKey) -> Option<Arc<Service>> {
+        self.service(&key.namespace, &key.grouped())
+    }
+
+    /// Every service of namespace `ns`, ordered by group and name.
+    pub fn services(&self, ns: &str) -> Vec<Arc<Service>> {
+        let mut all: Vec<Arc<Service>> = match self.shared.namespaces.get(ns) {
+            Some(n) => n.services.iter().map(|s| s.clone()).collect(),
+            None => Vec::new(),
+        };
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+
+    /// Totals over every namespace: (services, instances, healthy instances).
+    pub fn totals(&self) -> (usize, usize, usize) {
+        let mut totals = (0, 0, 0);
+        for ns in self.shared.namespaces.iter() {
+            for svc in ns.services.iter() {
+                let view = svc.view();
+                totals.0 += 1;
+                totals.1 += view.instances.len();
+                totals.2 += view.healthy_count();
+            }
+        }
+        totals
+    }
+
+    /// Entries in the expiry queue.
+    pub fn expiry_backlog(&self) -> usize {
+        self.shared.expiry.len()
+    }
+
+    // ----- internals -------------------------------------------------------------------
+
+    fn namespace_or_create(&self, id: &str) -> Arc<Namespace> {
+        if let Some(ns) = self.shared.namespaces.get(id) {
+            return ns.clone();
+        }
+        self.shared
+            .namespaces
+            .entry(Arc::from(id))
+            .or_insert_with(|| Arc::new(Namespace::new(id)))
+            .clone()
+    }
+
+    fn service_or_create(&self, key: &ServiceKey, now_ms: u64) -> Arc<Service> {
+        let ns = self.namespace_or_create(&key.namespace);
+        let grouped = key.grouped();
+        if let Some(svc) = ns.services.get(grouped.as_str()) {
+            return svc.clone();
+        }
+        let svc = ns
+            .services
+            .entry(Arc::from(grouped))
+            .or_insert_with(|| Arc::new(Service::new(key.clone(), now_ms)))
+            .clone();
+        svc
+    }
+
+    /// Runs `f` against the service `key` (created if missing), retrying if the service
+    /// was removed concurrently; notifies watchers if the view changed.
+    fn modify_service<R>(
+        &self,
+        key: &ServiceKey,
+        now_ms: u64,
+        mut f: impl FnMut(&mut ServiceView) -> (Changed, R),
+    ) -> (Arc<Service>, R) {
+        loop {
+            let svc = self.service_or_create(key, now_ms);
+            if let Some((changed, result)) = svc.update(now_ms, &mut f) {
+                if changed == Changed::Yes {
+                    self.shared.watchers.mark(&svc.key);
+                }
+                return (svc, result);
+            }
+        }
+    }
+
+    /// Runs `f` against the existing service `key`; `None` if it does not exist.
+    fn update_existing<R>(
+        &self,
+        key: &ServiceKey,
+        now_ms: u64,
+        f: impl FnOnce(&mut ServiceView) -> (Changed, R),
+    ) -> Option<R> {
+        let svc = self.service_by_key(key)?;
+        let (changed, result) = svc.update(now_ms, f)?;
+        if changed == Changed::Yes {
+            self.shared.watchers.mark(&svc.key);
+        }
+        Some(result)
+    }
+
+    fn schedule_expiry(
+        &self,
+        svc: &Arc<Service>,
+        addr: Arc<str>,
+        clock: Arc<BeatClock>,
+        hb: &Heartbeat,
+        now_ms: u64,
+    ) {
+        let at = match judge(clock.last_beat_ms(), hb, now_ms) {
+            Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
+            Verdict::Expired => now_ms,
+        };
+        self.shared.expiry.schedule(at, svc.clone(), addr, clock);
+    }
+
+    // ----- instance writes -------------------------------------------------------------
+
+    /// Registers (or re-registers) an instance. Fields an operator pinned through
+    /// [`Registry::update_instance`] keep their values.
+    pub fn register(
+        &self,
+        key: &ServiceKey,
+        reg: &Registration,
+        now_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let addr = addr_key(&reg.ip, reg.port);
+        let grouped = key.grouped();
+        let (svc, outcome) = self.modify_service(key, now_ms, |view| {
+            let existing = view.instances.get(&addr).cloned();
+            // Only an ephemeral registration is checked here: whether a persistent one
+            // conflicts depends on ephemeral (node-local) state, which the Raft state
+            // machine must not consult; the API checks it before proposing.
+            let other_kind = reg.ephemeral && view.instances.values().any(|i| !i.ephemeral);
+            if other_kind {
+                return (
+                    Changed::No,
+                    Err(RegistryError::KindConflict {
+                        service: grouped.clone(),
+                        held: kind_name(!reg.ephemeral).into(),
+                        wanted: kind_name(reg.ephemeral).into(),
+                    }),
+                );
+            }
+            let pinned = existing.as_ref().map(|e| e.pinned).unwrap_or_default();
+            let keep = |flag: bool| existing.as_ref().filter(|_| flag);
+            let metadata = match keep(pinned.metadata) {
+                Some(e) => e.metadata.clone(),
+                None => Arc::new(reg.metadata.clone()),
+            };
+            let heartbeat = Heartbeat::from_metadata(&metadata);
+            let (clock, fresh_clock) = if reg.ephemeral {
+                match existing.as_ref().and_then(|e| e.beat.clone()) {
+                    Some(c) => {
+                        c.beat(now_ms);
+                        (Some(c), false)
+                    }
+                    None => (Some(Arc::new(BeatClock::new(now_ms))), true),
+                }
+            } else {
+                (None, false)
+            };
+            let instance = Instance {
+                instance_id: match &reg.instance_id {
+                    Some(id) => id.as_str().into(),
+                    None => default_instance_id(&reg.ip, reg.port, &reg.cluster, &grouped).into(),
+                },
+                ip: reg.ip.as_str().into(),
+                port: reg.port,
+                cluster: reg.cluster.as_str().into(),
+                weight: keep(pinned.weight).map(|e| e.weight).unwrap_or(reg.weight),
+                // A registration is proof of life for an ephemeral instance.
+                healthy: if reg.ephemeral { true } else { reg.healthy },
+                enabled: keep(pinned.enabled)
+                    .map(|e| e.enabled)
+                    .unwrap_or(reg.enabled),
+                ephemeral: reg.ephemeral,
+                metadata,
+                heartbeat,
+                pinned,
+                beat: clock.clone(),
+            };
+            let reschedule = clock.filter(|_| {
+                fresh_clock || existing.as_ref().is_some_and(|e| e.heartbeat != heartbeat)
+            });
+            let unchanged = existing
+                .as_ref()
+                .is_some_and(|e| same_instance(e, &instance));
+            if unchanged {
+                return (Changed::No, Ok(reschedule.map(|c| (c, heartbeat))));
+            }
+            view.instances.insert(addr.clone(), Arc::new(instance));
+            (Changed::Yes, Ok(reschedule.map(|c| (c, heartbeat))))
+        });
+        if let Some((clock, hb)) = outcome? {
+            self.schedule_expiry(&svc, addr, clock, &hb, now_ms);
+        }
+        Ok(())
+    }
+
+    /// The error a registration of `ephemeral` kind would meet in service `key`, if its
+    /// instances are of the other kind.
+    pub fn kind_conflict(&self, key: &ServiceKey, ephemeral: bool) -> Option<RegistryError> {
+        let view = self.service_by_key(key)?.view();
+        let held = view.kind()?;
+        (held != ephemeral).then(|| RegistryError::KindConflict {
+            service: key.grouped(),
+            held: kind_name(held).into(),
+            wanted: kind_name(ephemeral).into(),
+        })
+    }
+
+    /// Removes the instance at `ip:port`. With `ephemeral` given, only an instance of that
+    /// kind is removed. Returns whether one was removed; a missing one is not an error.
+    pub fn deregister(
+        &self,
+        key: &ServiceKey,
+        ip: &str,
+        port: u16,
+        ephemeral: Option<bool>,
+        now_ms: u64,
+    ) -> bool {
+        let addr = addr_key(ip, port);
+        self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
+            Some(i) if ephemeral.is_none_or(|e| e == i.ephemeral) => {
+                view.instances.remove(&addr);
+                (Changed::Yes, true)
+            }
+            _ => (Changed::No, false),
+        })
+        .unwrap_or(false)
+    }
+
+    /// Applies an operator's update to the instance of the given kind at `ip:port` and
+    /// pins the fields it sets.
+    pub fn update_instance(
+        &self,
+        key: &ServiceKey,
+        ip: &str,
+        port: u16,
+        ephemeral: bool,
+        patch: &InstancePatch,
+        now_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let addr = addr_key(ip, port);
+        let not_found = || RegistryError::InstanceNotFound {
+            service: key.grouped(),
+            addr: addr.to_string(),
+        };
+        let result = self.update_existing(key, now_ms, |view| {
+            let Some(existing) = view
+                .instances
+                .get(&addr)
+                .filter(|i| i.ephemeral == ephemeral)
+            else {
+                return (Changed::No, Err(not_found()));
+            };
+            let mut next = Instance::clone(existing);
+            if let Some(w) = patch.weight {
+                next.weight = w;
+                next.pinned.weight = true;
+            }
+            if let Some(e) = patch.enabled {
+                next.enabled = e;
+                next.pinned.enabled = true;
+            }
+            if let Some(m) = &patch.metadata {
+                next.metadata = Arc::new(m.clone());
+                next.heartbeat = Heartbeat::from_metadata(m);
+                next.pinned.metadata = true;
+            }
+            if same_instance(existing, &next) && existing.pinned == next.pinned {
+                return (Changed::No, Ok(()));
+            }
+            view.instances.insert(addr.clone(), Arc::new(next));
+            (Changed::Yes, Ok(()))
+        });
+        result.unwrap_or_else(|| Err(RegistryError::ServiceNotFound(key.grouped())))
+    }
+
+    /// Sets the health of the instance of the given kind at `ip:port`. Returns false if
+    /// there is none.
+    pub fn set_health(
+        &self,
+        key: &ServiceKey,
+        ip: &str,
+        port: u16,
+        ephemeral: bool,
+        healthy: bool,
+        now_ms: u64,
+    ) -> bool {
+        let addr = addr_key(ip, port);
+        let found = |i: &&Arc<Instance>| i.ephemeral == ephemeral;
+        self.update_existing(key, now_ms, |view| {
+            match view.instances.get(&addr).filter(found) {
+                Some(i) if i.healthy != healthy => {
+                    let next = Instance {
+                        healthy,
+                        ..Instance::clone(i)
+                    };
+                    view.instances.insert(addr.clone(), Arc::new(next));
+                    (Changed::Yes, true)
+                }
+                Some(_) => (Changed::No, true),
+                None => (Changed::No, false),
+            }
+        })
+        .unwrap_or(false)
+    }
+
+    /// Records a beat from the ephemeral instance at `ip:port` of service `grouped`.
+    /// Returns its heartbeat settings, or `None` if no such ephemeral instance exists.
+    /// Takes no lock unless the beat revives an unhealthy instance.
+    pub fn beat(
+        &self,
+        ns: &str,
+        grouped: &str,
+        ip: &str,
+        port: u16,
+        now_ms: u64,
+    ) -> Option<Heartbeat> {
+        let svc = self.service(ns, grouped)?;
+        let view = svc.view();
+        let addr = addr_key(ip, port);
+        let instance = view.instances.get(&addr)?;
+        let clock = instance.beat.as_ref()?;
+        clock.beat(now_ms);
+        if !instance.healthy {
+            self.set_health(&svc.key, ip, port, true, true, now_ms);
+        }
+        Some(instance.heartbeat)
+    }
+
+    /// Judges every ephemeral instance whose deadline passed: marks silent ones
+    /// unhealthy, removes expired ones, reschedules the rest. Handles at most `max`.
+    pub fn expire_due(&self, now_ms: u64, max: usize) -> ExpiryReport {
+        let mut report = ExpiryReport::default();
+        for due in self.shared.expiry.pop_due(now_ms, max) {
+            let view = due.service.view();
+            let Some(instance) = view.instances.get(&due.addr) else {
+                continue;
+            };
+            // A re-registered or replaced instance has its own clock and entry.
+            if !instance
+                .beat
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(c, &due.clock))
+            {
+                continue;
+            }
+            let key = &due.service.key;
+            match judge(due.clock.last_beat_ms(), &instance.heartbeat, now_ms) {
+                Verdict::Expired => {
+                    if self.remove_if_clock(key, &due.addr, &due.clock, now_ms) {
+                        report.removed += 1;
+                    }
+                }
+                Verdict::Silent { recheck_at } => {
+                    if instance.healthy
+                        && self.set_health(key, &instance.ip, instance.port, true, false, now_ms)
+                    {
+                        report.unhealthy += 1;
+                    }
+                    self.shared.expiry.schedule(
+                        recheck_at,
+                        due.service.clone(),
+                        due.addr,
+                        due.clock,
+                    );
+                }
+                Verdict::Alive { recheck_at } => {
+                    self.shared.expiry.schedule(
+                        recheck_at,
+                        due.service.clone(),
+                        due.addr,
+                        due.clock,
+                    );
+                }
+            }
+        }
+        report
+    }
+
+    /// Removes the instance at `addr` if it still carries `clock` (not re-registered).
+    fn remove_if_clock(
+        &self,
+        key: &ServiceKey,
+        addr: &Arc<str>,
+        clock: &Arc<BeatClock>,
+        now_ms: u64,
+    ) -> bool {
+        self.update_existing(key, now_ms, |view| match view.instances.get(addr) {
+            Some(i) if i.beat.as_ref().is_some_and(|c| Arc::ptr_eq(c, clock)) => {
+                view.instances.remove(addr);
+                (Changed::Yes, true)
+            }
+            _ => (Changed::No, false),
+        })
+        .unwrap_or(false)
+    }
+
+    // ----- service writes --------------------------------------------------------------
+
+    /// Stores settings for a new service; refused if settings are already stored.
+    pub fn create_service(
+        &self,
+        key: &ServiceKey,
+        settings: &ServiceSettings,
+        now_ms: u64,
+    ) -> Result<(), RegistryError> {
+        self.modify_service(key, now_ms, |view| {
+            if view.settings.is_some() {
+                return (
+                    Changed::No,
+                    Err(RegistryError::ServiceExists(key.grouped())),
+                );
+            }
+            view.settings = Some(Arc::new(settings.clone()));
+            (Changed::Yes, Ok(()))
+        })
+        .1
+    }
+
+    /// Stores a service's settings, keeping its cluster settings; creates the service if
+    /// needed. (The API checks that the service exists before proposing: existence can
+    /// hang on ephemeral instances, which the state machine must not consult.)
+    pub fn update_service(&self, key: &ServiceKey, settings: &ServiceSettings, now_ms: u64) {
+        self.modify_service(key, now_ms, |view| {
+            let mut next = settings.clone();
+            if let Some(old) = &view.settings {
+                next.clusters = old.clusters.clone();
+            }
+            view.settings = Some(Arc::new(next));
+            (Changed::Yes, ())
+        });
+    }
+
+    /// Stores the settings of one cluster of a service.
+    pub fn put_cluster(
+        &self,
+        key: &ServiceKey,
+        cluster: &str,
+        settings: &ClusterSettings,
+        now_ms: u64,
+    ) {
+        self.modify_service(key, now_ms, |view| {
+            let mut next = ServiceSettings::clone(&view.settings_or_default());
+            next.clusters.insert(cluster.to_string(), settings.clone());
+            view.settings = Some(Arc::new(next));
+            (Changed::Yes, ())
+        });
+    }
+
+    /// Whether service `key` may be deleted: it exists and holds no instances.
+    pub fn check_deletable(&self, key: &ServiceKey) -> Result<(), RegistryError> {
+        let svc = self
+            .service_by_key(key)
+            .ok_or_else(|| RegistryError::ServiceNotFound(key.grouped()))?;
+        if !svc.view().instances.is_empty() {
+            return Err(RegistryError::ServiceNotEmpty(key.grouped()));
+        }
+        Ok(())
+    }
+
+    /// Drops a service's stored settings, and the service itself if it is empty. (An
+    /// instance that registered after the API's check keeps the service alive.)
+    pub fn delete_service(&self, key: &ServiceKey, now_ms: u64) {
+        let grouped = key.grouped();
+        let Some(ns) = self.namespace(&key.namespace) else {
+            return;
+        };
+        let Some(svc) = ns.services.get(grouped.as_str()).map(|s| s.clone()) else {
+            return;
+        };
+        svc.update(now_ms, |view| {
+            let changed = if view.settings.take().is_some() {
+                Changed::Yes
+            } else {
+                Changed::No
+            };
+            (changed, ())
+        });
+        if svc.retire(|view| view.instances.is_empty()) {
+            ns.services
+                .remove_if(grouped.as_str(), |_, s| Arc::ptr_eq(s, &svc));
+        }
+        self.shared.watchers.mark(&svc.key);
+    }
+
+    /// Removes services that have no instances and no stored settings and have not
+    /// changed for `ttl_ms`. Returns their keys.
+    pub fn sweep_empty(&self, ttl_ms: u64, now_ms: u64) -> Vec<ServiceKey> {
+        let mut removed = Vec::new();
+        for ns in self.shared.namespaces.iter() {
+            let idle: Vec<Arc<Service>> = ns
+                .services
+                .iter()
+                .filter(|s| {
+                    let v = s.view();
+                    v.instances.is_empty()
+                        && v.settings.is_none()
+                        && v.modified_ms + ttl_ms <= now_ms
+                })
+                .map(|s| s.clone())
+                .collect();
+            for svc in idle {
+                let still_idle = |v: &ServiceView| {
+                    v.instances.is_empty()
+                        && v.settings.is_none()
+                        && v.modified_ms + ttl_ms <= now_ms
+                };
+                if svc.retire(still_idle) {
+                    ns.services
+                        .remove_if(&*svc.grouped, |_, s| Arc::ptr_eq(s, &svc));
+                    removed.push(svc.key.clone());
+                }
+            }
+        }
+        removed
+    }
+
+    // ----- namespaces ------------------------------------------------------------------
+
+    /// Declares a new namespace.
+    pub fn create_namespace(&self, info: &NamespaceInfo) -> Result<(), RegistryError> {
+        if info.id == PUBLIC_NAMESPACE {
+            return Err(RegistryError::NamespaceExists(info.id.clone()));
+        }
+        let ns = self.namespace_or_create(&info.id);
+        if ns.info().is_some() {
+            return Err(RegistryError::NamespaceExists(info.id.clone()));
+        }
+        ns.set_info(Some(info.clone()));
+        Ok(())
+    }
+
+    /// Changes a declared namespace's name and description.
+    pub fn update_namespace(&self, info: &NamespaceInfo) -> Result<(), RegistryError> {
+        let ns = self
+            .namespace(&info.id)
+            .filter(|n| n.info().is_some())
+            .ok_or_else(|| RegistryError::NamespaceNotFound(info.id.clone()))?;
+        ns.set_info(Some(info.clone()));
+        Ok(())
+    }
+
+    /// Whether namespace `id` may be deleted: declared, not `public`, and holding no
+    /// services.
+    pub fn check_namespace_deletable(&self, id: &str) -> Result<(), RegistryError> {
+        if id == PUBLIC_NAMESPACE {
+            return Err(RegistryError::PublicNamespace);
+        }
+        let ns = self
+            .namespace(id)
+            .filter(|n| n.info().is_some())
+            .ok_or_else(|| RegistryError::NamespaceNotFound(id.to_string()))?;
+        let services = ns.services.len();
+        if services > 0 {
+            return Err(RegistryError::NamespaceNotEmpty {
+                id: id.to_string(),
+                services,
+            });
+        }
+        Ok(())
+    }
+
+    /// Drops a namespace's declaration, and the namespace if it holds no services.
+    pub fn delete_namespace(&self, id: &str) -> Result<(), RegistryError> {
+        if id == PUBLIC_NAMESPACE {
+            return Err(RegistryError::PublicNamespace);
+        }
+        let ns = self
+            .namespace(id)
+            .filter(|n| n.info().is_some())
+            .ok_or_else(|| RegistryError::NamespaceNotFound(id.to_string()))?;
+        ns.set_info(None);
+        self.shared
+            .namespaces
+            .remove_if(id, |_, n| n.info().is_none() && n.services.is_empty());
+        Ok(())
+    }
+
+    // ----- snapshot --------------------------------------------------------------------
+
+    /// The Raft-held part of the registry.
+    pub fn persistent_data(&self) -> PersistentData {
+        let mut data = PersistentData::default();
+        for ns in self.namespaces() {
+            if let Some(info) = ns.info() {
+                data.namespaces.push(NamespaceInfo::clone(&info));
+            }
+            for svc in self.services(&ns.id) {
+                let view = svc.view();
+                if let Some(settings) = &view.settings {
+                    data.services
+                        .push((svc.key.clone(), ServiceSettings::clone(settings)));
+                }
+                for inst in view.instances.values().filter(|i| !i.ephemeral) {
+                    data.instances
+                        .push((svc.key.clone(), Instance::clone(inst)));
+                }
+            }
+        }
+        data
+    }
+
+    /// Replaces the Raft-held part of the registry with `data`; ephemeral instances stay.
+    pub fn restore_persistent(&self, data: &PersistentData, now_ms: u64) {
+        for ns in self.shared.namespaces.iter() {
+            ns.set_info(None);
+            for svc in ns.services.iter() {
+                svc.update(now_ms, |view| {
+                    view.settings = None;
+                    view.instances = view
+                        .instances
+                        .iter()
+                        .filter(|(_, i)| i.ephemeral)
+                        .map(|(k, i)| (k.clone(), i.clone()))
+                        .collect();
+                    (Changed::Yes, ())
+                });
+                self.shared.watchers.mark(&svc.key);
+            }
+        }
+        for info in &data.namespaces {
+            self.namespace_or_create(&info.id)
+                .set_info(Some(info.clone()));
+        }
+        let mut by_service: BTreeMap<&ServiceKey, Vec<&Instance>> = BTreeMap::new();
+        for (key, inst) in &data.instances {
+            by_service.entry(key).or_default().push(inst);
+        }
+        for (key, settings) in &data.services {
+            self.modify_service(key, now_ms, |view| {
+                view.settings = Some(Arc::new(settings.clone()));
+                (Changed::Yes, ())
+            });
+        }
+        for (key, instances) in by_service {
+            self.modify_service(key, now_ms, |view| {
+                for inst in &instances {
+                    view.instances
+                        .insert(inst.addr(), Arc::new(Instance::clone(inst)));
+                }
+                (Changed::Yes, ())
+            });
+        }
+    }
+}
+
+/// Whether two versions of an instance look the same to a consumer.
+fn same_instance(a: &Instance, b: &Instance) -> bool {
+    a.instance_id == b.instance_id
+        && a.cluster == b.cluster
+        && a.weight == b.weight
+        && a.healthy == b.healthy
+        && a.enabled == b.enabled
+        && a.ephemeral == b.ephemeral
+        && a.metadata == b.metadata
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,261 @@
+//! Services: the key that names one, its stored settings, and the immutable view of its
+//! instances that readers load without locking.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use super::instance::{Instance, Metadata};
+
+/// Names a service: namespace, group and service name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ServiceKey {
+    /// Namespace id (`public` by default).
+    pub namespace: Arc<str>,
+    /// Group (`DEFAULT_GROUP` by default).
+    pub group: Arc<str>,
+    /// Service name without the group.
+    pub name: Arc<str>,
+}
+
+impl ServiceKey {
+    /// A key from its three parts.
+    pub fn new(namespace: &str, group: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.into(),
+            group: group.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The name as Nacos writes it on the wire: `group@@service`.
+    pub fn grouped(&self) -> String {
+        format!("{}@@{}", self.group, self.name)
+    }
+}
+
+impl fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}@@{}", self.namespace, self.group, self.name)
+    }
+}
+
+/// How persistent instances of a cluster are checked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum HealthChecker {
+    /// Connect to the port.
+    #[serde(rename = "TCP")]
+    Tcp,
+    /// `GET path` and expect a status code.
+    #[serde(rename = "HTTP")]
+    Http {
+        /// Request path.
+        #[serde(default)]
+        path: String,
+        /// Extra headers, `Name:value` separated by `|`.
+        #[serde(default)]
+        headers: String,
+        /// The status code that means healthy.
+        #[serde(default = "default_expected_code", rename = "expectedResponseCode")]
+        expected_code: u16,
+    },
+    /// No checking: health is set through the API.
+    #[serde(rename = "NONE")]
+    None,
+}
+
+fn default_expected_code() -> u16 {
+    200
+}
+
+/// Settings of one cluster of a service.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSettings {
+    /// How persistent instances are checked.
+    pub health_checker: HealthChecker,
+    /// Port to check when `use_instance_port` is false.
+    pub check_port: u16,
+    /// Check the instance's own port.
+    pub use_instance_port: bool,
+    /// Free-form cluster metadata.
+    pub metadata: Metadata,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        Self {
+            health_checker: HealthChecker::Tcp,
+            check_port: 80,
+            use_instance_port: true,
+            metadata: Metadata::new(),
+        }
+    }
+}
+
+/// A service selector, as Nacos stores it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Selector {
+    /// `none` or `label`.
+    pub kind: String,
+    /// The label expression, for `label`.
+    pub expression: String,
+}
+
+/// Settings an operator stored for a service (through Raft).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServiceSettings {
+    /// When healthy/total <= this, queries return every instance. Negative: off.
+    pub protect_threshold: f64,
+    /// Free-form service metadata.
+    pub metadata: Metadata,
+    /// The stored selector.
+    pub selector: Selector,
+    /// Per-cluster settings.
+    pub clusters: BTreeMap<String, ClusterSettings>,
+}
+
+impl Default for ServiceSettings {
+    fn default() -> Self {
+        Self {
+            protect_threshold: 0.0,
+            metadata: Metadata::new(),
+            selector: Selector {
+                kind: "none".into(),
+                expression: String::new(),
+            },
+            clusters: BTreeMap::new(),
+        }
+    }
+}
+
+/// Everything a reader sees of a service at one moment. Never mutated once published.
+#[derive(Clone, Debug)]
+pub struct ServiceView {
+    /// Stored settings; `None` for a service that only exists because of registrations.
+    pub settings: Option<Arc<ServiceSettings>>,
+    /// Instances by `ip:port`.
+    pub instances: imbl::OrdMap<Arc<str>, Arc<Instance>>,
+    /// Bumped on every change.
+    pub revision: u64,
+    /// Wall-clock milliseconds of the last change.
+    pub modified_ms: u64,
+}
+
+impl ServiceView {
+    /// Stored settings, or the defaults.
+    pub fn settings_or_default(&self) -> Arc<ServiceSettings> {
+        match &self.settings {
+            Some(s) => s.clone(),
+            None => DEFAULT_SETTINGS.clone(),
+        }
+    }
+
+    /// Whether the view holds ephemeral instances (`Some(true)`), persistent ones
+    /// (`Some(false)`), or none.
+    pub fn kind(&self) -> Option<bool> {
+        self.instances.values().next().map(|i| i.ephemeral)
+    }
+
+    /// Names of the clusters that hold instances, in order.
+    pub fn cluster_names(&self) -> Vec<Arc<str>> {
+        let mut names: Vec<Arc<str>> = self.instances.values().map(|i| i.cluster.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Number of healthy instances.
+    pub fn healthy_count(&self) -> usize {
+        self.instances.values().filter(|i| i.healthy).count()
+    }
+}
+
+static DEFAULT_SETTINGS: LazyLock<Arc<ServiceSettings>> =
+    LazyLock::new(|| Arc::new(ServiceSettings::default()));
+
+/// A service: its key and the current view. Readers `load` the view without locking;
+/// writers serialize on `writer`, build the next view from the current one and swap it in.
+#[derive(Debug)]
+pub struct Service {
+    /// The service's key.
+    pub key: ServiceKey,
+    /// `group@@name`, kept to answer queries without formatting.
+    pub grouped: Arc<str>,
+    view: ArcSwap<ServiceView>,
+    /// Serializes writers of this service. Guards nothing itself: it orders view swaps.
+    writer: Mutex<()>,
+    /// Set (under `writer`) when the service is dropped from its namespace; a writer that
+    /// finds it set must look the service up again.
+    removed: AtomicBool,
+}
+
+impl Service {
+    /// An empty service.
+    pub fn new(key: ServiceKey, now_ms: u64) -> Self {
+        let grouped = Arc::from(key.grouped());
+        Self {
+            key,
+            grouped,
+            view: ArcSwap::from_pointee(ServiceView {
+                settings: None,
+                instances: imbl::OrdMap::new(),
+                revision: 0,
+                modified_ms: now_ms,
+            }),
+            writer: Mutex::new(()),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    /// The current view.
+    pub fn view(&self) -> Arc<ServiceView> {
+        self.view.load_full()
+    }
+
+    /// Runs `f` on a copy of the current view with the writer lock held; publishes the
+    /// copy if `f` returns `Changed::Yes`. Returns `None` if the service was removed.
+    pub(crate) fn update<R>(
+        &self,
+        now_ms: u64,
+        f: impl FnOnce(&mut ServiceView) -> (Changed, R),
+    ) -> Option<(Changed, R)> {
+        let _writer = self.writer.lock();
+        if self.removed.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut next = ServiceView::clone(&self.view.load());
+        let (changed, result) = f(&mut next);
+        if changed == Changed::Yes {
+            next.revision += 1;
+            next.modified_ms = now_ms;
+            self.view.store(Arc::new(next));
+        }
+        Some((changed, result))
+    }
+
+    /// Marks the service removed if `may_remove` approves the current view, with the
+    /// writer lock held so that no registration slips in between.
+    pub(crate) fn retire(&self, may_remove: impl FnOnce(&ServiceView) -> bool) -> bool {
+        let _writer = self.writer.lock();
+        if self.removed.load(Ordering::Acquire) || !may_remove(&self.view.load()) {
+            return false;
+        }
+        self.removed.store(true, Ordering::Release);
+        true
+    }
+}
+
+/// Whether an update changed the view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Changed {
+    /// Publish the new view and notify subscribers.
+    Yes,
+    /// Keep the old view.
+    No,
+}

@@ -1,0 +1,301 @@
+//! Registry core tests: plain calls with explicit time, no clock and no sleeping.
+
+use super::*;
+
+fn key(name: &str) -> ServiceKey {
+    ServiceKey::new("public", "DEFAULT_GROUP", name)
+}
+
+fn reg(ip: &str, port: u16, ephemeral: bool) -> Registration {
+    Registration {
+        ip: ip.into(),
+        port,
+        cluster: "DEFAULT".into(),
+        weight: 1.0,
+        healthy: true,
+        enabled: true,
+        ephemeral,
+        metadata: Metadata::new(),
+        instance_id: None,
+    }
+}
+
+fn ports(r: &Registry, name: &str) -> Vec<(u16, bool)> {
+    let svc = r
+        .service("public", &format!("DEFAULT_GROUP@@{name}"))
+        .expect("service");
+    svc.view()
+        .instances
+        .values()
+        .map(|i| (i.port, i.healthy))
+        .collect()
+}
+
+#[test]
+fn register_then_deregister() {
+    let r = Registry::new();
+    r.register(&key("a"), &reg("10.0.0.1", 80, true), 0)
+        .unwrap();
+    r.register(&key("a"), &reg("10.0.0.2", 80, true), 0)
+        .unwrap();
+    assert_eq!(ports(&r, "a").len(), 2);
+    let svc = r.service_by_key(&key("a")).unwrap();
+    let inst = svc.view().instances.values().next().unwrap().clone();
+    assert_eq!(&*inst.instance_id, "10.0.0.1#80#DEFAULT#DEFAULT_GROUP@@a");
+    assert!(r.deregister(&key("a"), "10.0.0.1", 80, None, 1));
+    assert!(
+        !r.deregister(&key("a"), "10.0.0.1", 80, None, 1),
+        "second time is a no-op"
+    );
+    assert_eq!(ports(&r, "a"), [(80, true)]);
+    // The empty service is kept.
+    r.deregister(&key("a"), "10.0.0.2", 80, Some(true), 2);
+    assert!(ports(&r, "a").is_empty());
+}
+
+#[test]
+fn kinds_do_not_mix() {
+    let r = Registry::new();
+    r.register(&key("a"), &reg("10.0.0.1", 80, false), 0)
+        .unwrap();
+    let err = r
+        .register(&key("a"), &reg("10.0.0.2", 80, true), 0)
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::KindConflict { .. }), "{err}");
+    assert!(r.kind_conflict(&key("a"), true).is_some());
+    assert!(r.kind_conflict(&key("a"), false).is_none());
+    // Deregistering with the wrong kind leaves the instance alone.
+    assert!(!r.deregister(&key("a"), "10.0.0.1", 80, Some(true), 0));
+    assert!(r.deregister(&key("a"), "10.0.0.1", 80, Some(false), 0));
+    r.register(&key("a"), &reg("10.0.0.2", 80, true), 0)
+        .unwrap();
+}
+
+#[test]
+fn operator_updates_survive_re_registration() {
+    let r = Registry::new();
+    r.register(&key("a"), &reg("10.0.0.1", 80, true), 0)
+        .unwrap();
+    let patch = InstancePatch {
+        enabled: Some(false),
+        ..Default::default()
+    };
+    r.update_instance(&key("a"), "10.0.0.1", 80, true, &patch, 1)
+        .unwrap();
+    let mut again = reg("10.0.0.1", 80, true);
+    again.weight = 5.0;
+    r.register(&key("a"), &again, 2).unwrap();
+    let svc = r.service_by_key(&key("a")).unwrap();
+    let inst = svc.view().instances.values().next().unwrap().clone();
+    assert!(!inst.enabled, "operator's disable is kept");
+    assert_eq!(inst.weight, 5.0, "unpinned fields follow the client");
+    let missing = r
+        .update_instance(&key("a"), "10.0.0.9", 80, true, &patch, 3)
+        .unwrap_err();
+    assert!(matches!(missing, RegistryError::InstanceNotFound { .. }));
+    let no_service = r
+        .update_instance(&key("zz"), "10.0.0.9", 80, true, &patch, 3)
+        .unwrap_err();
+    assert!(matches!(no_service, RegistryError::ServiceNotFound(_)));
+}
+
+#[test]
+fn silence_makes_unhealthy_then_removes() {
+    let r = Registry::new();
+    let mut short = reg("10.0.0.1", 80, true);
+    short
+        .metadata
+        .insert(instance::BEAT_TIMEOUT_KEY.into(), "3000".into());
+    short
+        .metadata
+        .insert(instance::DELETE_TIMEOUT_KEY.into(), "6000".into());
+    r.register(&key("a"), &short, 1_000).unwrap();
+    r.register(&key("a"), &reg("10.0.0.2", 80, true), 1_000)
+        .unwrap();
+
+    assert_eq!(r.expire_due(3_999, 100), ExpiryReport::default());
+    assert_eq!(r.expire_due(4_001, 100).unhealthy, 1);
+    assert_eq!(ports(&r, "a"), [(80, false), (80, true)]);
+
+    // A beat revives it and pushes its deadlines out.
+    assert_eq!(
+        r.beat("public", "DEFAULT_GROUP@@a", "10.0.0.1", 80, 5_000)
+            .unwrap()
+            .timeout_ms,
+        3000
+    );
+    assert_eq!(ports(&r, "a"), [(80, true), (80, true)]);
+    assert_eq!(r.expire_due(7_001, 100), ExpiryReport::default());
+    assert_eq!(r.expire_due(8_001, 100).unhealthy, 1);
+    assert_eq!(r.expire_due(11_001, 100).removed, 1);
+    assert_eq!(ports(&r, "a"), [(80, true)]);
+    // The default-timeout instance follows Nacos' 15 s / 30 s.
+    assert_eq!(r.expire_due(16_001, 100).unhealthy, 1);
+    assert_eq!(r.expire_due(31_001, 100).removed, 1);
+    assert!(ports(&r, "a").is_empty());
+    assert!(r
+        .beat("public", "DEFAULT_GROUP@@a", "10.0.0.1", 80, 40_000)
+        .is_none());
+}
+
+#[test]
+fn persistent_instances_never_expire() {
+    let r = Registry::new();
+    r.register(&key("p"), &reg("10.0.0.1", 80, false), 0)
+        .unwrap();
+    assert_eq!(r.expire_due(1_000_000, 100), ExpiryReport::default());
+    assert_eq!(ports(&r, "p"), [(80, true)]);
+    assert!(r
+        .beat("public", "DEFAULT_GROUP@@p", "10.0.0.1", 80, 1)
+        .is_none());
+}
+
+#[test]
+fn services_delete_only_when_empty() {
+    let r = Registry::new();
+    r.create_service(&key("s"), &ServiceSettings::default(), 0)
+        .unwrap();
+    assert!(matches!(
+        r.create_service(&key("s"), &ServiceSettings::default(), 0),
+        Err(RegistryError::ServiceExists(_))
+    ));
+    r.register(&key("s"), &reg("10.0.0.1", 80, true), 0)
+        .unwrap();
+    assert!(matches!(
+        r.check_deletable(&key("s")),
+        Err(RegistryError::ServiceNotEmpty(_))
+    ));
+    // Applied anyway (a registration raced the check): settings go, the service stays.
+    r.delete_service(&key("s"), 1);
+    assert!(r
+        .service_by_key(&key("s"))
+        .unwrap()
+        .view()
+        .settings
+        .is_none());
+    r.deregister(&key("s"), "10.0.0.1", 80, None, 1);
+    r.check_deletable(&key("s")).unwrap();
+    r.delete_service(&key("s"), 2);
+    assert!(r.service_by_key(&key("s")).is_none());
+    assert!(matches!(
+        r.check_deletable(&key("s")),
+        Err(RegistryError::ServiceNotFound(_))
+    ));
+}
+
+#[test]
+fn sweep_removes_only_idle_implicit_services() {
+    let r = Registry::new();
+    r.create_service(&key("kept"), &ServiceSettings::default(), 0)
+        .unwrap();
+    r.register(&key("gone"), &reg("10.0.0.1", 80, true), 0)
+        .unwrap();
+    r.deregister(&key("gone"), "10.0.0.1", 80, None, 10);
+    assert!(r.sweep_empty(100, 50).is_empty());
+    assert_eq!(r.sweep_empty(100, 110), [key("gone")]);
+    assert!(r.service_by_key(&key("kept")).is_some());
+}
+
+#[test]
+fn namespaces_guard_their_services() {
+    let r = Registry::new();
+    let dev = NamespaceInfo {
+        id: "dev".into(),
+        name: "Dev".into(),
+        description: "".into(),
+    };
+    r.create_namespace(&dev).unwrap();
+    assert!(matches!(
+        r.create_namespace(&dev),
+        Err(RegistryError::NamespaceExists(_))
+    ));
+    let k = ServiceKey::new("dev", "DEFAULT_GROUP", "x");
+    r.register(&k, &reg("10.0.0.1", 80, true), 0).unwrap();
+    assert!(matches!(
+        r.check_namespace_deletable("dev"),
+        Err(RegistryError::NamespaceNotEmpty { services: 1, .. })
+    ));
+    assert!(matches!(
+        r.check_namespace_deletable("public"),
+        Err(RegistryError::PublicNamespace)
+    ));
+    r.deregister(&k, "10.0.0.1", 80, None, 1);
+    r.delete_service(&k, 2);
+    r.check_namespace_deletable("dev").unwrap();
+    r.delete_namespace("dev").unwrap();
+    assert_eq!(
+        r.namespaces()
+            .iter()
+            .map(|n| n.id.to_string())
+            .collect::<Vec<_>>(),
+        ["public"]
+    );
+}
+
+#[test]
+fn persistent_data_round_trips_and_keeps_ephemeral() {
+    let r = Registry::new();
+    r.create_namespace(&NamespaceInfo {
+        id: "dev".into(),
+        name: "Dev".into(),
+        description: "d".into(),
+    })
+    .unwrap();
+    r.register(&key("p"), &reg("10.0.0.1", 80, false), 0)
+        .unwrap();
+    r.register(&key("e"), &reg("10.0.0.2", 80, true), 0)
+        .unwrap();
+    r.create_service(
+        &key("s"),
+        &ServiceSettings {
+            protect_threshold: 0.5,
+            ..Default::default()
+        },
+        0,
+    )
+    .unwrap();
+    let data = r.persistent_data();
+    let bytes = rmp_serde::to_vec_named(&data).unwrap();
+    let decoded: PersistentData = rmp_serde::from_slice(&bytes).unwrap();
+
+    let fresh = Registry::new();
+    fresh
+        .register(&key("e2"), &reg("10.0.0.3", 80, true), 0)
+        .unwrap();
+    fresh
+        .register(&key("p"), &reg("10.0.0.9", 80, false), 0)
+        .unwrap();
+    fresh.restore_persistent(&decoded, 5);
+    assert_eq!(ports(&fresh, "p"), [(80, true)]);
+    let p = fresh.service_by_key(&key("p")).unwrap().view();
+    assert_eq!(
+        &*p.instances.values().next().unwrap().ip,
+        "10.0.0.1",
+        "restore replaces persistent state"
+    );
+    assert_eq!(ports(&fresh, "e2").len(), 1, "ephemeral instances stay");
+    assert!(fresh
+        .service_by_key(&key("e"))
+        .is_none_or(|s| s.view().instances.is_empty()));
+    let s = fresh.service_by_key(&key("s")).unwrap().view();
+    assert_eq!(s.settings.as_ref().unwrap().protect_threshold, 0.5);
+    assert_eq!(
+        fresh.namespace("dev").unwrap().info().unwrap().description,
+        "d"
+    );
+}
+
+#[test]
+fn changes_are_marked_for_watchers() {
+    let r = Registry::new();
+    let watch = r.watch();
+    r.register(&key("a"), &reg("10.0.0.1", 80, true), 0)
+        .unwrap();
+    r.register(&key("a"), &reg("10.0.0.2", 80, true), 0)
+        .unwrap();
+    // Re-registering an identical instance is not a change.
+    assert_eq!(watch.drain(), [key("a")]);
+    r.register(&key("a"), &reg("10.0.0.2", 80, true), 1)
+        .unwrap();
+    assert!(watch.drain().is_empty());
+}

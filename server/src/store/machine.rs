@@ -1,0 +1,185 @@
+//! The registry's Raft state machine: applies [`Command`]s to the [`Registry`] and the
+//! auth state, and snapshots both.
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Auth, AuthData, User};
+use crate::registry::{PersistentData, Registry};
+
+use super::command::{Command, CommandV1, Outcome, Rejection};
+
+/// Applies committed commands to the node's registry and auth state.
+pub struct RegistryMachine {
+    registry: Registry,
+    auth: Auth,
+}
+
+/// What a snapshot holds, by format version.
+#[derive(Serialize, Deserialize)]
+enum SnapshotData {
+    V1 {
+        registry: PersistentData,
+        auth: AuthData,
+    },
+}
+
+impl RegistryMachine {
+    /// A machine that writes into `registry` and `auth`.
+    pub fn new(registry: Registry, auth: Auth) -> Self {
+        Self { registry, auth }
+    }
+
+    fn apply_v1(&mut self, command: CommandV1) -> Outcome {
+        let r = &self.registry;
+        match command {
+            CommandV1::Bootstrap {
+                signing_key,
+                admin,
+                password_hash,
+            } => {
+                let mut data = AuthData::clone(&self.auth.data());
+                if data.signing_key.is_some() {
+                    return Err(Rejection::AlreadyBootstrapped);
+                }
+                data.signing_key = Some(signing_key);
+                data.users.insert(
+                    admin,
+                    User {
+                        password_hash,
+                        admin: true,
+                    },
+                );
+                self.auth.set_data(data);
+                Ok(())
+            }
+            CommandV1::CreateNamespace(info) => Ok(r.create_namespace(&info)?),
+            CommandV1::UpdateNamespace(info) => Ok(r.update_namespace(&info)?),
+            CommandV1::DeleteNamespace { id } => Ok(r.delete_namespace(&id)?),
+            CommandV1::CreateService {
+                key,
+                settings,
+                at_ms,
+            } => Ok(r.create_service(&key, &settings, at_ms)?),
+            CommandV1::UpdateService {
+                key,
+                settings,
+                at_ms,
+            } => {
+                r.update_service(&key, &settings, at_ms);
+                Ok(())
+            }
+            CommandV1::PutCluster {
+                key,
+                cluster,
+                settings,
+                at_ms,
+            } => {
+                r.put_cluster(&key, &cluster, &settings, at_ms);
+                Ok(())
+            }
+            CommandV1::DeleteService { key, at_ms } => {
+                r.delete_service(&key, at_ms);
+                Ok(())
+            }
+            CommandV1::Register {
+                key,
+                registration,
+                at_ms,
+            } => Ok(r.register(&key, &registration, at_ms)?),
+            CommandV1::Deregister {
+                key,
+                ip,
+                port,
+                at_ms,
+            } => {
+                r.deregister(&key, &ip, port, Some(false), at_ms);
+                Ok(())
+            }
+            CommandV1::UpdateInstance {
+                key,
+                ip,
+                port,
+                patch,
+                at_ms,
+            } => Ok(r.update_instance(&key, &ip, port, false, &patch, at_ms)?),
+            CommandV1::SetHealth {
+                key,
+                ip,
+                port,
+                healthy,
+                at_ms,
+            } => {
+                r.set_health(&key, &ip, port, false, healthy, at_ms);
+                Ok(())
+            }
+            CommandV1::CreateUser { username, user } => self.edit_users(|users| {
+                if users.contains_key(&username) {
+                    return Err(Rejection::UserExists(username));
+                }
+                users.insert(username, user);
+                Ok(())
+            }),
+            CommandV1::SetPassword {
+                username,
+                password_hash,
+            } => self.edit_users(|users| match users.get_mut(&username) {
+                Some(user) => {
+                    user.password_hash = password_hash;
+                    Ok(())
+                }
+                None => Err(Rejection::UserNotFound(username)),
+            }),
+            CommandV1::DeleteUser { username } => {
+                self.edit_users(|users| match users.get(&username) {
+                    Some(user) if user.admin => Err(Rejection::DeleteAdmin(username)),
+                    Some(_) => {
+                        users.remove(&username);
+                        Ok(())
+                    }
+                    None => Err(Rejection::UserNotFound(username)),
+                })
+            }
+        }
+    }
+
+    fn edit_users(
+        &self,
+        f: impl FnOnce(&mut std::collections::BTreeMap<String, User>) -> Outcome,
+    ) -> Outcome {
+        let mut data = AuthData::clone(&self.auth.data());
+        f(&mut data.users)?;
+        self.auth.set_data(data);
+        Ok(())
+    }
+}
+
+impl roster_raft::StateMachine for RegistryMachine {
+    type Command = Command;
+    type Response = Outcome;
+
+    fn apply(&mut self, command: Command) -> Outcome {
+        match command {
+            Command::V1(c) => self.apply_v1(c),
+        }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        let data = SnapshotData::V1 {
+            registry: self.registry.persistent_data(),
+            auth: AuthData::clone(&self.auth.data()),
+        };
+        rmp_serde::to_vec_named(&data).expect("snapshot data serializes")
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        let data: SnapshotData = rmp_serde::from_slice(snapshot).map_err(|e| e.to_string())?;
+        match data {
+            SnapshotData::V1 { registry, auth } => {
+                self.registry
+                    .restore_persistent(&registry, crate::clock::now_ms());
+                self.auth.set_data(auth);
+            }
+        }
+        Ok(())
+    }
+}
