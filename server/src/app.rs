@@ -101,11 +101,12 @@ pub async fn run(
     let registry = Registry::new();
     let auth = Auth::new(!args.no_auth, args.token_ttl_secs);
     let metrics = Arc::new(Metrics::new());
-    let raft_config = roster_raft::NodeConfig::new(
+    let mut raft_config = roster_raft::NodeConfig::new(
         args.node_id,
         args.peer.to_string(),
         args.data_dir.join("raft"),
     );
+    raft_config.snapshot_every = args.raft_snapshot_logs;
     let store = Store::open(&raft_config, registry.clone(), auth.clone())
         .await
         .context("cannot open the raft store")?;

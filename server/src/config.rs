@@ -122,6 +122,10 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_MAX_METADATA_BYTES", default_value_t = 16 * 1024, value_name = "BYTES")]
     pub max_metadata_bytes: usize,
 
+    /// Build a Raft snapshot (and compact the log) after this many log entries.
+    #[arg(long, env = "ROSTER_RAFT_SNAPSHOT_LOGS", default_value_t = 5000, value_name = "ENTRIES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub raft_snapshot_logs: u64,
+
     /// Seconds a UDP push subscriber stays registered after its last list query.
     #[arg(
         long,

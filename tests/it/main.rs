@@ -1,1 +1,9 @@
+//! roster's black-box tests: one binary, real `roster` processes, real clients.
 
+mod auth;
+mod clients;
+mod durability;
+mod heartbeat;
+mod nacos_v1;
+mod ops;
+mod push;

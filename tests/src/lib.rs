@@ -1,1 +1,429 @@
+//! The black-box harness: real `roster` processes on free loopback ports with their own
+//! temp dirs and log files, readiness polling, kill on drop, kill/restart for fault tests,
+//! an HTTP helper and `eventually` in place of sleeps.
+//!
+//! The binary is `$ROSTER_BIN`, else `target/debug/roster` of this workspace; the test
+//! command (`scripts/test`) builds it first.
 
+use std::fs::File;
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use serde_json::{json, Value};
+
+/// The admin password test nodes start with.
+pub const ADMIN_PASSWORD: &str = "test-admin-pass-1";
+
+/// Path of the `roster` binary under test.
+pub fn roster_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("ROSTER_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = workspace_root();
+    let debug = root.join("target/debug/roster");
+    assert!(
+        debug.exists(),
+        "roster binary not found at {}: run scripts/test, or set ROSTER_BIN",
+        debug.display()
+    );
+    debug
+}
+
+/// The workspace root (parent of `tests/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// A free TCP port on 127.0.0.1 (also free for UDP at the time of asking).
+pub fn free_port() -> u16 {
+    loop {
+        let tcp = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = tcp.local_addr().expect("addr").port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Polls `check` until it returns `Ok`, or panics with its last error after `timeout`.
+pub fn eventually<T>(timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut delay = Duration::from_millis(20);
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() >= deadline => {
+                panic!("condition not met within {timeout:?}: {e}")
+            }
+            Err(_) => {
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_millis(250));
+            }
+        }
+    }
+}
+
+/// An HTTP response: status and body text.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    /// Status code.
+    pub status: u16,
+    /// Body as text.
+    pub body: String,
+    /// Response headers, lower-case names.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Resp {
+    /// The body parsed as JSON (panics with the body if it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.body))
+    }
+
+    /// A header value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts the status, showing the body when it differs.
+    #[track_caller]
+    pub fn expect(self, status: u16) -> Self {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        self
+    }
+}
+
+/// How to start a node.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// Extra command-line arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Set `ROSTER_ADMIN_PASSWORD` (else the node generates one).
+    pub admin_password: Option<String>,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        Self {
+            args: Vec::new(),
+            env: Vec::new(),
+            admin_password: Some(ADMIN_PASSWORD.into()),
+        }
+    }
+}
+
+/// A running roster node. Killed when dropped; its log is printed if the test failed.
+pub struct Node {
+    child: Option<Child>,
+    /// The HTTP port.
+    pub http_port: u16,
+    /// The peer port.
+    pub peer_port: u16,
+    dir: tempfile::TempDir,
+    options: NodeOptions,
+    starts: usize,
+    agent: ureq::Agent,
+    /// The admin's token, fetched once (tokens survive restarts).
+    token: std::sync::OnceLock<String>,
+}
+
+impl Node {
+    /// Starts a node with default options and waits until it is ready.
+    pub fn start() -> Self {
+        Self::start_with(NodeOptions::default())
+    }
+
+    /// Starts a node and waits until it is ready.
+    pub fn start_with(options: NodeOptions) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("roster-test-")
+            .tempdir()
+            .expect("tempdir");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let mut node = Self {
+            child: None,
+            http_port: free_port(),
+            peer_port: free_port(),
+            dir,
+            options,
+            starts: 0,
+            agent,
+            token: std::sync::OnceLock::new(),
+        };
+        node.spawn();
+        node.wait_ready();
+        node
+    }
+
+    /// The node's data dir.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The current log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join(format!("roster-{}.log", self.starts))
+    }
+
+    /// `127.0.0.1:<http port>`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http_port)
+    }
+
+    fn spawn(&mut self) {
+        self.starts += 1;
+        let log = File::create(self.log_path()).expect("log file");
+        let mut cmd = Command::new(roster_bin());
+        cmd.arg("--http")
+            .arg(self.addr())
+            .arg("--peer")
+            .arg(format!("127.0.0.1:{}", self.peer_port))
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .args(&self.options.args)
+            .env_remove("ROSTER_ADMIN_PASSWORD")
+            .env("RUST_LOG", "info,roster=debug,openraft=warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        if let Some(p) = &self.options.admin_password {
+            cmd.env("ROSTER_ADMIN_PASSWORD", p);
+        }
+        for (k, v) in &self.options.env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("spawn roster"));
+    }
+
+    /// Waits for `/health/ready`, failing early if the process exits.
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "roster exited with {status} while starting:\n{}",
+                    self.log()
+                );
+            }
+            if let Ok(r) = self.try_request("GET", "/health/ready", &[], None) {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "roster not ready in 60 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the process with SIGKILL (no chance to flush anything).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("node is running");
+        let pid = child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "roster did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the node (SIGKILL) and starts it again on the same ports and data dir.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+        self.wait_ready();
+    }
+
+    /// The current log contents.
+    pub fn log(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = File::open(self.log_path()) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    /// A request without credentials; `body` is sent urlencoded.
+    pub fn try_request(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        form: Option<&str>,
+    ) -> Result<Resp, String> {
+        let url = format!("http://{}{}", self.addr(), path_and_query);
+        let mut builder = ureq::http::Request::builder().method(method).uri(&url);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let result = match form {
+            Some(body) => {
+                let req = builder
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(body.to_string())
+                    .map_err(|e| e.to_string())?;
+                self.agent.run(req)
+            }
+            None => {
+                let req = builder.body(()).map_err(|e| e.to_string())?;
+                self.agent.run(req)
+            }
+        };
+        let mut resp = result.map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let body = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| e.to_string())?;
+        Ok(Resp {
+            status,
+            body,
+            headers,
+        })
+    }
+
+    /// A request without credentials (panics on transport errors).
+    pub fn raw(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        form: Option<&str>,
+    ) -> Resp {
+        self.try_request(method, path_and_query, headers, form)
+            .unwrap_or_else(|e| panic!("{method} {path_and_query}: {e}"))
+    }
+
+    /// The admin's token (logs in on first use).
+    pub fn token(&self) -> String {
+        self.token.get_or_init(|| self.login()).clone()
+    }
+
+    /// Logs in as the admin and returns a fresh token.
+    pub fn login(&self) -> String {
+        let r = self
+            .raw(
+                "POST",
+                &format!("/nacos/v1/auth/login?username=nacos&password={ADMIN_PASSWORD}"),
+                &[],
+                None,
+            )
+            .expect(200);
+        r.json()["accessToken"].as_str().expect("token").to_string()
+    }
+
+    /// A request as the admin (bearer token).
+    pub fn call(&self, method: &str, path_and_query: &str) -> Resp {
+        let token = self.token();
+        let auth = format!("Bearer {token}");
+        self.raw(method, path_and_query, &[("authorization", &auth)], None)
+    }
+
+    /// A request as the admin with a urlencoded body.
+    pub fn call_form(&self, method: &str, path: &str, form: &str) -> Resp {
+        let token = self.token();
+        let auth = format!("Bearer {token}");
+        self.raw(method, path, &[("authorization", &auth)], Some(form))
+    }
+
+    /// Reads a metric's value from `/metrics` (first sample whose name and labels start
+    /// with `prefix`).
+    pub fn metric(&self, prefix: &str) -> Option<f64> {
+        let text = self.raw("GET", "/metrics", &[], None).expect(200).body;
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(80).collect();
+            eprintln!(
+                "---- roster log ({}) last lines ----\n{}",
+                self.log_path().display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        self.kill();
+    }
+}
+
+/// Percent-encodes a query value.
+pub fn enc(value: &str) -> String {
+    let mut out = String::new();
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A unique name for a test's service, so tests sharing a node do not collide.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

@@ -1,0 +1,92 @@
+//! Real Nacos SDKs, unmodified, against a real node with auth on: the Python
+//! `nacos-sdk-python==0.1.16` (HTTP v1) and the npm `nacos-naming` client (HTTP v1 with
+//! UDP push). The scripts live in `tests/clients/`; `scripts/test` installs their
+//! packages. A missing interpreter or package fails the test: it never skips.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use roster_tests::{eventually, workspace_root, Node, ADMIN_PASSWORD};
+
+fn clients_dir() -> PathBuf {
+    workspace_root().join("tests/clients")
+}
+
+fn run(mut cmd: Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("cannot run the {what} client ({e}); run scripts/test to install it")
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what} client failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    eprintln!("{what} client:\n{stdout}");
+    stdout
+}
+
+#[test]
+fn python_sdk_registers_lists_subscribes_modifies_and_beats() {
+    let node = Node::start();
+    let python = clients_dir().join("python/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} missing: run scripts/test",
+        python.display()
+    );
+    let mut cmd = Command::new(&python);
+    cmd.arg(clients_dir().join("python/sdk_flow.py"))
+        .args(["--server", &node.addr()])
+        .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--service", "py-orders", "--hold-seconds", "20"]);
+    let out = run(cmd, "python");
+    assert!(out.contains("\"step\""), "the script reports its steps");
+    // The server agrees: both instances came and went, beats arrived.
+    let beats = node.metric("roster_beats_total").unwrap_or(0.0);
+    assert!(
+        beats >= 3.0,
+        "the SDK's own beats reached the server ({beats})"
+    );
+    let v = node
+        .call("GET", "/nacos/v1/ns/instance/list?serviceName=py-orders")
+        .expect(200)
+        .json();
+    assert_eq!(
+        v["hosts"].as_array().unwrap().len(),
+        0,
+        "removed at the end: {v}"
+    );
+}
+
+#[test]
+fn npm_client_gets_changes_by_udp_push() {
+    let node = Node::start();
+    let script = clients_dir().join("node/sdk_flow.js");
+    assert!(
+        clients_dir()
+            .join("node/node_modules/nacos-naming")
+            .exists(),
+        "nacos-naming not installed: run scripts/test"
+    );
+    let mut cmd = Command::new("node");
+    cmd.arg(&script)
+        .args(["--server", &node.addr()])
+        .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--service", "node-orders"]);
+    let out = run(cmd, "node");
+    assert!(out.contains("\"step\""), "the script reports its steps");
+    // The change reached it by UDP and the client acked it.
+    eventually(Duration::from_secs(5), || {
+        let acked = node
+            .metric("roster_udp_pushes_total{outcome=\"acked\"}")
+            .unwrap_or(0.0);
+        if acked >= 1.0 {
+            Ok(())
+        } else {
+            Err(format!("acked pushes: {acked}"))
+        }
+    });
+}
