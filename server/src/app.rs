@@ -135,6 +135,11 @@ pub async fn run(
     workers.spawn(push.clone().run_acks(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
     workers.spawn(expiry_worker(state.clone(), stopping.clone()));
+    workers.spawn(crate::health::check::run_checker(
+        state.clone(),
+        Duration::from_secs(args.health_check_interval_secs),
+        stopping.clone(),
+    ));
     if args.empty_service_ttl_secs > 0 {
         workers.spawn(empty_service_worker(
             registry.clone(),

@@ -126,6 +126,10 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_RAFT_SNAPSHOT_LOGS", default_value_t = 5000, value_name = "ENTRIES", value_parser = clap::value_parser!(u64).range(1..))]
     pub raft_snapshot_logs: u64,
 
+    /// Seconds between health checks of persistent instances (TCP or HTTP, per cluster).
+    #[arg(long, env = "ROSTER_HEALTH_CHECK_INTERVAL_SECS", default_value_t = 5, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub health_check_interval_secs: u64,
+
     /// Seconds a UDP push subscriber stays registered after its last list query.
     #[arg(
         long,

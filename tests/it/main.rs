@@ -3,6 +3,7 @@
 mod auth;
 mod clients;
 mod durability;
+mod health_check;
 mod heartbeat;
 mod nacos_v1;
 mod ops;

@@ -1,3 +1,5 @@
-//! Instance health: beat expiry for ephemeral instances ([`expiry`]).
+//! Instance health: beat expiry for ephemeral instances ([`expiry`]) and server-side
+//! checks of persistent ones ([`check`]).
 
+pub mod check;
 pub mod expiry;

@@ -75,6 +75,11 @@ impl Store {
         }
     }
 
+    /// Whether this node is the Raft leader.
+    pub fn is_leader(&self) -> bool {
+        self.node.status().state == roster_raft::ServerState::Leader
+    }
+
     /// The node's Raft position.
     pub fn status(&self) -> RaftStatus {
         self.node.status()
