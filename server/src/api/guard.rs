@@ -2,8 +2,6 @@
 //! plus urlencoded body), holds requests until the node is ready, and authenticates.
 //! Only an explicit list of paths is open; no header grants a pass.
 
-use std::sync::Arc;
-
 use axum::body::{to_bytes, Body};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -87,7 +85,7 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
             }
         }
     }
-    parts.extensions.insert(Arc::new(params));
+    parts.extensions.insert(params);
     next.run(Request::from_parts(parts, body)).await
 }
 

@@ -725,26 +725,27 @@ impl Registry {
         Ok(())
     }
 
+    /// The declared namespace `id`, other than `public`.
+    fn declared_namespace(&self, id: &str) -> Result<Arc<Namespace>, RegistryError> {
+        if id == PUBLIC_NAMESPACE {
+            return Err(RegistryError::PublicNamespace);
+        }
+        self.namespace(id)
+            .filter(|n| n.info().is_some())
+            .ok_or_else(|| RegistryError::NamespaceNotFound(id.to_string()))
+    }
+
     /// Changes a declared namespace's name and description.
     pub fn update_namespace(&self, info: &NamespaceInfo) -> Result<(), RegistryError> {
-        let ns = self
-            .namespace(&info.id)
-            .filter(|n| n.info().is_some())
-            .ok_or_else(|| RegistryError::NamespaceNotFound(info.id.clone()))?;
-        ns.set_info(Some(info.clone()));
+        self.declared_namespace(&info.id)?
+            .set_info(Some(info.clone()));
         Ok(())
     }
 
     /// Whether namespace `id` may be deleted: declared, not `public`, and holding no
     /// services.
     pub fn check_namespace_deletable(&self, id: &str) -> Result<(), RegistryError> {
-        if id == PUBLIC_NAMESPACE {
-            return Err(RegistryError::PublicNamespace);
-        }
-        let ns = self
-            .namespace(id)
-            .filter(|n| n.info().is_some())
-            .ok_or_else(|| RegistryError::NamespaceNotFound(id.to_string()))?;
+        let ns = self.declared_namespace(id)?;
         let services = ns.services.len();
         if services > 0 {
             return Err(RegistryError::NamespaceNotEmpty {
@@ -757,14 +758,7 @@ impl Registry {
 
     /// Drops a namespace's declaration, and the namespace if it holds no services.
     pub fn delete_namespace(&self, id: &str) -> Result<(), RegistryError> {
-        if id == PUBLIC_NAMESPACE {
-            return Err(RegistryError::PublicNamespace);
-        }
-        let ns = self
-            .namespace(id)
-            .filter(|n| n.info().is_some())
-            .ok_or_else(|| RegistryError::NamespaceNotFound(id.to_string()))?;
-        ns.set_info(None);
+        self.declared_namespace(id)?.set_info(None);
         self.shared
             .namespaces
             .remove_if(id, |_, n| n.info().is_none() && n.services.is_empty());

@@ -23,6 +23,12 @@ impl Selection {
     }
 }
 
+/// Whether `healthy` of `total` instances reach the protection threshold (Nacos 1.x:
+/// healthy/total <= threshold; a negative threshold is off; no instances, no protection).
+pub fn protection_triggered(healthy: usize, total: usize, threshold: f64) -> bool {
+    total > 0 && threshold >= 0.0 && (healthy as f64 / total as f64) <= threshold
+}
+
 /// Selects the enabled instances of `clusters` (all clusters when empty).
 ///
 /// Protection threshold, Nacos 1.x semantics: when healthy/total <= threshold over those
@@ -43,7 +49,7 @@ pub fn select(view: &ServiceView, clusters: &[&str], healthy_only: bool) -> Sele
         .as_ref()
         .map(|s| s.protect_threshold)
         .unwrap_or(0.0);
-    let protected = total > 0 && threshold >= 0.0 && (healthy as f64 / total as f64) <= threshold;
+    let protected = protection_triggered(healthy, total, threshold);
     let hosts = if healthy_only && !protected {
         candidates.into_iter().filter(|i| i.healthy).collect()
     } else {

@@ -10,6 +10,16 @@ use super::{json_of, page};
 use crate::api::error::ApiError;
 use crate::api::params::Params;
 use crate::app::AppState;
+use crate::registry::select::protection_triggered;
+use crate::registry::service::{Service, ServiceKey};
+
+/// The service `key`, or the console's 404.
+fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, ApiError> {
+    state
+        .registry
+        .service_by_key(key)
+        .ok_or_else(|| ApiError::not_found(format!("service {} is not found!", key.grouped())))
+}
 
 /// `GET /nacos/v1/ns/catalog/services`: services of a namespace with instance counts,
 /// filtered by substrings of name and group.
@@ -33,8 +43,7 @@ pub async fn services(State(state): State<AppState>, params: Params) -> Result<R
             }
             let healthy = view.healthy_count();
             let threshold = view.settings_or_default().protect_threshold;
-            let triggered =
-                ip_count > 0 && threshold >= 0.0 && (healthy as f64 / ip_count as f64) <= threshold;
+            let triggered = protection_triggered(healthy, ip_count, threshold);
             Some(json!({
                 "name": &*s.key.name,
                 "groupName": &*s.key.group,
@@ -56,10 +65,7 @@ pub async fn services(State(state): State<AppState>, params: Params) -> Result<R
 pub async fn service(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
     let key = params.service_key()?;
     let grouped = key.grouped();
-    let svc = state
-        .registry
-        .service_by_key(&key)
-        .ok_or_else(|| ApiError::not_found(format!("service {grouped} is not found!")))?;
+    let svc = find(&state, &key)?;
     let view = svc.view();
     let settings = view.settings_or_default();
     let mut names: Vec<String> = view.cluster_names().iter().map(|c| c.to_string()).collect();
@@ -104,10 +110,7 @@ pub async fn instances(
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(100))?;
     let grouped = key.grouped();
-    let svc = state
-        .registry
-        .service_by_key(&key)
-        .ok_or_else(|| ApiError::not_found(format!("service {grouped} is not found!")))?;
+    let svc = find(&state, &key)?;
     let view = svc.view();
     let list: Vec<_> = view
         .instances

@@ -11,6 +11,7 @@ pub mod service;
 pub mod wire;
 
 use axum::http::{Method, Uri};
+use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use axum::Router;
 
@@ -81,8 +82,6 @@ pub fn json(body: Vec<u8>) -> axum::response::Response {
     )
         .into_response()
 }
-
-use axum::response::IntoResponse;
 
 /// Serializes `value` as a JSON response.
 pub fn json_of<T: serde::Serialize>(value: &T) -> axum::response::Response {
