@@ -16,7 +16,8 @@ pub mod node;
 pub mod types;
 
 pub use machine::StateMachine;
-pub use node::{NodeConfig, RaftNode, RaftStatus, StartError, WriteError};
+pub use network::{MemTransport, Rpc, Transport, TransportError};
+pub use node::{MembershipChange, NodeConfig, RaftNode, RaftStatus, StartError, WriteError};
 pub use openraft::ServerState;
 pub use types::{NodeId, Payload, TypeConfig};
 

@@ -1,18 +1,27 @@
-//! A running Raft node: log store, state machine and transport wired into openraft.
+//! A running Raft node: log store, state machine and transport wired into openraft, with
+//! what followers need on top of it: proposals and membership changes forwarded to the
+//! leader, and linearizable reads through the leader's commit index.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
-use openraft::network::RaftNetworkFactory;
-use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
+use openraft::error::{ChangeMembershipError, ClientWriteError, InitializeError, RaftError};
+use openraft::{BasicNode, ChangeMembers, Raft, ServerState, SnapshotPolicy};
+use serde::{Deserialize, Serialize};
 
 use crate::log_store::LogStore;
 use crate::machine::{MachineStore, StateMachine};
+use crate::network::{decode, encode, Handler, Network, Rpc, Transport, TransportError};
 use crate::types::{NodeId, Payload, TypeConfig};
+
+/// How long a forwarded request may take before the caller is told to retry.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a write waits for a leader to exist before giving up.
+const LEADER_WAIT: Duration = Duration::from_secs(5);
 
 /// How to run one node.
 #[derive(Clone, Debug)]
@@ -65,23 +74,39 @@ pub enum StartError {
     Stopped(String),
 }
 
-/// Why a write was not applied.
-#[derive(Debug, thiserror::Error)]
+/// Why a write (or a read barrier, or a membership change) did not happen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum WriteError {
-    /// This node is not the leader; the write must go to `leader` (if one is known).
-    #[error("not the raft leader (leader: {leader_id:?})")]
-    NotLeader {
-        /// The current leader's id, if known.
-        leader_id: Option<NodeId>,
-        /// The current leader's peer address, if known.
-        leader_addr: Option<String>,
-    },
-    /// Raft cannot take writes now (stopped, or membership in flux).
+    /// No leader could be reached in time.
+    #[error("no raft leader is reachable ({0}); retry shortly")]
+    NoLeader(String),
+    /// The request reached the leader but its outcome is unknown (timeout); retrying a
+    /// non-idempotent request may apply it twice.
+    #[error("the raft leader did not answer in time; the outcome is unknown")]
+    Unknown,
+    /// Raft cannot take writes now (stopped, or a membership change in flight).
     #[error("raft unavailable: {0}")]
     Unavailable(String),
     /// The command or its response could not be encoded or decoded.
     #[error("raft codec: {0}")]
     Codec(String),
+}
+
+/// A change of the cluster's membership.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum MembershipChange {
+    /// Add a node: first as a learner that catches up, then as a voter.
+    Add {
+        /// Its id.
+        id: NodeId,
+        /// Its peer address.
+        addr: String,
+    },
+    /// Remove a node (voter or learner).
+    Remove {
+        /// Its id.
+        id: NodeId,
+    },
 }
 
 /// A snapshot of a node's Raft position, for health checks and metrics.
@@ -97,30 +122,39 @@ pub struct RaftStatus {
     pub leader: Option<NodeId>,
     /// Index of the last entry in the log.
     pub last_log_index: u64,
-    /// Index of the last entry applied to the state machine.
+    /// Index of the last entry applied to the state machine (committed, at least).
     pub last_applied: u64,
     /// Index covered by the latest snapshot.
     pub snapshot_index: u64,
-    /// Members of the current configuration (voters and learners) with their addresses.
+    /// Voters of the current configuration.
+    pub voters: BTreeSet<NodeId>,
+    /// Members (voters and learners) with their peer addresses.
     pub members: BTreeMap<NodeId, String>,
+    /// On the leader: each follower's last replicated index.
+    pub replication: BTreeMap<NodeId, u64>,
+    /// Milliseconds since the leader last heard from a quorum (leader only).
+    pub millis_since_quorum_ack: Option<u64>,
     /// `None` while running; the fatal error once Raft stopped.
     pub fatal: Option<String>,
 }
 
-/// A running Raft node over state machine `S`. Cheap to clone.
-pub struct RaftNode<S> {
+/// A running Raft node over state machine `S`, reaching peers through `T`. Cheap to
+/// clone.
+pub struct RaftNode<S, T> {
     raft: Raft<TypeConfig>,
     node_id: NodeId,
     peer_addr: String,
+    transport: T,
     _machine: PhantomData<fn(S)>,
 }
 
-impl<S> Clone for RaftNode<S> {
+impl<S, T: Clone> Clone for RaftNode<S, T> {
     fn clone(&self) -> Self {
         Self {
             raft: self.raft.clone(),
             node_id: self.node_id,
             peer_addr: self.peer_addr.clone(),
+            transport: self.transport.clone(),
             _machine: PhantomData,
         }
     }
@@ -136,13 +170,30 @@ fn storage_err(
     }
 }
 
-impl<S: StateMachine> RaftNode<S> {
+/// Where a write must go instead of here.
+enum Redirect {
+    /// The leader.
+    Leader(NodeId, String),
+    /// Nobody leads yet.
+    Nobody,
+}
+
+fn redirect_of(e: &RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Option<Redirect> {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            Some(match (f.leader_id, &f.leader_node) {
+                (Some(id), Some(node)) => Redirect::Leader(id, node.addr.clone()),
+                _ => Redirect::Nobody,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl<S: StateMachine, T: Transport> RaftNode<S, T> {
     /// Opens the storage in `config.dir`, restores `machine` from the latest snapshot and
     /// starts Raft. The log after the snapshot is re-applied once it is known committed.
-    pub async fn start<N>(config: &NodeConfig, machine: S, network: N) -> Result<Self, StartError>
-    where
-        N: RaftNetworkFactory<TypeConfig>,
-    {
+    pub async fn start(config: &NodeConfig, machine: S, transport: T) -> Result<Self, StartError> {
         let dir = &config.dir;
         std::fs::create_dir_all(dir).map_err(|e| storage_err(dir, e))?;
         let log = LogStore::open(&dir.join("log.redb")).map_err(|e| storage_err(dir, e))?;
@@ -154,39 +205,59 @@ impl<S: StateMachine> RaftNode<S> {
             election_timeout_min: config.election_timeout_ms.0,
             election_timeout_max: config.election_timeout_ms.1,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every),
-            max_in_snapshot_log_to_keep: 1000,
+            max_in_snapshot_log_to_keep: config.snapshot_every.min(1000),
             ..Default::default()
         }
         .validate()
         .map_err(|e| StartError::Config(e.to_string()))?;
-        let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log, machine)
-            .await
-            .map_err(|e| StartError::Stopped(e.to_string()))?;
+        let raft = Raft::new(
+            config.node_id,
+            Arc::new(raft_config),
+            Network::new(transport.clone()),
+            log,
+            machine,
+        )
+        .await
+        .map_err(|e| StartError::Stopped(e.to_string()))?;
         Ok(Self {
             raft,
             node_id: config.node_id,
             peer_addr: config.peer_addr.clone(),
+            transport,
             _machine: PhantomData,
         })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// Whether this node's log already holds a membership (it joined a cluster before).
+    pub async fn is_initialized(&self) -> Result<bool, StartError> {
+        self.raft
+            .is_initialized()
+            .await
+            .map_err(|e| StartError::Stopped(e.to_string()))
     }
 
     /// Makes this node the sole member of a new cluster, unless it already belongs to
     /// one (a restart never re-initializes).
     pub async fn initialize_single(&self) -> Result<(), StartError> {
-        let members = BTreeMap::from([(self.node_id, BasicNode::new(&self.peer_addr))]);
-        self.initialize(members).await
+        let members = BTreeMap::from([(self.node_id, self.peer_addr.clone())]);
+        self.initialize(&members).await
     }
 
-    /// Initializes a cluster of `members`, unless this node's log already holds one.
-    pub async fn initialize(&self, members: BTreeMap<NodeId, BasicNode>) -> Result<(), StartError> {
-        if self
-            .raft
-            .is_initialized()
-            .await
-            .map_err(|e| StartError::Stopped(e.to_string()))?
-        {
+    /// Initializes a cluster of `members` (id → peer address), unless this node's log
+    /// already holds one.
+    pub async fn initialize(&self, members: &BTreeMap<NodeId, String>) -> Result<(), StartError> {
+        if self.is_initialized().await? {
             return Ok(());
         }
+        let members: BTreeMap<NodeId, BasicNode> = members
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
         match self.raft.initialize(members).await {
             Ok(()) => Ok(()),
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
@@ -194,26 +265,220 @@ impl<S: StateMachine> RaftNode<S> {
         }
     }
 
-    /// Proposes `command`; returns the state machine's response once it is committed
-    /// (fsynced on a quorum) and applied on this node.
+    /// Proposes `command` and returns the state machine's response once it is committed
+    /// (fsynced on a quorum) and applied. On a follower the command is forwarded to the
+    /// leader; while there is no leader it waits a few seconds for one.
     pub async fn write(&self, command: &S::Command) -> Result<S::Response, WriteError> {
         let bytes =
             rmp_serde::to_vec_named(command).map_err(|e| WriteError::Codec(e.to_string()))?;
-        match self.raft.client_write(Payload(bytes)).await {
-            Ok(reply) => {
-                rmp_serde::from_slice(&reply.data.0).map_err(|e| WriteError::Codec(e.to_string()))
+        let reply = self.propose_bytes(bytes).await?;
+        rmp_serde::from_slice(&reply.0).map_err(|e| WriteError::Codec(e.to_string()))
+    }
+
+    async fn propose_bytes(&self, bytes: Vec<u8>) -> Result<Payload, WriteError> {
+        let started = Instant::now();
+        loop {
+            let redirect = match self.raft.client_write(Payload(bytes.clone())).await {
+                Ok(reply) => return Ok(reply.data),
+                Err(e) => match redirect_of(&e) {
+                    Some(r) => r,
+                    None => return Err(WriteError::Unavailable(e.to_string())),
+                },
+            };
+            let last_error = match redirect {
+                Redirect::Leader(id, addr) => {
+                    match self
+                        .forward::<Payload>(id, &addr, Rpc::Propose, bytes.clone())
+                        .await
+                    {
+                        Ok(reply) => return Ok(reply),
+                        Err(WriteError::NoLeader(why)) => why,
+                        Err(other) => return Err(other),
+                    }
+                }
+                Redirect::Nobody => "no leader elected".to_string(),
+            };
+            if started.elapsed() > LEADER_WAIT {
+                return Err(WriteError::NoLeader(last_error));
             }
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(WriteError::NotLeader {
-                    leader_id: f.leader_id,
-                    leader_addr: f.leader_node.map(|n| n.addr),
-                })
-            }
-            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-                Err(WriteError::Unavailable(e.to_string()))
-            }
-            Err(RaftError::Fatal(e)) => Err(WriteError::Unavailable(e.to_string())),
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Sends `body` as `rpc` to the leader and decodes its `Result<R, WriteError>`.
+    async fn forward<R: serde::de::DeserializeOwned>(
+        &self,
+        leader: NodeId,
+        addr: &str,
+        rpc: Rpc,
+        body: Vec<u8>,
+    ) -> Result<R, WriteError> {
+        match self
+            .transport
+            .call(leader, addr, rpc, body, FORWARD_TIMEOUT)
+            .await
+        {
+            Ok(reply) => decode::<Result<R, WriteError>>(&reply)
+                .map_err(|e| WriteError::Codec(e.to_string()))?,
+            Err(TransportError::Unreachable(a, why)) => Err(WriteError::NoLeader(format!(
+                "leader {leader} at {a}: {why}"
+            ))),
+            Err(TransportError::NoReply(..)) => Err(WriteError::Unknown),
+            Err(e @ TransportError::Refused(..)) => Err(WriteError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Waits until this node has applied everything the leader had committed when the
+    /// call started: a read after it is linearizable.
+    pub async fn read_barrier(&self) -> Result<(), WriteError> {
+        let started = Instant::now();
+        loop {
+            let attempt = match self.raft.get_read_log_id().await {
+                Ok((read, _)) => Ok(read.map(|l| l.index).unwrap_or(0)),
+                Err(_) => match self.leader() {
+                    Some((id, addr)) if id != self.node_id => {
+                        self.forward::<u64>(id, &addr, Rpc::ReadIndex, Vec::new())
+                            .await
+                    }
+                    _ => Err(WriteError::NoLeader("no leader elected".into())),
+                },
+            };
+            match attempt {
+                Ok(index) => {
+                    return if self.wait_for_applied(index, FORWARD_TIMEOUT).await {
+                        Ok(())
+                    } else {
+                        Err(WriteError::Unavailable(format!(
+                            "index {index} not applied in time"
+                        )))
+                    };
+                }
+                Err(WriteError::NoLeader(why)) if started.elapsed() < LEADER_WAIT => {
+                    tracing::debug!(why, "read barrier waits for a leader");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Adds or removes a member, through the leader.
+    pub async fn change_membership(&self, change: MembershipChange) -> Result<(), WriteError> {
+        let started = Instant::now();
+        loop {
+            let attempt = if self.raft.current_leader().await == Some(self.node_id) {
+                self.apply_membership(&change).await
+            } else {
+                match self.leader() {
+                    Some((id, addr)) => {
+                        self.forward::<()>(id, &addr, Rpc::ChangeMembership, encode(&change))
+                            .await
+                    }
+                    None => Err(WriteError::NoLeader("no leader elected".into())),
+                }
+            };
+            match attempt {
+                Err(WriteError::NoLeader(_)) if started.elapsed() < LEADER_WAIT => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Carries out a membership change on the leader.
+    async fn apply_membership(&self, change: &MembershipChange) -> Result<(), WriteError> {
+        let map_err = |e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>| match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => {
+                WriteError::NoLeader("leadership moved".into())
+            }
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            )) => WriteError::Unavailable("another membership change is in progress; retry".into()),
+            other => WriteError::Unavailable(other.to_string()),
+        };
+        match change {
+            MembershipChange::Add { id, addr } => {
+                // A learner first, so that it catches up before it counts in quorums.
+                self.raft
+                    .add_learner(*id, BasicNode::new(addr), true)
+                    .await
+                    .map_err(map_err)?;
+                self.raft
+                    .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([*id])), false)
+                    .await
+                    .map_err(map_err)?;
+            }
+            MembershipChange::Remove { id } => {
+                let status = self.status();
+                if status.voters.contains(id) {
+                    self.raft
+                        .change_membership(
+                            ChangeMembers::RemoveVoters(BTreeSet::from([*id])),
+                            false,
+                        )
+                        .await
+                        .map_err(map_err)?;
+                } else if status.members.contains_key(id) {
+                    self.raft
+                        .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([*id])), false)
+                        .await
+                        .map_err(map_err)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The leader this node knows of, with its peer address.
+    pub fn leader(&self) -> Option<(NodeId, String)> {
+        let m = self.raft.metrics().borrow().clone();
+        let id = m.current_leader?;
+        let addr = m
+            .membership_config
+            .nodes()
+            .find(|(n, _)| **n == id)?
+            .1
+            .addr
+            .clone();
+        Some((id, addr))
+    }
+
+    /// Answers an RPC from a peer (the server side of [`Transport`]).
+    pub async fn handle(&self, rpc: Rpc, body: &[u8]) -> Result<Vec<u8>, rmp_serde::decode::Error> {
+        Ok(match rpc {
+            Rpc::AppendEntries => encode(&self.raft.append_entries(decode(body)?).await),
+            Rpc::Vote => encode(&self.raft.vote(decode(body)?).await),
+            Rpc::InstallSnapshot => encode(&self.raft.install_snapshot(decode(body)?).await),
+            Rpc::Propose => {
+                // Only the leader commits; a follower that got this (leadership moved)
+                // says so and the sender retries.
+                let result = match self.raft.client_write(Payload(body.to_vec())).await {
+                    Ok(reply) => Ok(reply.data),
+                    Err(e) => Err(match redirect_of(&e) {
+                        Some(_) => WriteError::NoLeader("leadership moved".into()),
+                        None => WriteError::Unavailable(e.to_string()),
+                    }),
+                };
+                encode(&result)
+            }
+            Rpc::ReadIndex => {
+                let result = match self.raft.get_read_log_id().await {
+                    Ok((read, _)) => Ok(read.map(|l| l.index).unwrap_or(0)),
+                    Err(_) => Err(WriteError::NoLeader("not the leader".into())),
+                };
+                encode(&result)
+            }
+            Rpc::ChangeMembership => {
+                let change: MembershipChange = decode(body)?;
+                let result = if self.raft.current_leader().await == Some(self.node_id) {
+                    self.apply_membership(&change).await
+                } else {
+                    Err(WriteError::NoLeader("not the leader".into()))
+                };
+                encode(&result)
+            }
+        })
     }
 
     /// Waits until some node is known to lead, up to `timeout`. Returns whether one is.
@@ -248,11 +513,22 @@ impl<S: StateMachine> RaftNode<S> {
             last_log_index: m.last_log_index.unwrap_or(0),
             last_applied: m.last_applied.map(|l| l.index).unwrap_or(0),
             snapshot_index: m.snapshot.map(|l| l.index).unwrap_or(0),
+            voters: m.membership_config.membership().voter_ids().collect(),
             members: m
                 .membership_config
                 .nodes()
                 .map(|(id, node)| (*id, node.addr.clone()))
                 .collect(),
+            replication: m
+                .replication
+                .as_ref()
+                .map(|r| {
+                    r.iter()
+                        .map(|(id, log)| (*id, log.map(|l| l.index).unwrap_or(0)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            millis_since_quorum_ack: m.millis_since_quorum_ack,
             fatal: m.running_state.err().map(|e| e.to_string()),
         }
     }
@@ -264,15 +540,24 @@ impl<S: StateMachine> RaftNode<S> {
         self.raft.metrics()
     }
 
-    /// The underlying openraft handle, for the peer transport's server side.
-    pub fn raft(&self) -> &Raft<TypeConfig> {
-        &self.raft
-    }
-
     /// Stops Raft and waits for its tasks to finish.
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }
+    }
+}
+
+impl<S: StateMachine, T: Transport> Handler for RaftNode<S, T> {
+    fn handle(
+        &self,
+        rpc: Rpc,
+        body: Vec<u8>,
+    ) -> Pin<Box<dyn std::future::Future<Output = Vec<u8>> + Send + '_>> {
+        Box::pin(async move {
+            RaftNode::handle(self, rpc, &body)
+                .await
+                .unwrap_or_else(|e| encode(&Err::<(), _>(WriteError::Codec(e.to_string()))))
+        })
     }
 }

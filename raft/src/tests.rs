@@ -1,21 +1,33 @@
-//! Storage tests: openraft's conformance suite on the log store and state-machine
-//! adapter, and a restart test that reopens the same directory.
+//! Storage and cluster tests: openraft's conformance suite on the log store and
+//! state-machine adapter, restarts from the same directory, and three-node clusters over
+//! the in-memory transport (forwarding, failover, membership changes, snapshot install).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::log_store::LogStore;
 use crate::machine::{MachineStore, StateMachine};
-use crate::network::NoPeers;
-use crate::node::{NodeConfig, RaftNode};
+use crate::network::{Handler, MemTransport};
+use crate::node::{MembershipChange, NodeConfig, RaftNode};
 use crate::types::{StorageError, TypeConfig};
 
-/// A key-value machine: enough state to tell whether commands were kept.
-#[derive(Default)]
+/// A key-value machine whose entries the test can read.
+#[derive(Default, Clone)]
 struct KvMachine {
-    entries: BTreeMap<String, String>,
+    entries: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+impl KvMachine {
+    fn get(&self, k: &str) -> Option<String> {
+        self.entries.lock().unwrap().get(k).cloned()
+    }
+
+    fn len(&self) -> usize {
+        self.entries.lock().unwrap().len()
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -28,20 +40,22 @@ impl StateMachine for KvMachine {
     type Response = usize;
 
     fn apply(&mut self, command: KvCommand) -> usize {
+        let mut entries = self.entries.lock().unwrap();
         match command {
             KvCommand::Set(k, v) => {
-                self.entries.insert(k, v);
+                entries.insert(k, v);
             }
         }
-        self.entries.len()
+        entries.len()
     }
 
     fn snapshot(&self) -> Vec<u8> {
-        rmp_serde::to_vec(&self.entries).expect("encode")
+        rmp_serde::to_vec(&*self.entries.lock().unwrap()).expect("encode")
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
-        self.entries = rmp_serde::from_slice(snapshot).map_err(|e| e.to_string())?;
+        *self.entries.lock().unwrap() =
+            rmp_serde::from_slice(snapshot).map_err(|e| e.to_string())?;
         Ok(())
     }
 }
@@ -72,22 +86,29 @@ fn openraft_storage_suite() {
     openraft::testing::Suite::test_all(Builder).expect("storage suite");
 }
 
-fn config(dir: &std::path::Path) -> NodeConfig {
-    let mut config = NodeConfig::new(1, "127.0.0.1:1", dir);
-    // Small values so the test also exercises snapshot + log replay on restart.
+fn config(id: u64, dir: &std::path::Path) -> NodeConfig {
+    let mut config = NodeConfig::new(id, format!("node-{id}"), dir);
+    // Small values so the tests also exercise snapshots, log replay and fast elections.
     config.snapshot_every = 7;
     config.heartbeat_ms = 50;
-    config.election_timeout_ms = (150, 300);
+    config.election_timeout_ms = (300, 600);
     config
 }
+
+type Node = RaftNode<KvMachine, MemTransport>;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let transport = MemTransport::default();
     {
-        let node = RaftNode::start(&config(dir.path()), KvMachine::default(), NoPeers)
-            .await
-            .expect("start");
+        let node = Node::start(
+            &config(1, dir.path()),
+            KvMachine::default(),
+            transport.clone(),
+        )
+        .await
+        .expect("start");
         node.initialize_single().await.expect("init");
         assert!(node.wait_for_leader(Duration::from_secs(5)).await);
         for i in 0..20 {
@@ -99,7 +120,8 @@ async fn acknowledged_writes_survive_restart() {
         }
         node.shutdown().await;
     }
-    let node = RaftNode::start(&config(dir.path()), KvMachine::default(), NoPeers)
+    let machine = KvMachine::default();
+    let node = Node::start(&config(1, dir.path()), machine.clone(), transport)
         .await
         .expect("restart");
     node.initialize_single()
@@ -112,6 +134,211 @@ async fn acknowledged_writes_survive_restart() {
         .await
         .expect("write after restart");
     assert_eq!(n, 21);
+    assert_eq!(machine.get("k3").as_deref(), Some("v3"));
     assert!(node.status().snapshot_index > 0, "a snapshot was taken");
     node.shutdown().await;
+}
+
+/// A cluster of in-process nodes.
+struct Cluster {
+    transport: MemTransport,
+    dirs: BTreeMap<u64, tempfile::TempDir>,
+    nodes: BTreeMap<u64, (Node, KvMachine)>,
+}
+
+impl Cluster {
+    async fn start(ids: &[u64]) -> Self {
+        let mut cluster = Cluster {
+            transport: MemTransport::default(),
+            dirs: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+        };
+        for id in ids {
+            cluster.dirs.insert(*id, tempfile::tempdir().unwrap());
+            cluster.boot(*id).await;
+        }
+        let members = ids.iter().map(|id| (*id, format!("node-{id}"))).collect();
+        cluster.nodes[&ids[0]]
+            .0
+            .initialize(&members)
+            .await
+            .expect("init");
+        for (node, _) in cluster.nodes.values() {
+            assert!(node.wait_for_leader(Duration::from_secs(10)).await);
+        }
+        cluster
+    }
+
+    async fn boot(&mut self, id: u64) {
+        let machine = KvMachine::default();
+        let node = Node::start(
+            &config(id, self.dirs[&id].path()),
+            machine.clone(),
+            self.transport.clone(),
+        )
+        .await
+        .expect("start");
+        self.transport.connect(
+            &format!("node-{id}"),
+            Arc::new(node.clone()) as Arc<dyn Handler>,
+        );
+        self.nodes.insert(id, (node, machine));
+    }
+
+    async fn stop(&mut self, id: u64) {
+        self.transport.disconnect(&format!("node-{id}"));
+        let (node, _) = self.nodes.remove(&id).unwrap();
+        node.shutdown().await;
+    }
+
+    fn leader(&self) -> u64 {
+        self.nodes
+            .values()
+            .find_map(|(n, _)| n.status().leader)
+            .expect("a leader")
+    }
+
+    fn follower(&self) -> u64 {
+        let leader = self.leader();
+        *self.nodes.keys().find(|id| **id != leader).unwrap()
+    }
+
+    async fn converged(&self, len: usize) {
+        for (id, (node, machine)) in &self.nodes {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while machine.len() != len {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "node {id} has {} of {len}: {:?}",
+                    machine.len(),
+                    node.status()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_forward_writes_and_a_new_leader_takes_over() {
+    let mut c = Cluster::start(&[1, 2, 3]).await;
+    let follower = c.follower();
+    for i in 0..10 {
+        c.nodes[&follower]
+            .0
+            .write(&KvCommand::Set(format!("a{i}"), "x".into()))
+            .await
+            .expect("forwarded write");
+    }
+    c.converged(10).await;
+    // A linearizable read on a follower sees everything committed before it.
+    c.nodes[&follower]
+        .0
+        .read_barrier()
+        .await
+        .expect("read barrier");
+    assert_eq!(c.nodes[&follower].1.len(), 10);
+
+    let old_leader = c.leader();
+    c.stop(old_leader).await;
+    let survivor = *c.nodes.keys().next().unwrap();
+    // Writes through a survivor wait out the election, then commit on the new majority.
+    for i in 0..10 {
+        c.nodes[&survivor]
+            .0
+            .write(&KvCommand::Set(format!("b{i}"), "y".into()))
+            .await
+            .expect("write after failover");
+    }
+    assert_ne!(c.leader(), old_leader);
+    // The old leader comes back and catches up (the log was compacted meanwhile, so
+    // possibly through a snapshot).
+    c.boot(old_leader).await;
+    c.converged(20).await;
+    for (node, _) in c.nodes.values() {
+        node.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_join_through_snapshots_and_leave() {
+    let mut c = Cluster::start(&[1, 2, 3]).await;
+    for i in 0..30 {
+        c.nodes[&1]
+            .0
+            .write(&KvCommand::Set(format!("k{i}"), "v".into()))
+            .await
+            .expect("write");
+    }
+    // Node 4 starts empty; the leader's log was compacted, so it needs a snapshot.
+    c.dirs.insert(4, tempfile::tempdir().unwrap());
+    c.boot(4).await;
+    let follower = c.follower();
+    c.nodes[&follower]
+        .0
+        .change_membership(MembershipChange::Add {
+            id: 4,
+            addr: "node-4".into(),
+        })
+        .await
+        .expect("add node 4");
+    c.converged(30).await;
+    assert!(c.nodes[&4].0.status().voters.contains(&4));
+    assert!(
+        c.nodes[&4].0.status().snapshot_index > 0,
+        "caught up by snapshot"
+    );
+    c.nodes[&4]
+        .0
+        .change_membership(MembershipChange::Remove { id: 4 })
+        .await
+        .expect("remove node 4");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while c.nodes[&1].0.status().members.contains_key(&4) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node 4 still a member"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.stop(4).await;
+    c.nodes[&2]
+        .0
+        .write(&KvCommand::Set("after".into(), "v".into()))
+        .await
+        .expect("write without 4");
+    for (node, _) in c.nodes.values() {
+        node.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_cannot_commit() {
+    let mut c = Cluster::start(&[1, 2, 3]).await;
+    c.nodes[&1]
+        .0
+        .write(&KvCommand::Set("before".into(), "v".into()))
+        .await
+        .expect("write");
+    let leader = c.leader();
+    let others: Vec<u64> = c.nodes.keys().copied().filter(|id| *id != leader).collect();
+    for id in &others {
+        c.stop(*id).await;
+    }
+    let lonely = KvCommand::Set("lonely".into(), "v".into());
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(3), c.nodes[&leader].0.write(&lonely)).await;
+    // A leader without a quorum never acknowledges: the write times out or fails.
+    assert!(
+        !matches!(outcome, Ok(Ok(_))),
+        "a lone node committed a write"
+    );
+    assert_eq!(
+        c.nodes[&leader].1.get("lonely"),
+        None,
+        "and never applied it"
+    );
+    for (node, _) in c.nodes.values() {
+        node.shutdown().await;
+    }
 }

@@ -13,8 +13,16 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use std::collections::BTreeMap;
+
+use roster_raft::NodeId;
+
 use crate::auth::{password, Auth, ADMIN_USERNAME};
 use crate::clock::now_ms;
+use crate::cluster::members::{Hello, Members};
+use crate::cluster::parse_members;
+use crate::cluster::peer::{ClusterSecret, PeerClient};
+use crate::cluster::server::PeerState;
 use crate::config::NodeArgs;
 use crate::metrics::Metrics;
 use crate::push::udp::UdpPush;
@@ -26,6 +34,8 @@ use crate::store::{ProposeError, Store};
 pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
 /// Environment variable that sets the admin password at first start.
 pub const ADMIN_PASSWORD_ENV: &str = "ROSTER_ADMIN_PASSWORD";
+/// Environment variable that gives the cluster secret directly.
+pub const CLUSTER_SECRET_ENV: &str = "ROSTER_CLUSTER_SECRET";
 
 /// Size limits applied to requests.
 #[derive(Clone, Copy, Debug)]
@@ -68,26 +78,102 @@ pub struct AppState {
     pub ready: Readiness,
     /// Request size limits.
     pub limits: Limits,
+    /// Cluster members and their liveness.
+    pub members: Members,
+    /// The authenticated client of the peer channel.
+    pub peers: PeerClient,
 }
 
 /// The sockets a node serves on, bound by the caller (so tests can bind port 0).
 pub struct Listeners {
     /// The HTTP API.
     pub http: TcpListener,
+    /// The node-to-node channel.
+    pub peer: TcpListener,
     /// The socket UDP pushes are sent from and acks arrive at.
     pub udp: UdpSocket,
 }
 
 impl Listeners {
-    /// Binds the HTTP listener at `args.http` and the push socket on the same IP.
+    /// Binds `--http`, `--peer`, and the push socket on the HTTP IP.
     pub async fn bind(args: &NodeArgs) -> anyhow::Result<Self> {
         let http = TcpListener::bind(args.http)
             .await
             .with_context(|| format!("cannot listen on --http {}", args.http))?;
+        let peer = TcpListener::bind(args.peer)
+            .await
+            .with_context(|| format!("cannot listen on --peer {}", args.peer))?;
         let udp = UdpSocket::bind((args.http.ip(), 0))
             .await
             .with_context(|| format!("cannot bind a UDP push socket on {}", args.http.ip()))?;
-        Ok(Self { http, udp })
+        Ok(Self { http, peer, udp })
+    }
+}
+
+/// Who this node is in the cluster, from `--node-id`, `--members`, `--join` and the
+/// cluster secret.
+#[derive(Clone, Debug)]
+pub struct ClusterPlan {
+    /// The members this node starts with (id → peer address), itself included.
+    pub members: BTreeMap<NodeId, String>,
+    /// The peer address other nodes reach this one at.
+    pub advertised_peer: String,
+    /// The cluster secret, if configured.
+    pub secret: Option<ClusterSecret>,
+    /// Whether this node waits to be added instead of forming a cluster.
+    pub join: bool,
+}
+
+impl ClusterPlan {
+    /// Works out and checks the plan; refuses a multi-node cluster without a secret.
+    pub fn from_args(args: &NodeArgs) -> anyhow::Result<Self> {
+        let secret = match (
+            std::env::var(CLUSTER_SECRET_ENV)
+                .ok()
+                .filter(|s| !s.is_empty()),
+            &args.cluster_secret_file,
+        ) {
+            (Some(s), _) => Some(s.trim().as_bytes().to_vec()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| {
+                        format!("cannot read --cluster-secret-file {}", path.display())
+                    })?
+                    .trim()
+                    .as_bytes()
+                    .to_vec(),
+            ),
+            (None, None) => None,
+        }
+        .map(ClusterSecret::new)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+        let members = match &args.members {
+            Some(raw) => parse_members(raw).map_err(anyhow::Error::msg)?,
+            None => BTreeMap::from([(args.node_id, args.peer.to_string())]),
+        };
+        let advertised_peer = members.get(&args.node_id).cloned().ok_or_else(|| {
+            anyhow::anyhow!(
+                "--members does not name this node's id {} (--node-id)",
+                args.node_id
+            )
+        })?;
+        if (members.len() > 1 || args.join) && secret.is_none() {
+            anyhow::bail!(
+                "a cluster of several nodes needs a cluster secret: give --cluster-secret-file or set {CLUSTER_SECRET_ENV} (the same on every node)"
+            );
+        }
+        Ok(Self {
+            members,
+            advertised_peer,
+            secret,
+            join: args.join,
+        })
+    }
+
+    /// The node that forms the cluster: the lowest id.
+    pub fn founder(&self) -> NodeId {
+        *self.members.keys().next().expect("members are never empty")
     }
 }
 
@@ -97,19 +183,36 @@ pub async fn run(
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let plan = ClusterPlan::from_args(&args)?;
     create_private_dir(&args.data_dir)?;
     let registry = Registry::new();
     let auth = Auth::new(!args.no_auth, args.token_ttl_secs);
     let metrics = Arc::new(Metrics::new());
     let mut raft_config = roster_raft::NodeConfig::new(
         args.node_id,
-        args.peer.to_string(),
+        plan.advertised_peer.clone(),
         args.data_dir.join("raft"),
     );
     raft_config.snapshot_every = args.raft_snapshot_logs;
-    let store = Store::open(&raft_config, registry.clone(), auth.clone())
-        .await
-        .context("cannot open the raft store")?;
+    let peer_client = PeerClient::new(args.node_id, plan.secret.clone());
+    let store = Store::open(
+        &raft_config,
+        registry.clone(),
+        auth.clone(),
+        peer_client.clone(),
+    )
+    .await
+    .context("cannot open the raft store")?;
+    let http_addr = listeners.http.local_addr()?;
+    let members = Members::new(
+        Hello {
+            node_id: args.node_id,
+            peer_addr: plan.advertised_peer.clone(),
+            http_addr: advertised_http(http_addr, &plan.advertised_peer),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        &plan.members,
+    );
     let push = UdpPush::new(
         listeners.udp,
         registry.clone(),
@@ -127,10 +230,34 @@ pub async fn run(
             max_body_bytes: args.max_body_bytes,
             max_metadata_bytes: args.max_metadata_bytes,
         },
+        members: members.clone(),
+        peers: peer_client.clone(),
     };
 
     let (stop, stopping) = watch::channel(false);
     let mut workers = JoinSet::new();
+    {
+        let peer_routes = crate::cluster::server::router(PeerState {
+            secret: plan.secret.clone(),
+            app: state.clone(),
+        });
+        let mut stopping = stopping.clone();
+        let peer_listener = listeners.peer;
+        workers.spawn(async move {
+            let serve =
+                axum::serve(peer_listener, peer_routes).with_graceful_shutdown(async move {
+                    let _ = stopping.changed().await;
+                });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "peer listener failed");
+            }
+        });
+    }
+    workers.spawn(
+        members
+            .clone()
+            .run(peer_client, store.clone(), stopping.clone()),
+    );
     workers.spawn(push.clone().run_pusher(registry.watch(), stopping.clone()));
     workers.spawn(push.clone().run_acks(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
@@ -153,8 +280,9 @@ pub async fn run(
         let state = state.clone();
         let data_dir = args.data_dir.clone();
         let failed = failed.clone();
+        let plan = plan.clone();
         workers.spawn(async move {
-            if let Err(e) = start_up(&state, &data_dir).await {
+            if let Err(e) = start_up(&state, &plan, &data_dir).await {
                 tracing::error!(error = %format!("{e:#}"), "startup failed");
                 failed.send_replace(Some(format!("{e:#}")));
             }
@@ -162,8 +290,7 @@ pub async fn run(
     }
     workers.spawn(raft_watchdog(store.clone(), failed, stopping.clone()));
 
-    let http_addr = listeners.http.local_addr()?;
-    tracing::info!(http = %http_addr, peer = %args.peer, data_dir = %args.data_dir.display(), node_id = args.node_id, "roster node starting");
+    tracing::info!(http = %http_addr, peer = %args.peer, data_dir = %args.data_dir.display(), node_id = args.node_id, members = plan.members.len(), "roster node starting");
     let mut failure_rx = failure.clone();
     let serve = axum::serve(listeners.http, crate::api::service(state)).with_graceful_shutdown(
         async move {
@@ -198,19 +325,69 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Joins (or forms) the Raft cluster, waits until the log is replayed, bootstraps auth
-/// on first start, then marks the node ready.
-async fn start_up(state: &AppState, data_dir: &Path) -> anyhow::Result<()> {
-    let store = &state.store;
-    store.initialize_single().await?;
-    if !store.wait_for_leader(Duration::from_secs(60)).await {
-        anyhow::bail!("no raft leader after 60 s");
+/// The HTTP address to tell peers: the bound one, with the advertised peer host when it
+/// is bound to every interface.
+fn advertised_http(bound: std::net::SocketAddr, advertised_peer: &str) -> String {
+    if bound.ip().is_unspecified() {
+        let host = advertised_peer
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or(advertised_peer);
+        format!("{host}:{}", bound.port())
+    } else {
+        bound.to_string()
     }
-    if !store.wait_caught_up(Duration::from_secs(60)).await {
-        anyhow::bail!("raft log not replayed after 60 s");
+}
+
+/// Forms or joins the Raft cluster, catches up with the leader, bootstraps auth on the
+/// cluster's first start, then marks the node ready. Waits as long as it takes for
+/// peers (logging now and then); only storage failures end it.
+async fn start_up(state: &AppState, plan: &ClusterPlan, data_dir: &Path) -> anyhow::Result<()> {
+    let store = &state.store;
+    let me = store.id();
+    if !plan.join && plan.founder() == me && !store.is_initialized().await? {
+        // Form the cluster once a majority answers, so that it can elect at once.
+        let majority = plan.members.len() / 2 + 1;
+        let mut waited = 0u64;
+        loop {
+            let live = state
+                .members
+                .live()
+                .into_iter()
+                .filter(|id| plan.members.contains_key(id))
+                .count();
+            if live >= majority {
+                break;
+            }
+            if waited.is_multiple_of(10) {
+                tracing::info!(
+                    live,
+                    majority,
+                    "waiting for a majority of --members to form the cluster"
+                );
+            }
+            waited += 1;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        store.initialize(&plan.members).await?;
+        tracing::info!(members = ?plan.members, "formed the cluster");
+    }
+    while !store.wait_for_leader(Duration::from_secs(10)).await {
+        tracing::info!("waiting for a raft leader");
+    }
+    // Catch up with everything committed so far: reads are complete from here on.
+    while let Err(e) = store.read_barrier().await {
+        tracing::info!(error = %e, "waiting to catch up with the raft leader");
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     if !state.auth.bootstrapped() {
-        bootstrap(state, data_dir).await?;
+        if !plan.join && plan.founder() == me {
+            bootstrap(state, data_dir).await?;
+        } else {
+            while !state.auth.bootstrapped() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
     state.ready.set();
     tracing::info!(

@@ -31,6 +31,68 @@ pub struct Cli {
 pub enum Command {
     /// Run a node (the default).
     Run,
+    /// Show or change the cluster's membership, through any node's HTTP API.
+    Cluster {
+        /// What to do.
+        #[command(subcommand)]
+        action: ClusterAction,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+/// `roster cluster` actions.
+#[derive(Debug, Subcommand)]
+pub enum ClusterAction {
+    /// Members, their roles, Raft positions and health.
+    Status,
+    /// Add a node: it joins as a learner, catches up, then becomes a voter. Start the
+    /// new node first (with the cluster secret and `--join`).
+    Add {
+        /// The new node's id.
+        id: u64,
+        /// The new node's peer address (HOST:PORT).
+        peer: String,
+    },
+    /// Remove a node from the cluster.
+    Remove {
+        /// The node's id.
+        id: u64,
+    },
+}
+
+/// Output format of client subcommands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// For people.
+    Text,
+    /// For programs.
+    Json,
+}
+
+/// How a client subcommand reaches a node.
+#[derive(Clone, Debug, Args)]
+pub struct ClientArgs {
+    /// The node's HTTP address.
+    #[arg(
+        id = "target_http",
+        long = "http",
+        env = "ROSTER_HTTP",
+        default_value = "127.0.0.1:8848",
+        value_name = "ADDR",
+        global = true
+    )]
+    pub http: String,
+    /// User name.
+    #[arg(long, env = "ROSTER_USERNAME", default_value = "nacos", global = true)]
+    pub username: String,
+    /// Password.
+    #[arg(long, env = "ROSTER_PASSWORD", hide_env_values = true, global = true)]
+    pub password: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
+    pub output: OutputFormat,
 }
 
 /// Log output format.
@@ -75,6 +137,22 @@ pub struct NodeArgs {
     /// This node's id in the cluster (a positive integer).
     #[arg(long, env = "ROSTER_NODE_ID", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub node_id: u64,
+
+    /// The cluster's members, `ID=HOST:PORT,...` (peer addresses, this node included).
+    /// The lowest id forms the cluster once a majority is reachable. Without it the node
+    /// is a cluster of one.
+    #[arg(long, env = "ROSTER_MEMBERS", value_name = "LIST")]
+    pub members: Option<String>,
+
+    /// Start as a node to be added to a running cluster (`roster cluster add`): never
+    /// form a cluster of its own.
+    #[arg(long, env = "ROSTER_JOIN")]
+    pub join: bool,
+
+    /// File holding the cluster secret that authenticates peer messages (required when
+    /// `--members` names more than one node). `ROSTER_CLUSTER_SECRET` gives it directly.
+    #[arg(long, env = "ROSTER_CLUSTER_SECRET_FILE", value_name = "FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
 
     /// Log filter, e.g. `info` or `roster=debug,info`; `RUST_LOG` wins when set.
     #[arg(

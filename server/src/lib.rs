@@ -8,7 +8,9 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod health;
 pub mod metrics;

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
 async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None | Some(Command::Run) => run_node(cli.node).await,
+        Some(Command::Cluster { action, client }) => roster::cli::cluster(action, client).await,
     }
 }
 

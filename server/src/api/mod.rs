@@ -2,6 +2,7 @@
 //! metrics), the [`guard`] that authenticates every request before it is routed, and the
 //! shared [`error`] and [`params`] types.
 
+pub mod cluster;
 pub mod error;
 pub mod guard;
 pub mod nacos;
@@ -26,6 +27,7 @@ pub fn service(state: AppState) -> Router {
     let routes = Router::new()
         .merge(nacos::routes())
         .merge(ops::routes())
+        .merge(cluster::routes())
         .fallback(nacos::no_such_api)
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -1,16 +1,19 @@
 //! The Raft-backed store of persistent data: [`command`] the replicated commands,
 //! [`machine`] the state machine that applies them, and [`Store`], the handle API
-//! handlers propose through.
+//! handlers propose through. A proposal on a follower is forwarded to the leader.
 
 pub mod command;
 pub mod machine;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use roster_raft::network::NoPeers;
-use roster_raft::{NodeConfig, RaftNode, RaftStatus, StartError, WriteError};
+use roster_raft::{
+    MembershipChange, NodeConfig, NodeId, RaftNode, RaftStatus, Rpc, StartError, WriteError,
+};
 
 use crate::auth::Auth;
+use crate::cluster::peer::PeerClient;
 use crate::registry::Registry;
 use command::{Command, CommandV1, Rejection};
 use machine::RegistryMachine;
@@ -21,33 +24,51 @@ pub enum ProposeError {
     /// Applied, and the state machine refused it.
     #[error(transparent)]
     Rejected(#[from] Rejection),
-    /// Raft could not commit it (no leader, stopped).
+    /// Raft could not commit it (no leader reachable, stopped, outcome unknown).
     #[error("{0}")]
     Unavailable(String),
+}
+
+impl From<WriteError> for ProposeError {
+    fn from(e: WriteError) -> Self {
+        ProposeError::Unavailable(e.to_string())
+    }
 }
 
 /// Handle to this node's Raft store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    node: RaftNode<RegistryMachine>,
+    node: RaftNode<RegistryMachine, PeerClient>,
 }
 
 impl Store {
     /// Opens the Raft data under `config.dir`, restores the registry's persistent part and
-    /// the auth state from it, and starts Raft.
+    /// the auth state from it, and starts Raft, reaching peers through `transport`.
     pub async fn open(
         config: &NodeConfig,
         registry: Registry,
         auth: Auth,
+        transport: PeerClient,
     ) -> Result<Self, StartError> {
         let machine = RegistryMachine::new(registry, auth);
-        let node = RaftNode::start(config, machine, NoPeers).await?;
+        let node = RaftNode::start(config, machine, transport).await?;
         Ok(Self { node })
     }
 
-    /// Makes this node a one-member cluster unless it already belongs to one.
-    pub async fn initialize_single(&self) -> Result<(), StartError> {
-        self.node.initialize_single().await
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.node.id()
+    }
+
+    /// Whether this node already belongs to a cluster (its log holds a membership).
+    pub async fn is_initialized(&self) -> Result<bool, StartError> {
+        self.node.is_initialized().await
+    }
+
+    /// Forms a cluster of `members` (id → peer address), unless this node already
+    /// belongs to one.
+    pub async fn initialize(&self, members: &BTreeMap<NodeId, String>) -> Result<(), StartError> {
+        self.node.initialize(members).await
     }
 
     /// Waits for a leader, up to `timeout`.
@@ -55,24 +76,29 @@ impl Store {
         self.node.wait_for_leader(timeout).await
     }
 
-    /// Waits until everything in the local log at start is applied.
-    pub async fn wait_caught_up(&self, timeout: Duration) -> bool {
-        let target = self.node.status().last_log_index;
-        self.node.wait_for_applied(target, timeout).await
-    }
-
     /// Proposes `command` and waits until it is committed and applied here.
     pub async fn propose(&self, command: CommandV1) -> Result<(), ProposeError> {
-        match self.node.write(&Command::V1(command)).await {
-            Ok(outcome) => Ok(outcome?),
-            Err(WriteError::NotLeader { leader_id, .. }) => {
-                Err(ProposeError::Unavailable(match leader_id {
-                    Some(id) => format!("not the raft leader (node {id} leads); retry shortly"),
-                    None => "no raft leader yet; retry shortly".into(),
-                }))
-            }
-            Err(e) => Err(ProposeError::Unavailable(e.to_string())),
-        }
+        Ok(self.node.write(&Command::V1(command)).await??)
+    }
+
+    /// Waits until this node has applied everything committed before the call: reads
+    /// after it are linearizable.
+    pub async fn read_barrier(&self) -> Result<(), ProposeError> {
+        Ok(self.node.read_barrier().await?)
+    }
+
+    /// Adds or removes a member, through the leader.
+    pub async fn change_membership(&self, change: MembershipChange) -> Result<(), ProposeError> {
+        Ok(self.node.change_membership(change).await?)
+    }
+
+    /// Answers a Raft RPC from a peer.
+    pub async fn handle_rpc(
+        &self,
+        rpc: Rpc,
+        body: &[u8],
+    ) -> Result<Vec<u8>, rmp_serde::decode::Error> {
+        self.node.handle(rpc, body).await
     }
 
     /// Whether this node is the Raft leader.

@@ -1,0 +1,59 @@
+//! Running as one node of several: the authenticated peer channel ([`peer`]), who the
+//! members are and which of them are alive ([`members`]), and the peer-side routes
+//! ([`server`]).
+
+pub mod members;
+pub mod peer;
+pub mod server;
+
+use std::collections::BTreeMap;
+
+use roster_raft::NodeId;
+
+/// Parses `--members`: `1=host:port,2=host:port,...` (node id = peer address).
+pub fn parse_members(raw: &str) -> Result<BTreeMap<NodeId, String>, String> {
+    let mut members = BTreeMap::new();
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or_else(|| format!("--members: '{part}' should be ID=HOST:PORT"))?;
+        let id: NodeId = id
+            .trim()
+            .parse()
+            .ok()
+            .filter(|id| *id > 0)
+            .ok_or_else(|| format!("--members: '{id}' is not a positive node id"))?;
+        let addr = addr.trim();
+        let port_ok = addr.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !port_ok {
+            return Err(format!("--members: '{addr}' should be HOST:PORT"));
+        }
+        if members.insert(id, addr.to_string()).is_some() {
+            return Err(format!("--members: node id {id} appears twice"));
+        }
+    }
+    if members.is_empty() {
+        return Err("--members: no members given".into());
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_parse() {
+        let m = parse_members("1=127.0.0.1:7848, 2=host-b:7848,3=[::1]:7850").unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[&2], "host-b:7848");
+        assert!(parse_members("1=a:1,1=b:2").unwrap_err().contains("twice"));
+        assert!(parse_members("x=a:1").is_err());
+        assert!(parse_members("0=a:1").is_err());
+        assert!(parse_members("1=a").is_err());
+        assert!(parse_members("1=a:0").is_err());
+        assert!(parse_members("").is_err());
+    }
+}
