@@ -332,7 +332,8 @@ impl Node {
         })
     }
 
-    /// A request without credentials (panics on transport errors).
+    /// A request without credentials (panics on transport errors). A pooled keep-alive
+    /// connection found closed is retried once on a fresh one, as HTTP clients do.
     pub fn raw(
         &self,
         method: &str,
@@ -340,8 +341,14 @@ impl Node {
         headers: &[(&str, &str)],
         form: Option<&str>,
     ) -> Resp {
-        self.try_request(method, path_and_query, headers, form)
-            .unwrap_or_else(|e| panic!("{method} {path_and_query}: {e}"))
+        match self.try_request(method, path_and_query, headers, form) {
+            Err(e) if e.contains("Peer disconnected") || e.contains("reset") => {
+                eprintln!("retrying {method} {path_and_query} after a closed connection: {e}");
+                self.try_request(method, path_and_query, headers, form)
+            }
+            other => other,
+        }
+        .unwrap_or_else(|e| panic!("{method} {path_and_query}: {e}"))
     }
 
     /// The admin's token (logs in on first use).
