@@ -22,6 +22,8 @@ use crate::types::{NodeId, Payload, TypeConfig};
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a write waits for a leader to exist before giving up.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// How long the leader waits for a proposal to commit before answering "unknown".
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How to run one node.
 #[derive(Clone, Debug)]
@@ -275,15 +277,41 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
         rmp_serde::from_slice(&reply.0).map_err(|e| WriteError::Codec(e.to_string()))
     }
 
+    /// Proposes on this node if it leads (bounded by [`COMMIT_TIMEOUT`]); otherwise says
+    /// where to go. A leader that has not heard from a quorum for longer than an election
+    /// timeout refuses at once: it is probably on the minority side of a partition.
+    async fn propose_here(&self, bytes: Vec<u8>) -> Result<Result<Payload, Redirect>, WriteError> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state == ServerState::Leader
+            && m.millis_since_quorum_ack
+                .is_some_and(|ms| ms > self.raft.config().election_timeout_max)
+        {
+            return Err(WriteError::NoLeader(
+                "this leader cannot reach a quorum".into(),
+            ));
+        }
+        match tokio::time::timeout(COMMIT_TIMEOUT, self.raft.client_write(Payload(bytes))).await {
+            Err(_) => Err(WriteError::Unknown),
+            Ok(Ok(reply)) => Ok(Ok(reply.data)),
+            Ok(Err(e)) => match redirect_of(&e) {
+                Some(r) => Ok(Err(r)),
+                None => Err(WriteError::Unavailable(e.to_string())),
+            },
+        }
+    }
+
     async fn propose_bytes(&self, bytes: Vec<u8>) -> Result<Payload, WriteError> {
         let started = Instant::now();
         loop {
-            let redirect = match self.raft.client_write(Payload(bytes.clone())).await {
-                Ok(reply) => return Ok(reply.data),
-                Err(e) => match redirect_of(&e) {
-                    Some(r) => r,
-                    None => return Err(WriteError::Unavailable(e.to_string())),
-                },
+            let redirect = match self.propose_here(bytes.clone()).await {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(redirect)) => redirect,
+                Err(WriteError::NoLeader(why)) if started.elapsed() < LEADER_WAIT => {
+                    tracing::debug!(why, "write waits for a leader with a quorum");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
             let last_error = match redirect {
                 Redirect::Leader(id, addr) => {
@@ -453,12 +481,10 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
             Rpc::Propose => {
                 // Only the leader commits; a follower that got this (leadership moved)
                 // says so and the sender retries.
-                let result = match self.raft.client_write(Payload(body.to_vec())).await {
-                    Ok(reply) => Ok(reply.data),
-                    Err(e) => Err(match redirect_of(&e) {
-                        Some(_) => WriteError::NoLeader("leadership moved".into()),
-                        None => WriteError::Unavailable(e.to_string()),
-                    }),
+                let result = match self.propose_here(body.to_vec()).await {
+                    Ok(Ok(reply)) => Ok(reply),
+                    Ok(Err(_)) => Err(WriteError::NoLeader("leadership moved".into())),
+                    Err(e) => Err(e),
                 };
                 encode(&result)
             }

@@ -180,10 +180,10 @@ impl ClusterPlan {
 /// Runs a node until `shutdown` completes or Raft fails, then stops its workers and Raft.
 pub async fn run(
     args: NodeArgs,
+    plan: ClusterPlan,
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let plan = ClusterPlan::from_args(&args)?;
     create_private_dir(&args.data_dir)?;
     let registry = Registry::new();
     let auth = Auth::new(!args.no_auth, args.token_ttl_secs);

@@ -46,8 +46,10 @@ async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     if args.no_auth {
         tracing::warn!("AUTHENTICATION IS OFF (--no-auth): anyone who reaches {} can read and change everything; use this for local development only", args.http);
     }
+    // Check the cluster settings before taking any port.
+    let plan = roster::app::ClusterPlan::from_args(&args)?;
     let listeners = roster::Listeners::bind(&args).await?;
-    roster::run(args, listeners, shutdown_signal()).await
+    roster::run(args, plan, listeners, shutdown_signal()).await
 }
 
 /// Completes on SIGINT or SIGTERM.
@@ -74,9 +76,12 @@ async fn shutdown_signal() {
 
 fn init_logging(args: &NodeArgs) {
     // RUST_LOG wins over --log-level, as operators expect.
-    // openraft narrates every election at info; keep it to warnings unless asked.
+    // openraft narrates every election at info and every failed replication RPC (several
+    // a second while a peer is down) at error; roster logs peers going down and coming
+    // back itself, once each.
+    let quiet = "openraft=warn,openraft::replication=off,openraft::engine::handler::replication_handler=error";
     let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(format!("openraft=warn,{}", args.log_level)))
+        .or_else(|_| EnvFilter::try_new(format!("{quiet},{}", args.log_level)))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

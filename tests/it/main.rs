@@ -2,6 +2,7 @@
 
 mod auth;
 mod clients;
+mod cluster;
 mod durability;
 mod health_check;
 mod heartbeat;

@@ -116,6 +116,10 @@ pub struct NodeOptions {
     pub env: Vec<(String, String)>,
     /// Set `ROSTER_ADMIN_PASSWORD` (else the node generates one).
     pub admin_password: Option<String>,
+    /// Ports to use (else free ones are picked): HTTP and peer.
+    pub ports: Option<(u16, u16)>,
+    /// Wait for `/health/ready` before returning.
+    pub wait_ready: bool,
 }
 
 impl Default for NodeOptions {
@@ -124,6 +128,8 @@ impl Default for NodeOptions {
             args: Vec::new(),
             env: Vec::new(),
             admin_password: Some(ADMIN_PASSWORD.into()),
+            ports: None,
+            wait_ready: true,
         }
     }
 }
@@ -160,10 +166,12 @@ impl Node {
             .timeout_global(Some(Duration::from_secs(30)))
             .build()
             .into();
+        let (http_port, peer_port) = options.ports.unwrap_or_else(|| (free_port(), free_port()));
+        let wait = options.wait_ready;
         let mut node = Self {
             child: None,
-            http_port: free_port(),
-            peer_port: free_port(),
+            http_port,
+            peer_port,
             dir,
             options,
             starts: 0,
@@ -171,7 +179,9 @@ impl Node {
             token: std::sync::OnceLock::new(),
         };
         node.spawn();
-        node.wait_ready();
+        if wait {
+            node.wait_ready();
+        }
         node
     }
 
@@ -277,6 +287,42 @@ impl Node {
         self.kill();
         self.spawn();
         self.wait_ready();
+    }
+
+    /// Starts the node again after [`Node::kill`], without waiting for readiness.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "node is running");
+        self.spawn();
+    }
+
+    /// Whether the process runs.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Freezes the process (SIGSTOP): it keeps its sockets but answers nothing.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a paused process (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .expect("node is running")
+            .id()
+            .to_string();
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
     }
 
     /// The current log contents.
@@ -433,4 +479,96 @@ pub fn unique(prefix: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// The cluster secret test clusters share.
+pub const CLUSTER_SECRET: &str = "test-cluster-secret-0123456789";
+
+/// A cluster of real nodes on loopback, all started with one command line each.
+pub struct Cluster {
+    /// The nodes, by position (node id = position + 1).
+    pub nodes: Vec<Node>,
+    /// The `--members` value.
+    pub members: String,
+}
+
+impl Cluster {
+    /// Starts `n` nodes with `extra` arguments each and waits until all are ready.
+    pub fn start(n: usize, extra: &[&str]) -> Self {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let members = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("{}=127.0.0.1:{peer}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes: Vec<Node> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, ports)| {
+                let mut args = vec![
+                    "--node-id".to_string(),
+                    (i + 1).to_string(),
+                    "--members".into(),
+                    members.clone(),
+                ];
+                args.extend(extra.iter().map(|a| a.to_string()));
+                Node::start_with(NodeOptions {
+                    args,
+                    env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],
+                    ports: Some(*ports),
+                    wait_ready: false,
+                    ..Default::default()
+                })
+            })
+            .collect();
+        for node in &mut nodes {
+            node.wait_ready();
+        }
+        Self { nodes, members }
+    }
+
+    /// The `/api/v1/cluster` view of node `i`.
+    pub fn view(&self, i: usize) -> Value {
+        self.nodes[i]
+            .call("GET", "/api/v1/cluster")
+            .expect(200)
+            .json()
+    }
+
+    /// Index of the node that leads, as a running node sees it (waits for one).
+    pub fn leader(&self) -> usize {
+        eventually(Duration::from_secs(20), || {
+            for node in &self.nodes {
+                if !node.is_running() {
+                    continue;
+                }
+                if let Ok(r) = node.try_request(
+                    "GET",
+                    &format!("/api/v1/cluster?accessToken={}", node.token()),
+                    &[],
+                    None,
+                ) {
+                    if r.status == 200 {
+                        let v = r.json();
+                        if let Some(l) = v["leader"].as_u64() {
+                            let idx = (l - 1) as usize;
+                            if self.nodes.get(idx).is_some_and(|n| n.is_running()) {
+                                return Ok(idx);
+                            }
+                        }
+                    }
+                }
+            }
+            Err("no leader".into())
+        })
+    }
+
+    /// Index of a running node that does not lead.
+    pub fn follower(&self) -> usize {
+        let leader = self.leader();
+        (0..self.nodes.len())
+            .find(|i| *i != leader && self.nodes[*i].is_running())
+            .expect("a running follower")
+    }
 }

@@ -95,8 +95,12 @@ pub fn view(state: &AppState) -> ClusterView {
     let peers = state.members.peers();
     let me = state.members.me();
     let leader_view = raft.state == ServerState::Leader;
-    let mut ids: Vec<NodeId> = raft.members.keys().copied().collect();
-    ids.extend(peers.keys());
+    // Raft's membership is the truth once there is one; before, the configured members.
+    let mut ids: Vec<NodeId> = if raft.members.is_empty() {
+        peers.keys().copied().collect()
+    } else {
+        raft.members.keys().copied().collect()
+    };
     ids.push(me.node_id);
     ids.sort_unstable();
     ids.dedup();

@@ -129,6 +129,11 @@ impl Params {
         Ok(ServiceKey::new(&namespace, &group, &name))
     }
 
+    /// Whether the caller asked for a linearizable read (`consistent=true`).
+    pub fn consistent(&self) -> Result<bool, ApiError> {
+        Ok(self.boolean("consistent")?.unwrap_or(false))
+    }
+
     /// Instance metadata from `key`: a JSON object or `k=v,k2=v2`.
     pub fn metadata(&self, key: &str, max_bytes: usize) -> Result<Option<Metadata>, ApiError> {
         self.optional(key)

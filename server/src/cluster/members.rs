@@ -130,16 +130,13 @@ impl Members {
             .map(|p| p.peer_addr.clone())
     }
 
-    /// Records a hello (received, or answered to ours).
+    /// Records a hello (received, or answered to ours) from a known member; hellos of
+    /// nodes that are not (or no longer) members are ignored.
     pub fn record(&self, hello: &Hello) {
-        if hello.node_id == self.shared.me.node_id {
-            return;
-        }
         let mut peers = self.shared.peers.write();
-        let peer = peers.entry(hello.node_id).or_insert_with(|| Peer {
-            peer_addr: hello.peer_addr.clone(),
-            ..Default::default()
-        });
+        let Some(peer) = peers.get_mut(&hello.node_id) else {
+            return;
+        };
         peer.http_addr = Some(hello.http_addr.clone());
         peer.version = Some(hello.version.clone());
         peer.last_seen = Some(Instant::now());
@@ -166,6 +163,7 @@ impl Members {
         let mut tick = tokio::time::interval(HELLO_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let body = rmp_serde::to_vec_named(self.me()).expect("hello serializes");
+        let mut was_live = self.live();
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -191,6 +189,14 @@ impl Members {
                     Err(e) => tracing::debug!(peer = id, error = %e, "hello failed"),
                 }
             }
+            let live = self.live();
+            for id in live.iter().filter(|id| !was_live.contains(id)) {
+                tracing::info!(peer = id, "peer is up");
+            }
+            for id in was_live.iter().filter(|id| !live.contains(id)) {
+                tracing::warn!(peer = id, "peer is down (no answer for {LIVE_WINDOW:?})");
+            }
+            was_live = live;
         }
     }
 }

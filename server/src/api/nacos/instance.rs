@@ -190,6 +190,9 @@ pub async fn update(
 pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
     let key = params.service_key()?;
     let (ip, port) = address(&params)?;
+    if params.consistent()? {
+        state.store.read_barrier().await?;
+    }
     let cluster = params.optional_any(&["clusterName", "cluster"]);
     let grouped = key.grouped();
     let view = state.registry.service_by_key(&key).map(|s| s.view());
@@ -241,6 +244,10 @@ pub async fn list(
     let clusters_raw = params.get("clusters").unwrap_or("");
     let clusters = parse_cluster_list(clusters_raw)?;
     let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
+    if params.consistent()? {
+        // Persistent data as of now on the leader; ephemeral data is as replicated.
+        state.store.read_barrier().await?;
+    }
     let udp_port = match params.optional("udpPort") {
         Some(p) => parse_port("udpPort", p)?,
         None => 0,

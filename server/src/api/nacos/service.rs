@@ -145,6 +145,9 @@ pub fn checker_json(checker: &HealthChecker) -> serde_json::Value {
 /// `GET /nacos/v1/ns/service`: a service's settings and its clusters.
 pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
     let key = params.service_key()?;
+    if params.consistent()? {
+        state.store.read_barrier().await?;
+    }
     let svc = state
         .registry
         .service_by_key(&key)
@@ -176,6 +179,9 @@ pub async fn list(State(state): State<AppState>, params: Params) -> Result<Respo
     let page_no = params.page("pageNo", None)?;
     let page_size = params.page("pageSize", None)?;
     let ns = params.namespace()?;
+    if params.consistent()? {
+        state.store.read_barrier().await?;
+    }
     let group = params.optional("groupName").unwrap_or(DEFAULT_GROUP);
     check_group(group)?;
     let names: Vec<String> = state

@@ -1,0 +1,506 @@
+//! Three-node clusters of real processes: persistent writes through any node, leader and
+//! follower crashes mid-stream, snapshot catch-up, minorities that cannot commit,
+//! membership changes and the peer channel's authentication.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use roster_tests::{
+    eventually, free_port, roster_bin, Cluster, Node, NodeOptions, ADMIN_PASSWORD, CLUSTER_SECRET,
+};
+
+fn persistent_ports(node: &Node, service: &str) -> BTreeSet<u64> {
+    let v = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/ns/instance/list?serviceName={service}&consistent=true"),
+        )
+        .expect(200)
+        .json();
+    let hosts = v["hosts"].as_array().unwrap();
+    let ports: BTreeSet<u64> = hosts.iter().map(|h| h["port"].as_u64().unwrap()).collect();
+    assert_eq!(ports.len(), hosts.len(), "no instance twice");
+    ports
+}
+
+#[test]
+fn persistent_writes_through_any_node_are_read_on_all() {
+    let c = Cluster::start(3, &[]);
+    for (i, node) in c.nodes.iter().enumerate() {
+        node.call(
+            "POST",
+            &format!("/nacos/v1/ns/instance?serviceName=everywhere&ip=10.20.0.{i}&port={}&ephemeral=false", 100 + i),
+        )
+        .expect(200);
+    }
+    node_settings_everywhere(&c);
+    for node in &c.nodes {
+        assert_eq!(
+            persistent_ports(node, "everywhere"),
+            BTreeSet::from([100, 101, 102])
+        );
+    }
+    let view = c.view(0);
+    assert_eq!(view["members"].as_array().unwrap().len(), 3);
+    let leader = c.leader();
+    let lv = c.view(leader);
+    assert_eq!(lv["state"], "leader");
+    for m in lv["members"].as_array().unwrap() {
+        assert_eq!(m["live"], true, "{m}");
+        assert_eq!(m["voter"], true);
+        assert!(
+            m["http"].as_str().unwrap().starts_with("127.0.0.1:"),
+            "nodes learned each other's --http: {m}"
+        );
+        assert!(m["lag"].as_u64().is_some());
+    }
+    // Nacos' node list.
+    let nodes = c.nodes[1]
+        .call("GET", "/nacos/v1/core/cluster/nodes")
+        .expect(200)
+        .json();
+    assert_eq!(nodes["data"].as_array().unwrap().len(), 3);
+    assert!(nodes["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["state"] == "UP"));
+    // The CLI, against a follower, in both formats.
+    let follower = c.follower();
+    let out = Command::new(roster_bin())
+        .args([
+            "cluster",
+            "status",
+            "--http",
+            &c.nodes[follower].addr(),
+            "--password",
+            ADMIN_PASSWORD,
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["members"].as_array().unwrap().len(), 3);
+    assert!(
+        v["commitIndex"].as_u64().is_some(),
+        "figures from the leader: {v}"
+    );
+    let out = Command::new(roster_bin())
+        .args([
+            "cluster",
+            "status",
+            "--http",
+            &c.nodes[follower].addr(),
+            "--password",
+            ADMIN_PASSWORD,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("leader") && text.contains("LAG"), "{text}");
+    let out = Command::new(roster_bin())
+        .args([
+            "cluster",
+            "status",
+            "--http",
+            &c.nodes[0].addr(),
+            "--password",
+            "wrong",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("login failed"));
+}
+
+/// Service settings, namespaces and users written on one node are Raft data everywhere.
+fn node_settings_everywhere(c: &Cluster) {
+    c.nodes[2]
+        .call(
+            "POST",
+            "/nacos/v1/ns/service?serviceName=settled&protectThreshold=0.7",
+        )
+        .expect(200);
+    c.nodes[1]
+        .call(
+            "POST",
+            "/nacos/v1/console/namespaces?customNamespaceId=shared&namespaceName=Shared",
+        )
+        .expect(200);
+    c.nodes[0]
+        .call(
+            "POST",
+            "/nacos/v1/auth/users?username=dana&password=dana-pass-1",
+        )
+        .expect(200);
+    for node in &c.nodes {
+        let s = node
+            .call(
+                "GET",
+                "/nacos/v1/ns/service?serviceName=settled&consistent=true",
+            )
+            .expect(200)
+            .json();
+        assert_eq!(s["protectThreshold"], 0.7);
+        let ns = node
+            .call(
+                "GET",
+                "/nacos/v1/console/namespaces?show=all&namespaceId=shared",
+            )
+            .expect(200)
+            .json();
+        assert_eq!(ns["namespaceShowName"], "Shared");
+        node.raw(
+            "POST",
+            "/nacos/v1/auth/login?username=dana&password=dana-pass-1",
+            &[],
+            None,
+        )
+        .expect(200);
+    }
+}
+
+/// Registers `count` persistent instances round-robin through the running nodes,
+/// killing node `victim` after `kill_after` of them; returns the ports that got `ok`.
+fn stream_with_crash(c: &mut Cluster, count: u16, kill_after: u16, victim: usize) -> BTreeSet<u64> {
+    let mut acked = BTreeSet::new();
+    let started = Instant::now();
+    for i in 0..count {
+        if i == kill_after {
+            c.nodes[victim].kill();
+        }
+        let running: Vec<usize> = (0..c.nodes.len())
+            .filter(|n| c.nodes[*n].is_running())
+            .collect();
+        let node = &c.nodes[running[usize::from(i) % running.len()]];
+        let port = 2000 + u64::from(i);
+        let path = format!(
+            "/nacos/v1/ns/instance?serviceName=stream&ip=10.21.0.1&port={port}&ephemeral=false"
+        );
+        let token = node.token();
+        match node.try_request(
+            "POST",
+            &path,
+            &[("authorization", &format!("Bearer {token}"))],
+            None,
+        ) {
+            Ok(r) if r.status == 200 && r.body == "ok" => {
+                acked.insert(port);
+            }
+            Ok(r) => eprintln!("registration {port}: {} {}", r.status, r.body),
+            Err(e) => eprintln!("registration {port}: {e}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the stream is bounded in time"
+        );
+    }
+    acked
+}
+
+fn check_all_have(c: &Cluster, acked: &BTreeSet<u64>) {
+    for (i, node) in c.nodes.iter().enumerate() {
+        let present = eventually(Duration::from_secs(20), || {
+            let ports = persistent_ports(node, "stream");
+            if acked.is_subset(&ports) {
+                Ok(ports)
+            } else {
+                Err(format!(
+                    "node {} misses {:?}",
+                    i + 1,
+                    acked.difference(&ports).collect::<Vec<_>>()
+                ))
+            }
+        });
+        // Anything beyond the acknowledged ones was a registration whose answer was lost.
+        assert!(
+            present.len() <= acked.len() + 3,
+            "node {}: {} present for {} acked",
+            i + 1,
+            present.len(),
+            acked.len()
+        );
+    }
+}
+
+#[test]
+fn no_acknowledged_write_is_lost_when_the_leader_dies() {
+    let mut c = Cluster::start(3, &[]);
+    let leader = c.leader();
+    let acked = stream_with_crash(&mut c, 120, 40, leader);
+    assert!(
+        acked.len() >= 100,
+        "the survivors kept taking writes: {} acked",
+        acked.len()
+    );
+    c.nodes[leader].start_again();
+    c.nodes[leader].wait_ready();
+    check_all_have(&c, &acked);
+}
+
+#[test]
+fn no_acknowledged_write_is_lost_when_a_follower_dies() {
+    let mut c = Cluster::start(3, &[]);
+    let follower = c.follower();
+    let acked = stream_with_crash(&mut c, 120, 40, follower);
+    assert!(
+        acked.len() >= 110,
+        "a follower's death costs at most its in-flight writes: {}",
+        acked.len()
+    );
+    c.nodes[follower].start_again();
+    c.nodes[follower].wait_ready();
+    check_all_have(&c, &acked);
+}
+
+#[test]
+fn a_node_that_fell_behind_catches_up_by_snapshot() {
+    let mut c = Cluster::start(3, &["--raft-snapshot-logs", "50"]);
+    let behind = c.follower();
+    c.nodes[behind].kill();
+    let writer = (0..3).find(|i| *i != behind).unwrap();
+    let token = c.nodes[writer].token();
+    for i in 0..200u16 {
+        let path = format!(
+            "/nacos/v1/ns/instance?serviceName=snap&ip=10.22.0.1&port={}&ephemeral=false",
+            3000 + i
+        );
+        c.nodes[writer]
+            .raw(
+                "POST",
+                &path,
+                &[("authorization", &format!("Bearer {token}"))],
+                None,
+            )
+            .expect(200);
+    }
+    // The others compacted their logs past what the stopped node has.
+    eventually(Duration::from_secs(10), || {
+        let v = c.view(writer);
+        if v["snapshotIndex"].as_u64().unwrap_or(0) >= 150 {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    });
+    c.nodes[behind].start_again();
+    c.nodes[behind].wait_ready();
+    let v = c.nodes[behind]
+        .call("GET", "/nacos/v1/ns/instance/list?serviceName=snap")
+        .expect(200)
+        .json();
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 200);
+    let view = c.view(behind);
+    assert!(
+        view["snapshotIndex"].as_u64().unwrap() >= 150,
+        "installed a snapshot: {view}"
+    );
+}
+
+#[test]
+fn a_minority_cannot_commit_and_the_cluster_converges_after() {
+    let c = Cluster::start(3, &[]);
+    let leader = c.leader();
+    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    // Freeze the two others: the leader is alone.
+    for i in &others {
+        c.nodes[*i].pause();
+    }
+    let r = c.nodes[leader].call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=minority&ip=10.23.0.1&port=1&ephemeral=false",
+    );
+    assert_eq!(
+        r.status, 503,
+        "a minority refuses persistent writes: {}",
+        r.body
+    );
+    for i in &others {
+        c.nodes[*i].resume();
+    }
+    // The majority is back; the write goes through, and everyone agrees.
+    eventually(Duration::from_secs(20), || {
+        let r = c.nodes[leader].call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=minority&ip=10.23.0.2&port=2&ephemeral=false",
+        );
+        if r.status == 200 {
+            Ok(())
+        } else {
+            Err(r.body)
+        }
+    });
+    let reference = persistent_ports(&c.nodes[0], "minority");
+    assert!(reference.contains(&2));
+    for node in &c.nodes {
+        assert_eq!(persistent_ports(node, "minority"), reference);
+    }
+}
+
+#[test]
+fn nodes_join_and_leave_at_run_time() {
+    let c = Cluster::start(3, &[]);
+    c.nodes[0]
+        .call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=grow&ip=10.24.0.1&port=1&ephemeral=false",
+        )
+        .expect(200);
+    let (http, peer) = (free_port(), free_port());
+    let mut fourth = Node::start_with(NodeOptions {
+        args: vec!["--node-id".into(), "4".into(), "--join".into()],
+        env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],
+        ports: Some((http, peer)),
+        wait_ready: false,
+        ..Default::default()
+    });
+    let out = Command::new(roster_bin())
+        .args(["cluster", "add", "4", &format!("127.0.0.1:{peer}")])
+        .args([
+            "--http",
+            &c.nodes[1].addr(),
+            "--password",
+            ADMIN_PASSWORD,
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fourth.wait_ready();
+    let v = fourth
+        .call("GET", "/nacos/v1/ns/instance/list?serviceName=grow")
+        .expect(200)
+        .json();
+    assert_eq!(
+        v["hosts"].as_array().unwrap().len(),
+        1,
+        "the new node has the data"
+    );
+    eventually(Duration::from_secs(10), || {
+        let view = c.view(0);
+        let m = view["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == 4)
+            .cloned();
+        match m {
+            Some(m) if m["voter"] == true && m["live"] == true => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    // Bad membership requests.
+    let r = c.nodes[0].call("POST", "/api/v1/cluster/members?id=x&peer=127.0.0.1:1");
+    assert!(r.status == 400 && r.body.contains("'id'"), "{}", r.body);
+    let r = c.nodes[0].call("POST", "/api/v1/cluster/members?id=9&peer=nohost");
+    assert!(r.status == 400 && r.body.contains("'peer'"), "{}", r.body);
+    let r = c.nodes[0].call("DELETE", "/api/v1/cluster/members?id=9");
+    assert_eq!(r.status, 404, "{}", r.body);
+    // Remove it again; the three carry on.
+    let out = Command::new(roster_bin())
+        .args([
+            "cluster",
+            "remove",
+            "4",
+            "--http",
+            &c.nodes[2].addr(),
+            "--password",
+            ADMIN_PASSWORD,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fourth.kill();
+    c.nodes[2]
+        .call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=grow&ip=10.24.0.2&port=2&ephemeral=false",
+        )
+        .expect(200);
+    let view = c.view(0);
+    assert!(
+        !view["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == 4),
+        "{view}"
+    );
+}
+
+#[test]
+fn peer_messages_need_the_cluster_secret() {
+    let c = Cluster::start(3, &[]);
+    let peer = format!("127.0.0.1:{}", c.nodes[0].peer_port);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    // No authentication at all.
+    let r = agent
+        .post(format!("http://{peer}/peer/v1/raft/vote"))
+        .send(&b"x"[..])
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    // A forged MAC, and a wrong protocol version.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    for (protocol, auth) in [("1", format!("{now}.00ff")), ("99", format!("{now}.00ff"))] {
+        let r = agent
+            .post(format!("http://{peer}/peer/v1/hello"))
+            .header("x-roster-protocol", protocol)
+            .header("x-roster-node", "2")
+            .header("x-roster-auth", &auth)
+            .send(&b"x"[..])
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403);
+    }
+    // A node with another secret cannot join in: it never becomes ready.
+    let (http, peer_port) = (free_port(), free_port());
+    let intruder = Node::start_with(NodeOptions {
+        args: vec![
+            "--node-id".into(),
+            "7".into(),
+            "--members".into(),
+            format!("{},7=127.0.0.1:{peer_port}", c.members),
+        ],
+        env: vec![(
+            "ROSTER_CLUSTER_SECRET".into(),
+            "some-other-secret-entirely".into(),
+        )],
+        ports: Some((http, peer_port)),
+        wait_ready: false,
+        ..Default::default()
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let r = intruder.raw("GET", "/health/ready", &[], None);
+    assert_eq!(r.status, 503);
+    assert!(c.nodes[0].log().contains("refused a peer message"));
+    // And a multi-node node without any secret refuses to start.
+    let out = Command::new(roster_bin())
+        .args(["--node-id", "1", "--members", &c.members, "--data-dir"])
+        .arg(tempfile::tempdir().unwrap().path())
+        .env_remove("ROSTER_CLUSTER_SECRET")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cluster secret"));
+}
