@@ -24,6 +24,8 @@ use crate::cluster::parse_members;
 use crate::cluster::peer::{ClusterSecret, PeerClient};
 use crate::cluster::server::PeerState;
 use crate::config::NodeArgs;
+use crate::distro::Distro;
+use crate::health::guard::{EvictionGuard, GuardPolicy};
 use crate::metrics::Metrics;
 use crate::push::udp::UdpPush;
 use crate::registry::Registry;
@@ -82,6 +84,10 @@ pub struct AppState {
     pub members: Members,
     /// The authenticated client of the peer channel.
     pub peers: PeerClient,
+    /// Ephemeral replication and ownership.
+    pub distro: Distro,
+    /// Holds mass removals.
+    pub guard: Arc<EvictionGuard>,
 }
 
 /// The sockets a node serves on, bound by the caller (so tests can bind port 0).
@@ -232,6 +238,17 @@ pub async fn run(
         },
         members: members.clone(),
         peers: peer_client.clone(),
+        distro: Distro::new(
+            args.node_id,
+            registry.clone(),
+            members.clone(),
+            peer_client.clone(),
+            Duration::from_secs(args.distro_verify_secs),
+        ),
+        guard: Arc::new(EvictionGuard::new(GuardPolicy {
+            share: args.eviction_guard_share,
+            min_count: args.eviction_guard_min,
+        })),
     };
 
     let (stop, stopping) = watch::channel(false);
@@ -258,6 +275,8 @@ pub async fn run(
             .clone()
             .run(peer_client, store.clone(), stopping.clone()),
     );
+    workers.spawn(state.distro.clone().run_propagation(stopping.clone()));
+    workers.spawn(state.distro.clone().run_verification(stopping.clone()));
     workers.spawn(push.clone().run_pusher(registry.watch(), stopping.clone()));
     workers.spawn(push.clone().run_acks(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
@@ -389,6 +408,8 @@ async fn start_up(state: &AppState, plan: &ClusterPlan, data_dir: &Path) -> anyh
             }
         }
     }
+    // Ephemeral instances live on the other nodes: take them before serving reads.
+    state.distro.load_snapshot(Duration::from_secs(5)).await;
     state.ready.set();
     tracing::info!(
         raft_index = store.status().last_applied,
@@ -481,13 +502,16 @@ async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = stopping.changed() => return,
         }
+        let owns = |client: &str| state.distro.judges(client);
         loop {
-            let report = state.registry.expire_due(now_ms(), BATCH);
+            let now = now_ms();
+            let report = state.registry.expire_due(now, BATCH, &owns, &state.guard);
             state
                 .metrics
                 .expired_unhealthy
                 .inc_by(report.unhealthy as u64);
             state.metrics.expired_removed.inc_by(report.removed as u64);
+            state.metrics.eviction_held.inc_by(report.held as u64);
             if report.unhealthy > 0 || report.removed > 0 {
                 tracing::debug!(
                     unhealthy = report.unhealthy,
@@ -495,8 +519,19 @@ async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
                     "beat expiry"
                 );
             }
+            for ns in &report.engaged {
+                tracing::warn!(namespace = %ns, share = state.guard.policy.share, min = state.guard.policy.min_count,
+                    "eviction guard engaged: too many instances fell silent at once; keeping them (unhealthy) instead of removing them");
+            }
+            for ns in report
+                .released
+                .iter()
+                .chain(state.guard.release_idle(now).iter())
+            {
+                tracing::info!(namespace = %ns, "eviction guard released");
+            }
             // A full batch means more may be due; otherwise wait for the next tick.
-            if report.unhealthy + report.removed < BATCH {
+            if report.unhealthy + report.removed + report.held < BATCH {
                 break;
             }
             tokio::task::yield_now().await;

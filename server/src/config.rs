@@ -208,6 +208,30 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_HEALTH_CHECK_INTERVAL_SECS", default_value_t = 5, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub health_check_interval_secs: u64,
 
+    /// Seconds between Distro verification rounds (owners confirm their clients to
+    /// peers; a copy unconfirmed for three rounds is dropped).
+    #[arg(long, env = "ROSTER_DISTRO_VERIFY_SECS", default_value_t = 5, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub distro_verify_secs: u64,
+
+    /// Eviction guard: hold removals in a namespace when more than this share of its
+    /// ephemeral instances is silent at once (1 turns the guard off).
+    #[arg(
+        long,
+        env = "ROSTER_EVICTION_GUARD_SHARE",
+        default_value_t = 0.5,
+        value_name = "SHARE"
+    )]
+    pub eviction_guard_share: f64,
+
+    /// Eviction guard: ... and at least this many are.
+    #[arg(
+        long,
+        env = "ROSTER_EVICTION_GUARD_MIN",
+        default_value_t = 10,
+        value_name = "COUNT"
+    )]
+    pub eviction_guard_min: usize,
+
     /// Seconds a UDP push subscriber stays registered after its last list query.
     #[arg(
         long,

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod distro;
 pub mod health;
 pub mod metrics;
 pub mod push;

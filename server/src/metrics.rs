@@ -8,9 +8,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as PromRegistry;
 
-use crate::registry::Registry;
-use crate::store::Store;
-
 /// Labels of an HTTP request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
@@ -53,6 +50,8 @@ pub struct Metrics {
     pub expired_removed: Counter,
     /// UDP pushes by outcome.
     pub pushes: Family<PushLabels, Counter>,
+    /// Removals the eviction guard held back.
+    pub eviction_held: Counter,
     services: Gauge,
     instances: Gauge,
     healthy_instances: Gauge,
@@ -62,6 +61,9 @@ pub struct Metrics {
     raft_last_log_index: Gauge,
     raft_last_applied: Gauge,
     raft_snapshot_index: Gauge,
+    distro_clients: Gauge,
+    distro_owned: Gauge,
+    eviction_engaged: Gauge,
 }
 
 impl Default for Metrics {
@@ -103,6 +105,12 @@ impl Metrics {
             "Ephemeral instances removed after missing beats",
             expired_removed.clone(),
         );
+        let eviction_held = Counter::default();
+        registry.register(
+            "eviction_held",
+            "Removals of silent instances held back by the eviction guard",
+            eviction_held.clone(),
+        );
         let pushes = Family::<PushLabels, Counter>::default();
         registry.register(
             "udp_pushes",
@@ -139,14 +147,33 @@ impl Metrics {
             "raft_snapshot_index",
             "Index covered by the latest snapshot",
         );
+        let distro_clients = gauge(
+            &mut registry,
+            "distro_clients",
+            "Ephemeral clients (instance addresses) known here",
+        );
+        let distro_owned = gauge(
+            &mut registry,
+            "distro_clients_owned",
+            "Ephemeral clients this node owns",
+        );
+        let eviction_engaged = gauge(
+            &mut registry,
+            "eviction_guard_engaged",
+            "Namespaces where the eviction guard holds removals",
+        );
         Self {
             registry,
+            distro_clients,
+            distro_owned,
+            eviction_engaged,
             requests,
             latency,
             beats,
             expired_unhealthy,
             expired_removed,
             pushes,
+            eviction_held,
             services,
             instances,
             healthy_instances,
@@ -164,8 +191,17 @@ impl Metrics {
         self.pushes.get_or_create(&PushLabels { outcome }).inc();
     }
 
-    /// Renders every metric, reading the current sizes from `registry` and `store`.
-    pub fn render(&self, registry: &Registry, store: &Store, subscribers: usize) -> String {
+    /// Renders every metric, reading the current figures from the node.
+    pub fn render(&self, state: &crate::app::AppState) -> String {
+        let (registry, store, subscribers) =
+            (&state.registry, &state.store, state.push.subscriber_count());
+        let owned = state.distro.ownership_counts();
+        self.distro_clients
+            .set(owned.values().sum::<usize>() as i64);
+        self.distro_owned
+            .set(owned.get(&store.id()).copied().unwrap_or(0) as i64);
+        self.eviction_engaged
+            .set(state.guard.engaged().len() as i64);
         let (services, instances, healthy) = registry.totals();
         self.services.set(services as i64);
         self.instances.set(instances as i64);

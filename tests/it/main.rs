@@ -3,6 +3,7 @@
 mod auth;
 mod clients;
 mod cluster;
+mod distro;
 mod durability;
 mod health_check;
 mod heartbeat;

@@ -40,15 +40,32 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A free TCP port on 127.0.0.1 (also free for UDP at the time of asking).
+/// A free port on 127.0.0.1 (TCP and UDP), never handed out twice by this process.
+///
+/// Ports come from 20000-31999, below Linux's ephemeral range (32768+), so neither the
+/// kernel's choice of source ports for outgoing connections nor another test can take
+/// a port that a killed node will bind again on restart.
 pub fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = tcp.local_addr().expect("addr").port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    // Start at a per-process offset, so concurrent test runs rarely meet.
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id() % SPAN,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && UdpSocket::bind(("127.0.0.1", port)).is_ok()
+        {
             return port;
         }
     }
+    panic!("no free port in {LOW}..{}", LOW + SPAN);
 }
 
 /// Polls `check` until it returns `Ok`, or panics with its last error after `timeout`.

@@ -26,6 +26,7 @@ pub fn routes() -> Router<AppState> {
             "/api/v1/cluster/members",
             post(add_member).delete(remove_member),
         )
+        .route("/api/v1/cluster/owner", get(owner))
         .route("/nacos/v1/core/cluster/nodes", get(nacos_nodes))
 }
 
@@ -77,6 +78,10 @@ pub struct ClusterView {
     pub ready: bool,
     /// Every member.
     pub members: Vec<MemberView>,
+    /// Ephemeral clients owned by each live member, as the answering node sees them.
+    pub distro_owned: BTreeMap<NodeId, usize>,
+    /// Namespaces where the eviction guard holds removals, on the answering node.
+    pub eviction_guard_engaged: Vec<String>,
 }
 
 fn role_name(state: ServerState) -> &'static str {
@@ -164,6 +169,13 @@ pub fn view(state: &AppState) -> ClusterView {
         snapshot_index: raft.snapshot_index,
         ready: state.ready.is_ready(),
         members,
+        distro_owned: state.distro.ownership_counts(),
+        eviction_guard_engaged: state
+            .guard
+            .engaged()
+            .iter()
+            .map(|n| n.to_string())
+            .collect(),
     }
 }
 
@@ -249,6 +261,22 @@ async fn remove_member(
         .change_membership(MembershipChange::Remove { id })
         .await?;
     Ok(json_of(&view_with_leader(&state).await))
+}
+
+/// `GET /api/v1/cluster/owner?client=IP:PORT`: which node owns an ephemeral client
+/// (handles its beats and judges its expiry), as this node sees the live members.
+async fn owner(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let client = params.required("client")?;
+    let (ip, port) = client
+        .rsplit_once(':')
+        .ok_or_else(|| ApiError::illegal("client", format!("'{client}' should be IP:PORT.")))?;
+    super::params::check_ip("client", ip)?;
+    super::params::parse_port("client", port)?;
+    Ok(json_of(&json!({
+        "client": client,
+        "owner": state.distro.owner_of(client),
+        "live": state.members.live(),
+    })))
 }
 
 fn node_id(params: &Params) -> Result<NodeId, ApiError> {

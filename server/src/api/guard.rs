@@ -49,19 +49,30 @@ fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a
 pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let (mut parts, body) = req.into_parts();
     let query = parts.uri.query().map(str::to_string);
+    let limit = state.limits.max_body_bytes;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds {limit} bytes"),
+        )
+        .into_response()
+    };
+    // Refuse an announced oversized body before reading any of it.
+    let announced = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if announced.is_some_and(|n| n > limit) {
+        return too_large();
+    }
     let (params, body) = if is_form(&parts.headers) {
-        match to_bytes(body, state.limits.max_body_bytes).await {
+        match to_bytes(body, limit).await {
             Ok(bytes) => (
                 Params::parse(query.as_deref(), Some(&bytes)),
                 Body::from(bytes),
             ),
-            Err(_) => {
-                return ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("request body exceeds {} bytes", state.limits.max_body_bytes),
-                )
-                .into_response()
-            }
+            Err(_) => return too_large(),
         }
     } else {
         (Params::parse(query.as_deref(), None), body)

@@ -33,9 +33,7 @@ async fn ready(State(state): State<AppState>) -> Response {
 
 /// Prometheus text exposition.
 async fn metrics(State(state): State<AppState>) -> Response {
-    let body = state
-        .metrics
-        .render(&state.registry, &state.store, state.push.subscriber_count());
+    let body = state.metrics.render(&state);
     (
         [(
             header::CONTENT_TYPE,

@@ -13,6 +13,7 @@ use super::members::Hello;
 use super::peer::{ClusterSecret, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL};
 use crate::app::AppState;
 use crate::clock::now_ms;
+use crate::distro::EphemeralOp;
 
 /// Largest peer message (snapshot chunks are the biggest).
 const MAX_PEER_BODY: usize = 64 * 1024 * 1024;
@@ -83,6 +84,9 @@ async fn handle(
             .expect("view serializes")
             .into_response();
     }
+    if let Some(kind) = path.strip_prefix("distro/") {
+        return distro(&state.app, sender, kind, &body);
+    }
     if let Some(rpc) = path.strip_prefix("raft/").and_then(Rpc::from_name) {
         return match state.app.store.handle_rpc(rpc, &body).await {
             Ok(reply) => reply.into_response(),
@@ -93,4 +97,39 @@ async fn handle(
         };
     }
     refuse(StatusCode::NOT_FOUND, format!("no peer route {path}"))
+}
+
+/// Distro messages: pushed client states, verification, snapshot, forwarded ops.
+fn distro(app: &AppState, sender: roster_raft::NodeId, kind: &str, body: &[u8]) -> Response {
+    fn reply<T: serde::Serialize>(value: &T) -> Response {
+        rmp_serde::to_vec_named(value)
+            .expect("distro replies serialize")
+            .into_response()
+    }
+    let malformed = |e: rmp_serde::decode::Error| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            format!("malformed distro message: {e}"),
+        )
+    };
+    match kind {
+        "sync" => match rmp_serde::from_slice(body) {
+            Ok(message) => {
+                app.distro.on_sync(message);
+                reply(&())
+            }
+            Err(e) => malformed(e),
+        },
+        "verify" => match rmp_serde::from_slice(body) {
+            Ok(message) => reply(&app.distro.on_verify(sender, message)),
+            Err(e) => malformed(e),
+        },
+        "snapshot" => reply(&app.distro.on_snapshot()),
+        "forward" => match rmp_serde::from_slice::<EphemeralOp>(body) {
+            // Forwarded ops run here, never forwarded again.
+            Ok(op) => reply(&app.distro.apply_local(op, now_ms())),
+            Err(e) => malformed(e),
+        },
+        _ => refuse(StatusCode::NOT_FOUND, format!("no distro route {kind}")),
+    }
 }

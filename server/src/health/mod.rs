@@ -3,3 +3,4 @@
 
 pub mod check;
 pub mod expiry;
+pub mod guard;

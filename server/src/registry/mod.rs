@@ -11,19 +11,22 @@
 //! [`changes`] change notification for push.
 
 pub mod changes;
+pub mod client;
 pub mod instance;
 pub mod namespace;
 pub mod select;
 pub mod service;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::health::expiry::{judge, ExpiryQueue, Verdict};
+use crate::health::guard::EvictionGuard;
 use changes::{ChangeSet, Watchers};
+use client::{ClientData, Clients};
 use instance::{addr_key, default_instance_id, BeatClock, Heartbeat, Instance, Metadata};
 use namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use service::{Changed, ClusterSettings, Service, ServiceKey, ServiceSettings, ServiceView};
@@ -132,12 +135,18 @@ pub struct PersistentData {
 }
 
 /// What one pass of the expiry check did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExpiryReport {
     /// Instances turned unhealthy.
     pub unhealthy: usize,
     /// Instances removed.
     pub removed: usize,
+    /// Removals the eviction guard held back.
+    pub held: usize,
+    /// Namespaces where the guard engaged in this pass.
+    pub engaged: Vec<Arc<str>>,
+    /// Namespaces where it released.
+    pub released: Vec<Arc<str>>,
 }
 
 /// The registry. Cheap to clone: clones share state.
@@ -154,6 +163,8 @@ struct Shared {
     expiry: ExpiryQueue,
     /// Consumers of change notifications (push).
     watchers: Watchers,
+    /// Ephemeral clients, for Distro.
+    clients: Clients,
 }
 
 impl Registry {
@@ -165,6 +176,11 @@ impl Registry {
     /// Subscribes to service changes: every change marks the service in the returned set.
     pub fn watch(&self) -> Arc<ChangeSet> {
         self.shared.watchers.add()
+    }
+
+    /// The ephemeral clients and their revisions.
+    pub fn clients(&self) -> &Clients {
+        &self.shared.clients
     }
 
     // ----- reads -----------------------------------------------------------------------
@@ -263,14 +279,14 @@ impl Registry {
         key: &ServiceKey,
         now_ms: u64,
         mut f: impl FnMut(&mut ServiceView) -> (Changed, R),
-    ) -> (Arc<Service>, R) {
+    ) -> (Arc<Service>, Changed, R) {
         loop {
             let svc = self.service_or_create(key, now_ms);
             if let Some((changed, result)) = svc.update(now_ms, &mut f) {
                 if changed == Changed::Yes {
                     self.shared.watchers.mark(&svc.key);
                 }
-                return (svc, result);
+                return (svc, changed, result);
             }
         }
     }
@@ -281,13 +297,13 @@ impl Registry {
         key: &ServiceKey,
         now_ms: u64,
         f: impl FnOnce(&mut ServiceView) -> (Changed, R),
-    ) -> Option<R> {
+    ) -> Option<(Changed, R)> {
         let svc = self.service_by_key(key)?;
         let (changed, result) = svc.update(now_ms, f)?;
         if changed == Changed::Yes {
             self.shared.watchers.mark(&svc.key);
         }
-        Some(result)
+        Some((changed, result))
     }
 
     fn schedule_expiry(
@@ -317,7 +333,7 @@ impl Registry {
     ) -> Result<(), RegistryError> {
         let addr = addr_key(&reg.ip, reg.port);
         let grouped = key.grouped();
-        let (svc, outcome) = self.modify_service(key, now_ms, |view| {
+        let (svc, changed, outcome) = self.modify_service(key, now_ms, |view| {
             let existing = view.instances.get(&addr).cloned();
             // Only an ephemeral registration is checked here: whether a persistent one
             // conflicts depends on ephemeral (node-local) state, which the Raft state
@@ -383,7 +399,11 @@ impl Registry {
             view.instances.insert(addr.clone(), Arc::new(instance));
             (Changed::Yes, Ok(reschedule.map(|c| (c, heartbeat))))
         });
-        if let Some((clock, hb)) = outcome? {
+        let reschedule = outcome?;
+        if changed == Changed::Yes && reg.ephemeral {
+            self.shared.clients.changed(&addr, key, true, now_ms);
+        }
+        if let Some((clock, hb)) = reschedule {
             self.schedule_expiry(&svc, addr, clock, &hb, now_ms);
         }
         Ok(())
@@ -412,14 +432,23 @@ impl Registry {
         now_ms: u64,
     ) -> bool {
         let addr = addr_key(ip, port);
-        self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
+        let removed = self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
             Some(i) if ephemeral.is_none_or(|e| e == i.ephemeral) => {
+                let was_ephemeral = i.ephemeral;
                 view.instances.remove(&addr);
-                (Changed::Yes, true)
+                (Changed::Yes, Some(was_ephemeral))
             }
-            _ => (Changed::No, false),
-        })
-        .unwrap_or(false)
+            _ => (Changed::No, None),
+        });
+        match removed {
+            Some((_, Some(was_ephemeral))) => {
+                if was_ephemeral {
+                    self.shared.clients.changed(&addr, key, false, now_ms);
+                }
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Applies an operator's update to the instance of the given kind at `ip:port` and
@@ -466,7 +495,15 @@ impl Registry {
             view.instances.insert(addr.clone(), Arc::new(next));
             (Changed::Yes, Ok(()))
         });
-        result.unwrap_or_else(|| Err(RegistryError::ServiceNotFound(key.grouped())))
+        match result {
+            Some((changed, outcome)) => {
+                if changed == Changed::Yes && ephemeral {
+                    self.shared.clients.changed(&addr, key, true, now_ms);
+                }
+                outcome
+            }
+            None => Err(RegistryError::ServiceNotFound(key.grouped())),
+        }
     }
 
     /// Sets the health of the instance of the given kind at `ip:port`. Returns false if
@@ -482,7 +519,7 @@ impl Registry {
     ) -> bool {
         let addr = addr_key(ip, port);
         let found = |i: &&Arc<Instance>| i.ephemeral == ephemeral;
-        self.update_existing(key, now_ms, |view| {
+        let outcome = self.update_existing(key, now_ms, |view| {
             match view.instances.get(&addr).filter(found) {
                 Some(i) if i.healthy != healthy => {
                     let next = Instance {
@@ -495,8 +532,16 @@ impl Registry {
                 Some(_) => (Changed::No, true),
                 None => (Changed::No, false),
             }
-        })
-        .unwrap_or(false)
+        });
+        match outcome {
+            Some((changed, found)) => {
+                if changed == Changed::Yes && ephemeral {
+                    self.shared.clients.changed(&addr, key, true, now_ms);
+                }
+                found
+            }
+            None => false,
+        }
     }
 
     /// Records a beat from the ephemeral instance at `ip:port` of service `grouped`.
@@ -524,8 +569,17 @@ impl Registry {
 
     /// Judges every ephemeral instance whose deadline passed: marks silent ones
     /// unhealthy, removes expired ones, reschedules the rest. Handles at most `max`.
-    pub fn expire_due(&self, now_ms: u64, max: usize) -> ExpiryReport {
+    /// Only clients `owns` approves are judged (Distro: the owner decides); the others
+    /// are looked at again later. Removals in a namespace where `guard` holds wait.
+    pub fn expire_due(
+        &self,
+        now_ms: u64,
+        max: usize,
+        owns: &dyn Fn(&str) -> bool,
+        guard: &EvictionGuard,
+    ) -> ExpiryReport {
         let mut report = ExpiryReport::default();
+        let mut counts: HashMap<Arc<str>, (usize, usize)> = HashMap::new();
         for due in self.shared.expiry.pop_due(now_ms, max) {
             let view = due.service.view();
             let Some(instance) = view.instances.get(&due.addr) else {
@@ -540,10 +594,43 @@ impl Registry {
                 continue;
             }
             let key = &due.service.key;
+            if !owns(&due.addr) {
+                // Another node owns this client; its copy here is judged by the owner.
+                let later = now_ms + instance.heartbeat.timeout_ms.min(5_000);
+                self.shared
+                    .expiry
+                    .schedule(later, due.service.clone(), due.addr, due.clock);
+                continue;
+            }
             match judge(due.clock.last_beat_ms(), &instance.heartbeat, now_ms) {
                 Verdict::Expired => {
+                    let ns = &key.namespace;
+                    let (silent, total) = *counts
+                        .entry(ns.clone())
+                        .or_insert_with(|| self.ephemeral_counts(ns));
+                    if guard.policy.holds(silent, total) {
+                        if guard.hold(ns, now_ms) {
+                            report.engaged.push(ns.clone());
+                        }
+                        report.held += 1;
+                        // Look again soon: removal resumes as soon as beats come back.
+                        self.shared.expiry.schedule(
+                            now_ms + 1_000,
+                            due.service.clone(),
+                            due.addr,
+                            due.clock,
+                        );
+                        continue;
+                    }
+                    if guard.release(ns) {
+                        report.released.push(ns.clone());
+                    }
                     if self.remove_if_clock(key, &due.addr, &due.clock, now_ms) {
                         report.removed += 1;
+                        if let Some((silent, total)) = counts.get_mut(ns) {
+                            *silent = silent.saturating_sub(1);
+                            *total = total.saturating_sub(1);
+                        }
                     }
                 }
                 Verdict::Silent { recheck_at } => {
@@ -572,6 +659,20 @@ impl Registry {
         report
     }
 
+    /// Counts (unhealthy, all) ephemeral instances of namespace `ns`.
+    fn ephemeral_counts(&self, ns: &str) -> (usize, usize) {
+        let mut counts = (0, 0);
+        for svc in self.services(ns) {
+            for inst in svc.view().instances.values().filter(|i| i.ephemeral) {
+                counts.1 += 1;
+                if !inst.healthy {
+                    counts.0 += 1;
+                }
+            }
+        }
+        counts
+    }
+
     /// Removes the instance at `addr` if it still carries `clock` (not re-registered).
     fn remove_if_clock(
         &self,
@@ -580,14 +681,156 @@ impl Registry {
         clock: &Arc<BeatClock>,
         now_ms: u64,
     ) -> bool {
-        self.update_existing(key, now_ms, |view| match view.instances.get(addr) {
-            Some(i) if i.beat.as_ref().is_some_and(|c| Arc::ptr_eq(c, clock)) => {
-                view.instances.remove(addr);
-                (Changed::Yes, true)
+        let removed = self
+            .update_existing(key, now_ms, |view| match view.instances.get(addr) {
+                Some(i) if i.beat.as_ref().is_some_and(|c| Arc::ptr_eq(c, clock)) => {
+                    view.instances.remove(addr);
+                    (Changed::Yes, true)
+                }
+                _ => (Changed::No, false),
+            })
+            .is_some_and(|(_, removed)| removed);
+        if removed {
+            self.shared.clients.changed(addr, key, false, now_ms);
+        }
+        removed
+    }
+
+    // ----- distro ----------------------------------------------------------------------
+
+    /// The whole state of client `id` (`ip:port`) as this node has it.
+    pub fn client_data(&self, id: &str) -> Option<ClientData> {
+        let record = self.shared.clients.get(id)?;
+        let mut instances = Vec::new();
+        let mut last_beat_ms = 0;
+        for key in &record.services {
+            let Some(svc) = self.service_by_key(key) else {
+                continue;
+            };
+            if let Some(inst) = svc.view().instances.get(id).filter(|i| i.ephemeral) {
+                if let Some(clock) = &inst.beat {
+                    last_beat_ms = last_beat_ms.max(clock.last_beat_ms());
+                }
+                instances.push((key.clone(), Instance::clone(inst)));
             }
-            _ => (Changed::No, false),
+        }
+        Some(ClientData {
+            id: id.to_string(),
+            revision: record.revision,
+            last_beat_ms,
+            instances,
         })
-        .unwrap_or(false)
+    }
+
+    /// The newest beat of client `id` this node saw (or was told of).
+    pub fn client_last_beat(&self, id: &str) -> u64 {
+        let Some(record) = self.shared.clients.get(id) else {
+            return 0;
+        };
+        record
+            .services
+            .iter()
+            .filter_map(|key| self.service_by_key(key))
+            .filter_map(|svc| {
+                svc.view()
+                    .instances
+                    .get(id)
+                    .and_then(|i| i.beat.as_ref().map(|c| c.last_beat_ms()))
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Moves the beat clocks of client `id` forward to `last_beat_ms` (its owner saw it).
+    pub fn refresh_client_beat(&self, id: &str, last_beat_ms: u64) {
+        let Some(record) = self.shared.clients.get(id) else {
+            return;
+        };
+        for key in &record.services {
+            if let Some(svc) = self.service_by_key(key) {
+                if let Some(clock) = svc.view().instances.get(id).and_then(|i| i.beat.clone()) {
+                    clock.beat(last_beat_ms);
+                }
+            }
+        }
+    }
+
+    /// Applies a copy of a client from its owner if it is newer than this node's: the
+    /// client's ephemeral instances become exactly `data.instances`. A persistent
+    /// instance at the same address is left alone. Returns whether it applied.
+    pub fn apply_client(&self, data: &ClientData, now_ms: u64) -> bool {
+        let id: Arc<str> = data.id.as_str().into();
+        let old = self.shared.clients.get(&data.id);
+        if old.as_ref().is_some_and(|r| r.revision >= data.revision) {
+            return false;
+        }
+        let services: BTreeSet<ServiceKey> =
+            data.instances.iter().map(|(k, _)| k.clone()).collect();
+        if let Some(old) = &old {
+            for key in old.services.difference(&services) {
+                self.remove_ephemeral_copy(key, &id, now_ms);
+            }
+        }
+        for (key, incoming) in &data.instances {
+            let (svc, _, schedule) = self.modify_service(key, now_ms, |view| {
+                let existing = view.instances.get(&id).cloned();
+                if existing.as_ref().is_some_and(|e| !e.ephemeral) {
+                    return (Changed::No, None);
+                }
+                let (clock, fresh) = match existing.as_ref().and_then(|e| e.beat.clone()) {
+                    Some(c) => {
+                        c.beat(data.last_beat_ms);
+                        (c, false)
+                    }
+                    None => (Arc::new(BeatClock::new(data.last_beat_ms)), true),
+                };
+                let mut instance = incoming.clone();
+                instance.beat = Some(clock.clone());
+                let heartbeat = instance.heartbeat;
+                let reschedule =
+                    fresh || existing.as_ref().is_some_and(|e| e.heartbeat != heartbeat);
+                let unchanged = existing
+                    .as_ref()
+                    .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
+                if !unchanged {
+                    view.instances.insert(id.clone(), Arc::new(instance));
+                }
+                let changed = if unchanged { Changed::No } else { Changed::Yes };
+                (changed, reschedule.then_some((clock, heartbeat)))
+            });
+            if let Some((clock, hb)) = schedule {
+                self.schedule_expiry(&svc, id.clone(), clock, &hb, now_ms);
+            }
+        }
+        self.shared
+            .clients
+            .replace(&id, data.revision, services, now_ms);
+        true
+    }
+
+    /// Drops this node's copy of client `id` (its owner stopped confirming it), keeping
+    /// its revision so that an older copy is not taken back.
+    pub fn drop_client_copy(&self, id: &str, now_ms: u64) {
+        let Some(record) = self.shared.clients.get(id) else {
+            return;
+        };
+        let id: Arc<str> = id.into();
+        for key in &record.services {
+            self.remove_ephemeral_copy(key, &id, now_ms);
+        }
+        self.shared
+            .clients
+            .replace(&id, record.revision, BTreeSet::new(), now_ms);
+    }
+
+    fn remove_ephemeral_copy(&self, key: &ServiceKey, id: &Arc<str>, now_ms: u64) {
+        self.update_existing(key, now_ms, |view| match view.instances.get(id) {
+            Some(i) if i.ephemeral => {
+                view.instances.remove(id);
+                (Changed::Yes, ())
+            }
+            _ => (Changed::No, ()),
+        });
     }
 
     // ----- service writes --------------------------------------------------------------
@@ -609,7 +852,7 @@ impl Registry {
             view.settings = Some(Arc::new(settings.clone()));
             (Changed::Yes, Ok(()))
         })
-        .1
+        .2
     }
 
     /// Stores a service's settings, keeping its cluster settings; creates the service if

@@ -1,6 +1,7 @@
 //! Registry core tests: plain calls with explicit time, no clock and no sleeping.
 
 use super::*;
+use crate::health::guard::EvictionGuard;
 
 fn key(name: &str) -> ServiceKey {
     ServiceKey::new("public", "DEFAULT_GROUP", name)
@@ -113,8 +114,15 @@ fn silence_makes_unhealthy_then_removes() {
     r.register(&key("a"), &reg("10.0.0.2", 80, true), 1_000)
         .unwrap();
 
-    assert_eq!(r.expire_due(3_999, 100), ExpiryReport::default());
-    assert_eq!(r.expire_due(4_001, 100).unhealthy, 1);
+    assert_eq!(
+        r.expire_due(3_999, 100, &|_| true, &EvictionGuard::default()),
+        ExpiryReport::default()
+    );
+    assert_eq!(
+        r.expire_due(4_001, 100, &|_| true, &EvictionGuard::default())
+            .unhealthy,
+        1
+    );
     assert_eq!(ports(&r, "a"), [(80, false), (80, true)]);
 
     // A beat revives it and pushes its deadlines out.
@@ -125,13 +133,32 @@ fn silence_makes_unhealthy_then_removes() {
         3000
     );
     assert_eq!(ports(&r, "a"), [(80, true), (80, true)]);
-    assert_eq!(r.expire_due(7_001, 100), ExpiryReport::default());
-    assert_eq!(r.expire_due(8_001, 100).unhealthy, 1);
-    assert_eq!(r.expire_due(11_001, 100).removed, 1);
+    assert_eq!(
+        r.expire_due(7_001, 100, &|_| true, &EvictionGuard::default()),
+        ExpiryReport::default()
+    );
+    assert_eq!(
+        r.expire_due(8_001, 100, &|_| true, &EvictionGuard::default())
+            .unhealthy,
+        1
+    );
+    assert_eq!(
+        r.expire_due(11_001, 100, &|_| true, &EvictionGuard::default())
+            .removed,
+        1
+    );
     assert_eq!(ports(&r, "a"), [(80, true)]);
     // The default-timeout instance follows Nacos' 15 s / 30 s.
-    assert_eq!(r.expire_due(16_001, 100).unhealthy, 1);
-    assert_eq!(r.expire_due(31_001, 100).removed, 1);
+    assert_eq!(
+        r.expire_due(16_001, 100, &|_| true, &EvictionGuard::default())
+            .unhealthy,
+        1
+    );
+    assert_eq!(
+        r.expire_due(31_001, 100, &|_| true, &EvictionGuard::default())
+            .removed,
+        1
+    );
     assert!(ports(&r, "a").is_empty());
     assert!(r
         .beat("public", "DEFAULT_GROUP@@a", "10.0.0.1", 80, 40_000)
@@ -143,7 +170,10 @@ fn persistent_instances_never_expire() {
     let r = Registry::new();
     r.register(&key("p"), &reg("10.0.0.1", 80, false), 0)
         .unwrap();
-    assert_eq!(r.expire_due(1_000_000, 100), ExpiryReport::default());
+    assert_eq!(
+        r.expire_due(1_000_000, 100, &|_| true, &EvictionGuard::default()),
+        ExpiryReport::default()
+    );
     assert_eq!(ports(&r, "p"), [(80, true)]);
     assert!(r
         .beat("public", "DEFAULT_GROUP@@p", "10.0.0.1", 80, 1)

@@ -21,6 +21,7 @@ use crate::api::params::{
 };
 use crate::app::{AppState, Limits};
 use crate::clock::now_ms;
+use crate::distro::{EphemeralOp, OpReply};
 use crate::push::udp::push_capable;
 use crate::registry::instance::{addr_key, Instance, Metadata};
 use crate::registry::service::{HealthChecker, ServiceKey};
@@ -83,7 +84,10 @@ pub async fn register(
     let registration = registration(&params, &state.limits)?;
     let now = now_ms();
     if registration.ephemeral {
-        state.registry.register(&key, &registration, now)?;
+        state
+            .distro
+            .execute(EphemeralOp::Register { key, registration })
+            .await?;
     } else {
         if let Some(conflict) = state.registry.kind_conflict(&key, false) {
             return Err(conflict.into());
@@ -125,10 +129,13 @@ pub async fn deregister(
                 })
                 .await?;
         }
-        Some(_) => {
-            state.registry.deregister(&key, &ip, port, Some(true), now);
+        // Ephemeral, or not (yet) replicated here: its owner removes it.
+        _ => {
+            state
+                .distro
+                .execute(EphemeralOp::Deregister { key, ip, port })
+                .await?;
         }
-        None => {}
     }
     Ok("ok")
 }
@@ -168,8 +175,14 @@ pub async fn update(
     let now = now_ms();
     if instance.ephemeral {
         state
-            .registry
-            .update_instance(&key, &ip, port, true, &patch, now)?;
+            .distro
+            .execute(EphemeralOp::Update {
+                key,
+                ip,
+                port,
+                patch,
+            })
+            .await?;
     } else {
         state
             .store
@@ -344,47 +357,49 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
             (ip, port, cluster.to_string())
         }
     };
+    // A full beat (with its JSON) can stand in for a registration: check it now.
+    let re_register = match beat.filter(|b| b.ephemeral.unwrap_or(true)) {
+        Some(beat) => {
+            check_cluster_name(&cluster)?;
+            let weight = match beat.weight {
+                Some(w) => parse_weight("beat.weight", &w.to_string())?,
+                None => 1.0,
+            };
+            let size: usize = beat.metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+            if size > state.limits.max_metadata_bytes {
+                return Err(ApiError::illegal(
+                    "beat.metadata",
+                    format!(
+                        "the param length should not exceed {}.",
+                        state.limits.max_metadata_bytes
+                    ),
+                ));
+            }
+            Some(Registration {
+                ip: ip.clone(),
+                port,
+                cluster,
+                weight,
+                healthy: true,
+                enabled: true,
+                ephemeral: true,
+                metadata: beat.metadata,
+                instance_id: None,
+            })
+        }
+        None => None,
+    };
     state.metrics.beats.inc();
-    let now = now_ms();
-    if let Some(hb) = state
-        .registry
-        .beat(&key.namespace, &key.grouped(), &ip, port, now)
-    {
-        return Ok(beat_reply(10200, hb.interval_ms));
-    }
-    let Some(beat) = beat.filter(|b| b.ephemeral.unwrap_or(true)) else {
-        return Ok(beat_reply(20404, 5000));
-    };
-    check_cluster_name(&cluster)?;
-    let weight = match beat.weight {
-        Some(w) => parse_weight("beat.weight", &w.to_string())?,
-        None => 1.0,
-    };
-    let size: usize = beat.metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
-    if size > state.limits.max_metadata_bytes {
-        return Err(ApiError::illegal(
-            "beat.metadata",
-            format!(
-                "the param length should not exceed {}.",
-                state.limits.max_metadata_bytes
-            ),
-        ));
-    }
-    let registration = Registration {
+    let op = EphemeralOp::Beat {
+        key,
         ip,
         port,
-        cluster,
-        weight,
-        healthy: true,
-        enabled: true,
-        ephemeral: true,
-        metadata: beat.metadata,
-        instance_id: None,
+        re_register,
     };
-    state.registry.register(&key, &registration, now)?;
-    let interval =
-        crate::registry::instance::Heartbeat::from_metadata(&registration.metadata).interval_ms;
-    Ok(beat_reply(10200, interval))
+    match state.distro.execute(op).await? {
+        OpReply::BeatOk(interval) => Ok(beat_reply(10200, interval)),
+        OpReply::BeatUnknown | OpReply::Done => Ok(beat_reply(20404, 5000)),
+    }
 }
 
 /// `PUT /nacos/v1/ns/health/instance`: set the health of a persistent instance whose

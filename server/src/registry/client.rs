@@ -1,0 +1,189 @@
+//! Clients: the unit Distro replicates. An HTTP-beat client is one instance address
+//! (`ip:port`), which may have ephemeral instances in several services. The registry
+//! keeps, per client, the services it is in and a revision that grows with every change
+//! made here, so that copies on other nodes can be compared and replaced wholesale.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use super::instance::Instance;
+use super::service::ServiceKey;
+
+/// What the registry knows of one client.
+#[derive(Clone, Debug, Default)]
+pub struct ClientRecord {
+    /// Grows with every change; copies with a lower revision are older.
+    pub revision: u64,
+    /// Services the client has ephemeral instances in (empty: a deletion, kept a while
+    /// so that the deletion replicates).
+    pub services: BTreeSet<ServiceKey>,
+    /// When this copy was last written or confirmed by its owner, wall-clock ms.
+    pub confirmed_ms: u64,
+}
+
+/// A client's whole state, as it travels between nodes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClientData {
+    /// `ip:port`.
+    pub id: String,
+    /// Its revision.
+    pub revision: u64,
+    /// The newest beat the sender saw, wall-clock ms.
+    pub last_beat_ms: u64,
+    /// Its instances; empty when the client was removed.
+    pub instances: Vec<(ServiceKey, Instance)>,
+}
+
+/// The next revision after `current`: one more, and never below the clock (shifted so
+/// that a thousand changes per millisecond stay ordered), so that a new owner's
+/// revisions outgrow the old owner's.
+pub fn next_revision(current: u64, now_ms: u64) -> u64 {
+    (current + 1).max(now_ms << 10)
+}
+
+/// Every client and the ones changed here since Distro last looked.
+#[derive(Default)]
+pub struct Clients {
+    records: DashMap<Arc<str>, ClientRecord>,
+    /// Clients changed by this node (API calls, expiry) and not yet handed to Distro.
+    dirty: Mutex<HashSet<Arc<str>>>,
+    notify: Notify,
+}
+
+impl Clients {
+    /// Records a local change of client `id` in service `key`: present or gone.
+    pub(crate) fn changed(&self, id: &Arc<str>, key: &ServiceKey, present: bool, now_ms: u64) {
+        {
+            let mut rec = self.records.entry(id.clone()).or_default();
+            if present {
+                rec.services.insert(key.clone());
+            } else {
+                rec.services.remove(key);
+            }
+            rec.revision = next_revision(rec.revision, now_ms);
+            rec.confirmed_ms = now_ms;
+        }
+        let was_empty = {
+            let mut dirty = self.dirty.lock();
+            let was_empty = dirty.is_empty();
+            dirty.insert(id.clone());
+            was_empty
+        };
+        if was_empty {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Sets a client's record from a copy received from its owner.
+    pub(crate) fn replace(
+        &self,
+        id: &Arc<str>,
+        revision: u64,
+        services: BTreeSet<ServiceKey>,
+        now_ms: u64,
+    ) {
+        self.records.insert(
+            id.clone(),
+            ClientRecord {
+                revision,
+                services,
+                confirmed_ms: now_ms,
+            },
+        );
+    }
+
+    /// The record of `id`.
+    pub fn get(&self, id: &str) -> Option<ClientRecord> {
+        self.records.get(id).map(|r| r.clone())
+    }
+
+    /// Marks the copy of `id` confirmed by its owner at `revision`; false if this node's
+    /// copy has another revision.
+    pub fn confirm(&self, id: &str, revision: u64, now_ms: u64) -> bool {
+        match self.records.get_mut(id) {
+            Some(mut r) if r.revision == revision => {
+                r.confirmed_ms = now_ms;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Marks the copy of `id` as current without a revision check (this node just
+    /// served the client itself, standing in for an unreachable owner).
+    pub fn confirm_here(&self, id: &str, now_ms: u64) {
+        if let Some(mut r) = self.records.get_mut(id) {
+            r.confirmed_ms = now_ms;
+        }
+    }
+
+    /// Ids of every client (deleted ones included).
+    pub fn ids(&self) -> Vec<Arc<str>> {
+        self.records.iter().map(|r| r.key().clone()).collect()
+    }
+
+    /// Forgets deleted clients whose deletion is older than `keep_ms`.
+    pub fn forget_deleted(&self, keep_ms: u64, now_ms: u64) {
+        self.records
+            .retain(|_, r| !r.services.is_empty() || r.confirmed_ms + keep_ms > now_ms);
+    }
+
+    /// Waits until a client changed here.
+    pub async fn changed_here(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if !self.dirty.lock().is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Takes the clients changed here.
+    pub fn drain_changed(&self) -> Vec<Arc<str>> {
+        self.dirty.lock().drain().collect()
+    }
+
+    /// Number of clients with instances.
+    pub fn live_count(&self) -> usize {
+        self.records
+            .iter()
+            .filter(|r| !r.services.is_empty())
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_grow_and_follow_the_clock() {
+        assert_eq!(next_revision(0, 1), 1 << 10);
+        assert_eq!(next_revision(5_000, 1), 5_001);
+        assert!(next_revision(next_revision(0, 100), 100) > next_revision(0, 100));
+    }
+
+    #[test]
+    fn local_changes_are_marked_and_replicas_are_not() {
+        let c = Clients::default();
+        let id: Arc<str> = "10.0.0.1:80".into();
+        let key = ServiceKey::new("public", "g", "s");
+        c.changed(&id, &key, true, 1);
+        assert_eq!(c.drain_changed(), std::slice::from_ref(&id));
+        let rev = c.get("10.0.0.1:80").unwrap().revision;
+        assert!(c.confirm("10.0.0.1:80", rev, 2));
+        assert!(!c.confirm("10.0.0.1:80", rev + 1, 2));
+        c.replace(&id, rev + 7, BTreeSet::new(), 3);
+        assert!(c.drain_changed().is_empty());
+        c.forget_deleted(10, 12);
+        assert!(c.get("10.0.0.1:80").is_some());
+        c.forget_deleted(10, 13);
+        assert!(c.get("10.0.0.1:80").is_none());
+    }
+}
