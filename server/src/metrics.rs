@@ -28,6 +28,13 @@ pub struct StatusLabels {
     pub status: u16,
 }
 
+/// Labels of a per-member figure.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabels {
+    /// Node id.
+    pub node: String,
+}
+
 /// Labels of a push outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PushLabels {
@@ -64,6 +71,12 @@ pub struct Metrics {
     distro_clients: Gauge,
     distro_owned: Gauge,
     eviction_engaged: Gauge,
+    ready: Gauge,
+    members: Gauge,
+    members_live: Gauge,
+    raft_commit_index: Gauge,
+    replication_lag: Family<NodeLabels, Gauge>,
+    owned_by: Family<NodeLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -162,8 +175,38 @@ impl Metrics {
             "eviction_guard_engaged",
             "Namespaces where the eviction guard holds removals",
         );
+        let ready = gauge(&mut registry, "ready", "1 once the node serves requests");
+        let members = gauge(&mut registry, "cluster_members", "Members of the cluster");
+        let members_live = gauge(
+            &mut registry,
+            "cluster_members_live",
+            "Members this node hears from (itself included)",
+        );
+        let raft_commit_index = gauge(
+            &mut registry,
+            "raft_commit_index",
+            "Commit index (on the leader; 0 elsewhere)",
+        );
+        let replication_lag = Family::<NodeLabels, Gauge>::default();
+        registry.register(
+            "raft_replication_lag",
+            "Entries each member is behind the leader's log (on the leader)",
+            replication_lag.clone(),
+        );
+        let owned_by = Family::<NodeLabels, Gauge>::default();
+        registry.register(
+            "distro_clients_owned_by",
+            "Ephemeral clients owned by each live member, as this node sees them",
+            owned_by.clone(),
+        );
         Self {
             registry,
+            ready,
+            members,
+            members_live,
+            raft_commit_index,
+            replication_lag,
+            owned_by,
             distro_clients,
             distro_owned,
             eviction_engaged,
@@ -196,6 +239,17 @@ impl Metrics {
         let (registry, store, subscribers) =
             (&state.registry, &state.store, state.push.subscriber_count());
         let owned = state.distro.ownership_counts();
+        self.owned_by.clear();
+        for (node, count) in &owned {
+            self.owned_by
+                .get_or_create(&NodeLabels {
+                    node: node.to_string(),
+                })
+                .set(*count as i64);
+        }
+        self.ready.set(i64::from(state.ready.is_ready()));
+        self.members.set(state.members.peers().len() as i64 + 1);
+        self.members_live.set(state.members.live().len() as i64);
         self.distro_clients
             .set(owned.values().sum::<usize>() as i64);
         self.distro_owned
@@ -214,6 +268,19 @@ impl Metrics {
         self.raft_last_log_index.set(raft.last_log_index as i64);
         self.raft_last_applied.set(raft.last_applied as i64);
         self.raft_snapshot_index.set(raft.snapshot_index as i64);
+        let leads = raft.state == roster_raft::ServerState::Leader;
+        self.raft_commit_index
+            .set(if leads { raft.last_applied as i64 } else { 0 });
+        self.replication_lag.clear();
+        if leads {
+            for (node, matched) in &raft.replication {
+                self.replication_lag
+                    .get_or_create(&NodeLabels {
+                        node: node.to_string(),
+                    })
+                    .set(raft.last_log_index.saturating_sub(*matched) as i64);
+            }
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");

@@ -55,6 +55,25 @@ fn persistent_writes_through_any_node_are_read_on_all() {
         );
         assert!(m["lag"].as_u64().is_some());
     }
+    // The same figures in /metrics.
+    let leader_node = &c.nodes[leader];
+    assert_eq!(leader_node.metric("roster_cluster_members "), Some(3.0));
+    assert_eq!(
+        leader_node.metric("roster_cluster_members_live "),
+        Some(3.0)
+    );
+    assert_eq!(leader_node.metric("roster_ready "), Some(1.0));
+    assert_eq!(leader_node.metric("roster_raft_is_leader "), Some(1.0));
+    assert!(leader_node.metric("roster_raft_commit_index ").unwrap() >= 3.0);
+    let follower_id = (0..3).find(|i| *i != leader).unwrap() + 1;
+    assert!(leader_node
+        .metric(&format!(
+            "roster_raft_replication_lag{{node=\"{follower_id}\"}}"
+        ))
+        .is_some());
+    assert!(leader_node
+        .metric("roster_distro_clients_owned_by{node=")
+        .is_some());
     // Nacos' node list.
     let nodes = c.nodes[1]
         .call("GET", "/nacos/v1/core/cluster/nodes")
@@ -503,4 +522,118 @@ fn peer_messages_need_the_cluster_secret() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cluster secret"));
+}
+
+#[test]
+fn a_node_cut_off_by_the_network_cannot_commit_and_converges_after() {
+    let lab = roster_tests::netlab::NetLab::create(3)
+        .unwrap_or_else(|e| panic!("this test needs network namespaces (root and iproute2): {e}"));
+    let c = Cluster::start_in(&lab, 3, &[]);
+    // Ephemeral instances with long timeouts, so that only the partition matters.
+    let meta = roster_tests::enc(
+        r#"{"preserved.heart.beat.timeout":"120000","preserved.ip.delete.timeout":"240000"}"#,
+    );
+    c.nodes[0]
+        .call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=split&ip=10.40.0.1&port=1&ephemeral=false",
+        )
+        .expect(200);
+    c.nodes[0]
+        .call(
+            "POST",
+            &format!(
+                "/nacos/v1/ns/instance?serviceName=split-e&ip=10.40.1.1&port=1&metadata={meta}"
+            ),
+        )
+        .expect(200);
+    eventually(Duration::from_secs(3), || {
+        let v = c.nodes[2]
+            .call("GET", "/nacos/v1/ns/instance/list?serviceName=split-e")
+            .json();
+        if v["hosts"].as_array().unwrap().len() == 1 {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    });
+    // Cut the leader off: the hardest side to be on.
+    let cut = c.leader();
+    lab.cut(cut + 1);
+    let r = c.nodes[cut].call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=split&ip=10.40.0.2&port=2&ephemeral=false",
+    );
+    assert_eq!(
+        r.status, 503,
+        "the cut-off node refuses persistent writes: {}",
+        r.body
+    );
+    assert!(
+        r.body.contains("leader") || r.body.contains("quorum"),
+        "a clear reason: {}",
+        r.body
+    );
+    // The majority elects a leader and goes on.
+    let other = (cut + 1) % 3;
+    eventually(Duration::from_secs(20), || {
+        let r = c.nodes[other].call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=split&ip=10.40.0.3&port=3&ephemeral=false",
+        );
+        if r.status == 200 {
+            Ok(())
+        } else {
+            Err(format!("{} {}", r.status, r.body))
+        }
+    });
+    // Ephemeral writes stay available on both sides (AP).
+    c.nodes[other]
+        .call(
+            "POST",
+            &format!(
+                "/nacos/v1/ns/instance?serviceName=split-e&ip=10.40.1.2&port=1&metadata={meta}"
+            ),
+        )
+        .expect(200);
+    c.nodes[cut]
+        .call(
+            "POST",
+            &format!(
+                "/nacos/v1/ns/instance?serviceName=split-e&ip=10.40.1.3&port=1&metadata={meta}"
+            ),
+        )
+        .expect(200);
+    lab.heal(cut + 1);
+    // After healing, every node agrees on both kinds of data.
+    for node in &c.nodes {
+        eventually(Duration::from_secs(30), || {
+            let p = persistent_ports(node, "split");
+            if p == BTreeSet::from([1, 3]) {
+                Ok(())
+            } else {
+                Err(format!("persistent {p:?}"))
+            }
+        });
+        eventually(Duration::from_secs(30), || {
+            let v = node
+                .call("GET", "/nacos/v1/ns/instance/list?serviceName=split-e")
+                .json();
+            let ips: BTreeSet<String> = v["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["ip"].as_str().unwrap().to_string())
+                .collect();
+            let want: BTreeSet<String> = ["10.40.1.1", "10.40.1.2", "10.40.1.3"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            if ips == want {
+                Ok(())
+            } else {
+                Err(format!("ephemeral {ips:?}"))
+            }
+        });
+    }
 }

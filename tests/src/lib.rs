@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 pub use serde_json::{json, Value};
 
+pub mod netlab;
+
 /// The admin password test nodes start with.
 pub const ADMIN_PASSWORD: &str = "test-admin-pass-1";
 
@@ -137,6 +139,12 @@ pub struct NodeOptions {
     pub ports: Option<(u16, u16)>,
     /// Wait for `/health/ready` before returning.
     pub wait_ready: bool,
+    /// A command the node runs under (e.g. `ip netns exec NAME`).
+    pub wrapper: Vec<String>,
+    /// The IP the HTTP API binds (and the tests reach).
+    pub http_host: String,
+    /// The IP the peer channel binds.
+    pub peer_host: String,
 }
 
 impl Default for NodeOptions {
@@ -147,6 +155,9 @@ impl Default for NodeOptions {
             admin_password: Some(ADMIN_PASSWORD.into()),
             ports: None,
             wait_ready: true,
+            wrapper: Vec::new(),
+            http_host: "127.0.0.1".into(),
+            peer_host: "127.0.0.1".into(),
         }
     }
 }
@@ -212,19 +223,26 @@ impl Node {
         self.dir.path().join(format!("roster-{}.log", self.starts))
     }
 
-    /// `127.0.0.1:<http port>`.
+    /// `<http host>:<http port>`.
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.http_port)
+        format!("{}:{}", self.options.http_host, self.http_port)
     }
 
     fn spawn(&mut self) {
         self.starts += 1;
         let log = File::create(self.log_path()).expect("log file");
-        let mut cmd = Command::new(roster_bin());
+        let mut cmd = match self.options.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(roster_bin());
+                cmd
+            }
+            None => Command::new(roster_bin()),
+        };
         cmd.arg("--http")
             .arg(self.addr())
             .arg("--peer")
-            .arg(format!("127.0.0.1:{}", self.peer_port))
+            .arg(format!("{}:{}", self.options.peer_host, self.peer_port))
             .arg("--data-dir")
             .arg(self.data_dir())
             .args(&self.options.args)
@@ -512,11 +530,24 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` nodes with `extra` arguments each and waits until all are ready.
     pub fn start(n: usize, extra: &[&str]) -> Self {
+        Self::start_on(n, extra, None)
+    }
+
+    /// Starts one node per namespace of `lab`.
+    pub fn start_in(lab: &netlab::NetLab, n: usize, extra: &[&str]) -> Self {
+        Self::start_on(n, extra, Some(lab))
+    }
+
+    fn start_on(n: usize, extra: &[&str], lab: Option<&netlab::NetLab>) -> Self {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let peer_host = |i: usize| {
+            lab.map(|l| l.peer_host(i + 1))
+                .unwrap_or_else(|| "127.0.0.1".into())
+        };
         let members = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, peer))| format!("{}=127.0.0.1:{peer}", i + 1))
+            .map(|(i, (_, peer))| format!("{}={}:{peer}", i + 1, peer_host(i)))
             .collect::<Vec<_>>()
             .join(",");
         let mut nodes: Vec<Node> = ports
@@ -530,13 +561,19 @@ impl Cluster {
                     members.clone(),
                 ];
                 args.extend(extra.iter().map(|a| a.to_string()));
-                Node::start_with(NodeOptions {
+                let mut options = NodeOptions {
                     args,
                     env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],
                     ports: Some(*ports),
                     wait_ready: false,
                     ..Default::default()
-                })
+                };
+                if let Some(lab) = lab {
+                    options.wrapper = lab.wrapper(i + 1);
+                    options.http_host = lab.http_host(i + 1);
+                    options.peer_host = lab.peer_host(i + 1);
+                }
+                Node::start_with(options)
             })
             .collect();
         for node in &mut nodes {
