@@ -196,76 +196,40 @@ mod tests {
     fn signatures_bind_secret_path_body_and_time() {
         let s = ClusterSecret::new(b"0123456789abcdef".to_vec()).unwrap();
         let auth = s.sign(1_000_000, 2, "raft/vote", b"body");
-        let ok = s.verify(
-            Some("1"),
-            Some("2"),
-            Some(&auth),
-            "raft/vote",
-            b"body",
-            1_000_500,
+        let check = |secret: &ClusterSecret,
+                     protocol: &str,
+                     sender: &str,
+                     path: &str,
+                     body: &[u8],
+                     now: u64| {
+            secret.verify(Some(protocol), Some(sender), Some(&auth), path, body, now)
+        };
+        assert_eq!(check(&s, "1", "2", "raft/vote", b"body", 1_000_500), Ok(2));
+        assert!(
+            check(&s, "1", "2", "raft/append", b"body", 1_000_500).is_err(),
+            "another path"
         );
-        assert_eq!(ok, Ok(2));
-        assert!(s
-            .verify(
-                Some("1"),
-                Some("2"),
-                Some(&auth),
-                "raft/append",
-                b"body",
-                1_000_500
-            )
-            .is_err());
-        assert!(s
-            .verify(
-                Some("1"),
-                Some("2"),
-                Some(&auth),
-                "raft/vote",
-                b"other",
-                1_000_500
-            )
-            .is_err());
-        assert!(s
-            .verify(
-                Some("1"),
-                Some("3"),
-                Some(&auth),
-                "raft/vote",
-                b"body",
-                1_000_500
-            )
-            .is_err());
-        assert!(s
-            .verify(
-                Some("2"),
-                Some("2"),
-                Some(&auth),
-                "raft/vote",
-                b"body",
-                1_000_500
-            )
-            .is_err());
-        assert!(s
-            .verify(
-                Some("1"),
-                Some("2"),
-                Some(&auth),
-                "raft/vote",
-                b"body",
-                1_100_001
-            )
-            .is_err());
+        assert!(
+            check(&s, "1", "2", "raft/vote", b"other", 1_000_500).is_err(),
+            "another body"
+        );
+        assert!(
+            check(&s, "1", "3", "raft/vote", b"body", 1_000_500).is_err(),
+            "another sender"
+        );
+        assert!(
+            check(&s, "2", "2", "raft/vote", b"body", 1_000_500).is_err(),
+            "another protocol"
+        );
+        assert!(
+            check(&s, "1", "2", "raft/vote", b"body", 1_100_001).is_err(),
+            "too old"
+        );
         let other = ClusterSecret::new(b"fedcba9876543210".to_vec()).unwrap();
-        assert!(other
-            .verify(
-                Some("1"),
-                Some("2"),
-                Some(&auth),
-                "raft/vote",
-                b"body",
-                1_000_500
-            )
-            .is_err());
+        assert!(
+            check(&other, "1", "2", "raft/vote", b"body", 1_000_500).is_err(),
+            "another secret"
+        );
         assert!(ClusterSecret::new(b"short".to_vec()).is_err());
     }
 }
