@@ -25,6 +25,7 @@ use crate::cluster::peer::{ClusterSecret, PeerClient};
 use crate::cluster::server::PeerState;
 use crate::config::NodeArgs;
 use crate::distro::Distro;
+use crate::dns::DnsConfig;
 use crate::health::guard::{EvictionGuard, GuardPolicy};
 use crate::metrics::Metrics;
 use crate::push::udp::UdpPush;
@@ -88,6 +89,8 @@ pub struct AppState {
     pub distro: Distro,
     /// Holds mass removals.
     pub guard: Arc<EvictionGuard>,
+    /// Round-robin positions of `/api/v1/pick`.
+    pub balancers: crate::api::pick::Balancers,
 }
 
 /// The sockets a node serves on, bound by the caller (so tests can bind port 0).
@@ -98,6 +101,8 @@ pub struct Listeners {
     pub peer: TcpListener,
     /// The socket UDP pushes are sent from and acks arrive at.
     pub udp: UdpSocket,
+    /// DNS over UDP and TCP, with `--dns`.
+    pub dns: Option<(UdpSocket, TcpListener)>,
 }
 
 impl Listeners {
@@ -112,7 +117,23 @@ impl Listeners {
         let udp = UdpSocket::bind((args.http.ip(), 0))
             .await
             .with_context(|| format!("cannot bind a UDP push socket on {}", args.http.ip()))?;
-        Ok(Self { http, peer, udp })
+        let dns = match args.dns {
+            Some(addr) => Some((
+                UdpSocket::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on --dns {addr} (UDP)"))?,
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on --dns {addr} (TCP)"))?,
+            )),
+            None => None,
+        };
+        Ok(Self {
+            http,
+            peer,
+            udp,
+            dns,
+        })
     }
 }
 
@@ -249,6 +270,7 @@ pub async fn run(
             share: args.eviction_guard_share,
             min_count: args.eviction_guard_min,
         })),
+        balancers: Default::default(),
     };
 
     let (stop, stopping) = watch::channel(false);
@@ -275,6 +297,22 @@ pub async fn run(
             .clone()
             .run(peer_client, store.clone(), stopping.clone()),
     );
+    if let Some((udp, tcp)) = listeners.dns {
+        let config = DnsConfig::new(&args.dns_domain, args.dns_ttl).map_err(anyhow::Error::msg)?;
+        tracing::info!(addr = %udp.local_addr()?, domain = %config.domain, "serving DNS");
+        workers.spawn(crate::dns::serve_udp(
+            udp,
+            registry.clone(),
+            config.clone(),
+            stopping.clone(),
+        ));
+        workers.spawn(crate::dns::serve_tcp(
+            tcp,
+            registry.clone(),
+            config,
+            stopping.clone(),
+        ));
+    }
     workers.spawn(state.distro.clone().run_propagation(stopping.clone()));
     workers.spawn(state.distro.clone().run_verification(stopping.clone()));
     workers.spawn(push.clone().run_pusher(registry.watch(), stopping.clone()));

@@ -232,6 +232,23 @@ pub struct NodeArgs {
     )]
     pub eviction_guard_min: usize,
 
+    /// Serve DNS (UDP and TCP) on this address, e.g. `127.0.0.1:8600`. Off by default.
+    #[arg(long, env = "ROSTER_DNS", value_name = "ADDR")]
+    pub dns: Option<SocketAddr>,
+
+    /// The DNS zone roster answers for.
+    #[arg(
+        long,
+        env = "ROSTER_DNS_DOMAIN",
+        default_value = "roster",
+        value_name = "DOMAIN"
+    )]
+    pub dns_domain: String,
+
+    /// TTL of DNS answers, seconds.
+    #[arg(long, env = "ROSTER_DNS_TTL", default_value_t = 5, value_name = "SECS")]
+    pub dns_ttl: u32,
+
     /// Seconds a UDP push subscriber stays registered after its last list query.
     #[arg(
         long,

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod distro;
+pub mod dns;
 pub mod health;
 pub mod metrics;
 pub mod push;

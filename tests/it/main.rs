@@ -10,3 +10,4 @@ mod heartbeat;
 mod nacos_v1;
 mod ops;
 mod push;
+mod selection;

@@ -8,6 +8,7 @@ pub mod guard;
 pub mod nacos;
 pub mod ops;
 pub mod params;
+pub mod pick;
 
 use std::time::Instant;
 
@@ -28,6 +29,7 @@ pub fn service(state: AppState) -> Router {
         .merge(nacos::routes())
         .merge(ops::routes())
         .merge(cluster::routes())
+        .merge(pick::routes())
         .fallback(nacos::no_such_api)
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -14,6 +14,7 @@ use crate::registry::instance::{
     Metadata, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY,
 };
 use crate::registry::namespace::PUBLIC_NAMESPACE;
+use crate::registry::selector::LabelSelector;
 use crate::registry::service::ServiceKey;
 
 /// The default group.
@@ -127,6 +128,27 @@ impl Params {
         check_group(&group)?;
         check_service_name(&name)?;
         Ok(ServiceKey::new(&namespace, &group, &name))
+    }
+
+    /// A metadata selector from `selector` (label-selector syntax).
+    pub fn selector(&self) -> Result<Option<LabelSelector>, ApiError> {
+        match self.get("selector") {
+            None => Ok(None),
+            Some(raw) => LabelSelector::parse(raw)
+                .map(Some)
+                .map_err(|e| ApiError::illegal("selector", format!("{e}."))),
+        }
+    }
+
+    /// Lanes from `lanes` (comma-separated, in order of preference). Present but empty
+    /// means the base lane only; absent means lanes are ignored.
+    pub fn lanes(&self) -> Option<Vec<&str>> {
+        self.get("lanes").map(|raw| {
+            raw.split(',')
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect()
+        })
     }
 
     /// Whether the caller asked for a linearizable read (`consistent=true`).

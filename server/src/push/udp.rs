@@ -22,6 +22,7 @@ use crate::api::params::parse_cluster_list;
 use crate::clock::now_ms;
 use crate::metrics::Metrics;
 use crate::registry::changes::ChangeSet;
+use crate::registry::select::Query;
 use crate::registry::service::ServiceKey;
 use crate::registry::Registry;
 
@@ -266,8 +267,10 @@ impl UdpPush {
                     grouped: &grouped,
                     group: None,
                     clusters_raw: &sub.clusters,
-                    clusters: &clusters,
-                    healthy_only: false,
+                    query: Query {
+                        clusters: &clusters,
+                        ..Default::default()
+                    },
                     now_ms: now,
                 },
             );

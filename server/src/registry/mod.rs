@@ -10,11 +10,13 @@
 //! [`namespace`] namespaces, [`select`] query selection and protection threshold,
 //! [`changes`] change notification for push.
 
+pub mod balance;
 pub mod changes;
 pub mod client;
 pub mod instance;
 pub mod namespace;
 pub mod select;
+pub mod selector;
 pub mod service;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

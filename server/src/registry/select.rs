@@ -1,10 +1,29 @@
-//! Which instances a query returns: cluster filter, enabled filter, health filter and the
-//! protection threshold (Nacos 1.x semantics).
+//! Which instances a query returns: cluster filter, enabled filter, metadata selector,
+//! priority lanes, health filter and the protection threshold (Nacos 1.x semantics).
 
 use std::sync::Arc;
 
 use super::instance::Instance;
-use super::service::ServiceView;
+use super::selector::LabelSelector;
+use super::service::{ServiceView, METADATA_SELECTOR};
+
+/// The metadata key that names an instance's lane unless the service says otherwise.
+pub const DEFAULT_LANE_KEY: &str = "lane";
+
+/// What a query asks for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Query<'a> {
+    /// Clusters to include (all when empty).
+    pub clusters: &'a [&'a str],
+    /// Only healthy instances (unless protection triggers).
+    pub healthy_only: bool,
+    /// A metadata selector; `None` applies the service's stored one, if any.
+    pub selector: Option<&'a LabelSelector>,
+    /// Lanes in order of preference: the first with a healthy instance wins, else the
+    /// base lane (instances without a lane). `Some(&[])` means the base lane only;
+    /// `None` ignores lanes.
+    pub lanes: Option<&'a [&'a str]>,
+}
 
 /// The instances a query returns.
 #[derive(Debug)]
@@ -14,6 +33,8 @@ pub struct Selection {
     /// True when too few instances are healthy and every instance was returned, each
     /// reported healthy so that clients keep spreading load.
     pub protected: bool,
+    /// With lanes: the lane that served (`None`: the base lane).
+    pub lane: Option<String>,
 }
 
 impl Selection {
@@ -29,33 +50,54 @@ pub fn protection_triggered(healthy: usize, total: usize, threshold: f64) -> boo
     total > 0 && threshold >= 0.0 && (healthy as f64 / total as f64) <= threshold
 }
 
-/// Selects the enabled instances of `clusters` (all clusters when empty).
-///
-/// Protection threshold, Nacos 1.x semantics: when healthy/total <= threshold over those
-/// instances, every one of them is returned (even with `healthy_only`) and the selection
-/// says so. A negative threshold turns protection off.
-pub fn select(view: &ServiceView, clusters: &[&str], healthy_only: bool) -> Selection {
-    let candidates: Vec<Arc<Instance>> = view
+/// Selects instances for `query`: enabled, in the clusters, matching the selector, in the
+/// chosen lane; then the protection threshold over those (when healthy/total <=
+/// threshold every one of them is returned, even with `healthy_only`), else the health
+/// filter.
+pub fn select(view: &ServiceView, query: &Query<'_>) -> Selection {
+    let settings = view.settings.as_deref();
+    // The service's stored selector applies when the query gives none (it was checked
+    // when stored).
+    let stored = match (query.selector, settings.map(|s| &s.selector)) {
+        (None, Some(s)) if s.kind == METADATA_SELECTOR => LabelSelector::parse(&s.expression).ok(),
+        _ => None,
+    };
+    let selector = query.selector.or(stored.as_ref());
+    let mut candidates: Vec<Arc<Instance>> = view
         .instances
         .values()
         .filter(|i| i.enabled)
-        .filter(|i| clusters.is_empty() || clusters.contains(&&*i.cluster))
+        .filter(|i| query.clusters.is_empty() || query.clusters.contains(&&*i.cluster))
+        .filter(|i| selector.is_none_or(|s| s.matches(&i.metadata)))
         .cloned()
         .collect();
+    let mut lane = None;
+    if let Some(lanes) = query.lanes {
+        let key = settings
+            .and_then(|s| s.lane_key.as_deref())
+            .unwrap_or(DEFAULT_LANE_KEY);
+        let chosen = lanes.iter().find(|l| {
+            candidates
+                .iter()
+                .any(|i| i.healthy && i.metadata.get(key).map(String::as_str) == Some(**l))
+        });
+        candidates.retain(|i| i.metadata.get(key).map(String::as_str) == chosen.copied());
+        lane = chosen.map(|l| l.to_string());
+    }
     let total = candidates.len();
     let healthy = candidates.iter().filter(|i| i.healthy).count();
-    let threshold = view
-        .settings
-        .as_ref()
-        .map(|s| s.protect_threshold)
-        .unwrap_or(0.0);
+    let threshold = settings.map(|s| s.protect_threshold).unwrap_or(0.0);
     let protected = protection_triggered(healthy, total, threshold);
-    let hosts = if healthy_only && !protected {
+    let hosts = if query.healthy_only && !protected {
         candidates.into_iter().filter(|i| i.healthy).collect()
     } else {
         candidates
     };
-    Selection { hosts, protected }
+    Selection {
+        hosts,
+        protected,
+        lane,
+    }
 }
 
 #[cfg(test)]
@@ -64,9 +106,19 @@ mod tests {
 
     use super::*;
     use crate::registry::instance::{Heartbeat, Pinned};
-    use crate::registry::service::ServiceSettings;
+    use crate::registry::service::{Selector, ServiceSettings};
 
     fn instance(port: u16, cluster: &str, healthy: bool, enabled: bool) -> Arc<Instance> {
+        with_meta(port, cluster, healthy, enabled, &[])
+    }
+
+    fn with_meta(
+        port: u16,
+        cluster: &str,
+        healthy: bool,
+        enabled: bool,
+        meta: &[(&str, &str)],
+    ) -> Arc<Instance> {
         Arc::new(Instance {
             instance_id: format!("{port}").into(),
             ip: "10.0.0.1".into(),
@@ -76,31 +128,41 @@ mod tests {
             healthy,
             enabled,
             ephemeral: true,
-            metadata: Arc::new(BTreeMap::new()),
+            metadata: Arc::new(
+                meta.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
             heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
             beat: None,
         })
     }
 
-    fn view(threshold: Option<f64>, instances: &[Arc<Instance>]) -> ServiceView {
+    fn view(settings: Option<ServiceSettings>, instances: &[Arc<Instance>]) -> ServiceView {
         ServiceView {
-            settings: threshold.map(|t| {
-                Arc::new(ServiceSettings {
-                    protect_threshold: t,
-                    ..Default::default()
-                })
-            }),
+            settings: settings.map(Arc::new),
             instances: instances.iter().map(|i| (i.addr(), i.clone())).collect(),
             revision: 1,
             modified_ms: 0,
         }
     }
 
+    fn threshold(t: f64) -> Option<ServiceSettings> {
+        Some(ServiceSettings {
+            protect_threshold: t,
+            ..Default::default()
+        })
+    }
+
+    fn ports(s: &Selection) -> Vec<u16> {
+        s.hosts.iter().map(|h| h.port).collect()
+    }
+
     #[test]
     fn filters_clusters_disabled_and_unhealthy() {
         let v = view(
-            Some(0.0),
+            threshold(0.0),
             &[
                 instance(1, "a", true, true),
                 instance(2, "a", false, true),
@@ -108,26 +170,45 @@ mod tests {
                 instance(4, "a", true, false),
             ],
         );
-        let s = select(&v, &["a"], false);
-        assert_eq!(s.hosts.iter().map(|h| h.port).collect::<Vec<_>>(), [1, 2]);
+        let a = ["a"];
+        let s = select(
+            &v,
+            &Query {
+                clusters: &a,
+                ..Default::default()
+            },
+        );
+        assert_eq!(ports(&s), [1, 2]);
         assert!(!s.protected);
-        let s = select(&v, &["a"], true);
-        assert_eq!(s.hosts.iter().map(|h| h.port).collect::<Vec<_>>(), [1]);
-        let s = select(&v, &[], false);
-        assert_eq!(s.hosts.len(), 3);
+        let s = select(
+            &v,
+            &Query {
+                clusters: &a,
+                healthy_only: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(ports(&s), [1]);
+        assert_eq!(select(&v, &Query::default()).hosts.len(), 3);
     }
 
     #[test]
     fn protection_returns_everything_even_healthy_only() {
         let v = view(
-            Some(0.5),
+            threshold(0.5),
             &[
                 instance(1, "a", true, true),
                 instance(2, "a", false, true),
                 instance(3, "a", false, true),
             ],
         );
-        let s = select(&v, &[], true);
+        let s = select(
+            &v,
+            &Query {
+                healthy_only: true,
+                ..Default::default()
+            },
+        );
         assert!(s.protected);
         assert_eq!(s.hosts.len(), 3);
         assert!(s.hosts.iter().all(|h| s.reported_healthy(h)));
@@ -136,16 +217,127 @@ mod tests {
     #[test]
     fn default_threshold_protects_only_when_none_is_healthy() {
         let none_healthy = view(None, &[instance(1, "a", false, true)]);
-        assert!(select(&none_healthy, &[], false).protected);
+        assert!(select(&none_healthy, &Query::default()).protected);
         let one_healthy = view(
             None,
             &[instance(1, "a", false, true), instance(2, "a", true, true)],
         );
-        assert!(!select(&one_healthy, &[], false).protected);
-        let off = view(Some(-1.0), &[instance(1, "a", false, true)]);
-        let s = select(&off, &[], true);
+        assert!(!select(&one_healthy, &Query::default()).protected);
+        let off = view(threshold(-1.0), &[instance(1, "a", false, true)]);
+        let s = select(
+            &off,
+            &Query {
+                healthy_only: true,
+                ..Default::default()
+            },
+        );
         assert!(!s.protected);
         assert!(s.hosts.is_empty());
-        assert!(!select(&view(None, &[]), &[], false).protected);
+        assert!(!select(&view(None, &[]), &Query::default()).protected);
+    }
+
+    #[test]
+    fn selectors_from_the_query_or_the_service() {
+        let instances = [
+            with_meta(1, "a", true, true, &[("env", "prod")]),
+            with_meta(2, "a", true, true, &[("env", "dev")]),
+            with_meta(3, "a", true, true, &[]),
+        ];
+        let stored = Some(ServiceSettings {
+            selector: Selector {
+                kind: METADATA_SELECTOR.into(),
+                expression: "env=prod".into(),
+            },
+            ..Default::default()
+        });
+        let v = view(stored, &instances);
+        assert_eq!(
+            ports(&select(&v, &Query::default())),
+            [1],
+            "the stored selector applies"
+        );
+        let dev = LabelSelector::parse("env in (dev)").unwrap();
+        assert_eq!(
+            ports(&select(
+                &v,
+                &Query {
+                    selector: Some(&dev),
+                    ..Default::default()
+                }
+            )),
+            [2],
+            "the query's wins"
+        );
+        let all = LabelSelector::parse("").unwrap();
+        assert_eq!(
+            select(
+                &v,
+                &Query {
+                    selector: Some(&all),
+                    ..Default::default()
+                }
+            )
+            .hosts
+            .len(),
+            3
+        );
+    }
+
+    #[test]
+    fn lanes_pick_the_first_lane_with_a_healthy_instance() {
+        let instances = [
+            with_meta(1, "a", true, true, &[]),
+            with_meta(2, "a", true, true, &[("lane", "v2.0")]),
+            with_meta(3, "a", false, true, &[("lane", "v1.2")]),
+            with_meta(4, "a", true, true, &[("lane", "v1.2")]),
+            with_meta(5, "a", false, true, &[("lane", "v3")]),
+        ];
+        let v = view(None, &instances);
+        // (lanes, expected ports, serving lane)
+        let table: &[(&[&str], &[u16], Option<&str>)] = &[
+            (&["v2.0", "v1.2"], &[2], Some("v2.0")),
+            (&["v1.2", "v2.0"], &[3, 4], Some("v1.2")),
+            (&["v3", "v1.2"], &[3, 4], Some("v1.2")),
+            (&["v3"], &[1], None),
+            (&["nope"], &[1], None),
+            (&[], &[1], None),
+        ];
+        for (lanes, want, lane) in table {
+            let s = select(
+                &v,
+                &Query {
+                    lanes: Some(lanes),
+                    ..Default::default()
+                },
+            );
+            assert_eq!(ports(&s), *want, "{lanes:?}");
+            assert_eq!(s.lane.as_deref(), *lane, "{lanes:?}");
+        }
+        assert_eq!(
+            select(&v, &Query::default()).hosts.len(),
+            5,
+            "no lanes: every instance"
+        );
+        // A service can name another key.
+        let keyed = view(
+            Some(ServiceSettings {
+                lane_key: Some("branch".into()),
+                ..Default::default()
+            }),
+            &[
+                with_meta(1, "a", true, true, &[("branch", "x")]),
+                with_meta(2, "a", true, true, &[("lane", "x")]),
+            ],
+        );
+        assert_eq!(
+            ports(&select(
+                &keyed,
+                &Query {
+                    lanes: Some(&["x"]),
+                    ..Default::default()
+                }
+            )),
+            [1]
+        );
     }
 }

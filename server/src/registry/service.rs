@@ -98,14 +98,19 @@ impl Default for ClusterSettings {
     }
 }
 
-/// A service selector, as Nacos stores it.
+/// A service selector, as Nacos stores it: `none`, `label` (Nacos' CMDB labels, kept
+/// for compatibility and not applied), or roster's `metadata` (a label selector over
+/// instance metadata, applied to queries that give none).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Selector {
-    /// `none` or `label`.
+    /// `none`, `label` or `metadata`.
     pub kind: String,
-    /// The label expression, for `label`.
+    /// The expression.
     pub expression: String,
 }
+
+/// The selector kind roster applies to instance queries.
+pub const METADATA_SELECTOR: &str = "metadata";
 
 /// Settings an operator stored for a service (through Raft).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,6 +123,9 @@ pub struct ServiceSettings {
     pub selector: Selector,
     /// Per-cluster settings.
     pub clusters: BTreeMap<String, ClusterSettings>,
+    /// The instance metadata key that names an instance's lane (default `lane`).
+    #[serde(default)]
+    pub lane_key: Option<String>,
 }
 
 impl Default for ServiceSettings {
@@ -130,6 +138,7 @@ impl Default for ServiceSettings {
                 expression: String::new(),
             },
             clusters: BTreeMap::new(),
+            lane_key: None,
         }
     }
 }

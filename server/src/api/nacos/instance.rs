@@ -24,6 +24,7 @@ use crate::clock::now_ms;
 use crate::distro::{EphemeralOp, OpReply};
 use crate::push::udp::push_capable;
 use crate::registry::instance::{addr_key, Instance, Metadata};
+use crate::registry::select::Query;
 use crate::registry::service::{HealthChecker, ServiceKey};
 use crate::registry::{InstancePatch, Registration};
 use crate::store::command::CommandV1;
@@ -257,6 +258,8 @@ pub async fn list(
     let clusters_raw = params.get("clusters").unwrap_or("");
     let clusters = parse_cluster_list(clusters_raw)?;
     let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
+    let selector = params.selector()?;
+    let lanes = params.lanes();
     if params.consistent()? {
         // Persistent data as of now on the leader; ephemeral data is as replicated.
         state.store.read_barrier().await?;
@@ -294,8 +297,12 @@ pub async fn list(
             grouped: &grouped,
             group: Some(&key.group),
             clusters_raw,
-            clusters: &clusters,
-            healthy_only,
+            query: Query {
+                clusters: &clusters,
+                healthy_only,
+                selector: selector.as_ref(),
+                lanes: lanes.as_deref(),
+            },
             now_ms: now_ms(),
         },
     );

@@ -10,8 +10,9 @@ use crate::api::error::ApiError;
 use crate::api::params::{check_group, parse_bool, parse_port, Params, DEFAULT_GROUP};
 use crate::app::AppState;
 use crate::clock::now_ms;
+use crate::registry::selector::LabelSelector;
 use crate::registry::service::{
-    ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings,
+    ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings, METADATA_SELECTOR,
 };
 use crate::store::command::CommandV1;
 
@@ -34,7 +35,9 @@ fn protect_threshold(params: &Params, required: bool) -> Result<f64, ApiError> {
     Ok(value)
 }
 
-/// Parses `selector`: `{"type":"none"}` or `{"type":"label","expression":"..."}`.
+/// Parses `selector`: `{"type":"none"}`, `{"type":"label","expression":"..."}` (Nacos'
+/// CMDB selector, stored but not applied) or `{"type":"metadata","expression":"..."}`
+/// (a label selector over instance metadata, applied to queries that give none).
 fn selector(params: &Params) -> Result<Selector, ApiError> {
     let Some(raw) = params.optional("selector") else {
         return Ok(ServiceSettings::default().selector);
@@ -44,14 +47,21 @@ fn selector(params: &Params) -> Result<Selector, ApiError> {
     let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("");
     match kind {
         "none" => Ok(ServiceSettings::default().selector),
-        "label" => Ok(Selector {
-            kind: "label".into(),
-            expression: value
+        "label" | METADATA_SELECTOR => {
+            let expression = value
                 .get("expression")
                 .and_then(|e| e.as_str())
                 .unwrap_or("")
-                .to_string(),
-        }),
+                .to_string();
+            if kind == METADATA_SELECTOR {
+                LabelSelector::parse(&expression)
+                    .map_err(|e| ApiError::illegal("selector", format!("expression {e}.")))?;
+            }
+            Ok(Selector {
+                kind: kind.into(),
+                expression,
+            })
+        }
         _ => Err(ApiError::bad_request("not match any type of selector!")),
     }
 }
@@ -68,7 +78,22 @@ fn settings(
             .unwrap_or_default(),
         selector: selector(params)?,
         clusters: Default::default(),
+        lane_key: lane_key(params)?,
     })
+}
+
+/// `laneKey`: the metadata key naming an instance's lane (roster extension).
+fn lane_key(params: &Params) -> Result<Option<String>, ApiError> {
+    match params.optional("laneKey") {
+        None => Ok(None),
+        Some(k) if k.len() <= 128 && !k.contains(|c: char| c.is_whitespace() || c == ',') => {
+            Ok(Some(k.to_string()))
+        }
+        Some(k) => Err(ApiError::illegal(
+            "laneKey",
+            format!("'{k}' is not a metadata key."),
+        )),
+    }
 }
 
 fn not_found(key: &ServiceKey) -> ApiError {
@@ -122,9 +147,18 @@ pub async fn update(
     params: Params,
 ) -> Result<&'static str, ApiError> {
     let key = params.service_key()?;
-    let settings = settings(&params, &state, true)?;
-    if state.registry.service_by_key(&key).is_none() {
-        return Err(not_found(&key));
+    let mut settings = settings(&params, &state, true)?;
+    let current = state
+        .registry
+        .service_by_key(&key)
+        .ok_or_else(|| not_found(&key))?;
+    // The lane key is kept unless given (Nacos clients do not know it).
+    if settings.lane_key.is_none() {
+        settings.lane_key = current
+            .view()
+            .settings
+            .as_ref()
+            .and_then(|s| s.lane_key.clone());
     }
     state
         .store
@@ -169,6 +203,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         "protectThreshold": settings.protect_threshold,
         "metadata": settings.metadata,
         "selector": { "type": settings.selector.kind, "expression": settings.selector.expression, "contextType": "NONE" },
+        "laneKey": settings.lane_key.as_deref().unwrap_or(crate::registry::select::DEFAULT_LANE_KEY),
         "clusters": clusters,
     })))
 }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::registry::instance::{Instance, Metadata, ID_GENERATOR_KEY};
-use crate::registry::select::{select, Selection};
+use crate::registry::select::{select, Query, Selection};
 use crate::registry::service::ServiceView;
 
 /// How long clients may cache a list, in ms (Nacos 2.x: always 10000; clients poll at
@@ -79,6 +79,9 @@ pub struct ServiceInfo<'a> {
     all_ips: bool,
     reach_protection_threshold: bool,
     valid: bool,
+    /// With `lanes`: the lane that served (absent: the base lane).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<String>,
 }
 
 /// What a list query asks for.
@@ -89,10 +92,8 @@ pub struct ListRequest<'a> {
     pub group: Option<&'a str>,
     /// The `clusters` parameter, echoed byte for byte (clients key caches on it).
     pub clusters_raw: &'a str,
-    /// The parsed cluster filter.
-    pub clusters: &'a [&'a str],
-    /// Only healthy instances (unless protection triggers).
-    pub healthy_only: bool,
+    /// Which instances.
+    pub query: Query<'a>,
     /// `lastRefTime`.
     pub now_ms: u64,
 }
@@ -100,10 +101,11 @@ pub struct ListRequest<'a> {
 /// Serializes the `ServiceInfo` for `req` over `view` (`None`: unknown service).
 pub fn service_info(view: Option<&ServiceView>, req: &ListRequest<'_>) -> Vec<u8> {
     let selection = match view {
-        Some(v) => select(v, req.clusters, req.healthy_only),
+        Some(v) => select(v, &req.query),
         None => Selection {
             hosts: Vec::new(),
             protected: false,
+            lane: None,
         },
     };
     let hosts = selection
@@ -123,6 +125,7 @@ pub fn service_info(view: Option<&ServiceView>, req: &ListRequest<'_>) -> Vec<u8
         all_ips: false,
         reach_protection_threshold: selection.protected,
         valid: true,
+        lane: selection.lane.clone(),
     };
     serde_json::to_vec(&info).expect("ServiceInfo serializes")
 }

@@ -1,0 +1,99 @@
+//! `GET /api/v1/pick`: one healthy instance of a service, for clients that cannot
+//! balance themselves — by weighted random, smooth weighted round-robin or consistent
+//! hash on a key, after the same clusters, selector and lanes as a list query.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use super::error::ApiError;
+use super::nacos::json_of;
+use super::nacos::wire::Host;
+use super::params::{parse_cluster_list, Params};
+use crate::app::AppState;
+use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin, Strategy};
+use crate::registry::select::{select, Query};
+
+/// Round-robin positions, per service and filter. Bounded: cleared when it grows past
+/// [`MAX_BALANCERS`] (positions restart, which round-robin tolerates).
+#[derive(Clone, Default)]
+pub struct Balancers(Arc<DashMap<String, Mutex<RoundRobin>>>);
+
+const MAX_BALANCERS: usize = 10_000;
+
+/// The pick routes.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/v1/pick", get(pick))
+}
+
+#[derive(Serialize)]
+struct Picked<'a> {
+    #[serde(flatten)]
+    host: Host<'a>,
+    /// The lane that served, when lanes were asked for (absent: the base lane).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<String>,
+}
+
+async fn pick(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let clusters_raw = params.get("clusters").unwrap_or("");
+    let clusters = parse_cluster_list(clusters_raw)?;
+    let selector = params.selector()?;
+    let lanes = params.lanes();
+    let strategy = match params.optional("strategy") {
+        None => Strategy::WeightedRandom,
+        Some(s) => Strategy::parse(s).ok_or_else(|| {
+            ApiError::illegal(
+                "strategy",
+                format!("'{s}' is not one of random, round-robin, hash."),
+            )
+        })?,
+    };
+    let hash_key = match strategy {
+        Strategy::Hash => Some(params.required("key")?),
+        _ => None,
+    };
+    let grouped = key.grouped();
+    let none = || ApiError::not_found(format!("no healthy instance of service {grouped} matches"));
+    let svc = state.registry.service_by_key(&key).ok_or_else(none)?;
+    let view = svc.view();
+    let selection = select(
+        &view,
+        &Query {
+            clusters: &clusters,
+            healthy_only: true,
+            selector: selector.as_ref(),
+            lanes: lanes.as_deref(),
+        },
+    );
+    let picked = match (strategy, hash_key) {
+        (Strategy::Hash, Some(k)) => consistent_hash(&selection.hosts, k),
+        (Strategy::RoundRobin, _) => {
+            let id = format!(
+                "{key}|{clusters_raw}|{}|{}",
+                params.get("selector").unwrap_or(""),
+                params.get("lanes").unwrap_or("\u{0}")
+            );
+            let balancers = &state.balancers.0;
+            if balancers.len() > MAX_BALANCERS {
+                balancers.clear();
+            }
+            let rr = balancers.entry(id).or_default();
+            let next = rr.lock().next(&selection.hosts);
+            next
+        }
+        _ => weighted_random(&selection.hosts, rand::random::<f64>()),
+    }
+    .ok_or_else(none)?;
+    Ok(json_of(&Picked {
+        host: Host::new(&picked, &grouped, selection.reported_healthy(&picked)),
+        lane: selection.lane.clone(),
+    }))
+}
