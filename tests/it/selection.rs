@@ -60,6 +60,18 @@ fn selectors_filter_by_metadata_and_services_store_a_default() {
         );
         assert_eq!(ports(&v), want, "{selector}");
     }
+    // roster's own list takes the same selectors.
+    let v = node
+        .call(
+            "GET",
+            &format!(
+                "/api/v1/instances?serviceName=sel&selector={}",
+                enc("zone=a")
+            ),
+        )
+        .expect(200)
+        .json();
+    assert_eq!(ports(&v), [1, 3]);
     // A parse error names the position.
     let r = node.call(
         "GET",

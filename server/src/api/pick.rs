@@ -1,4 +1,4 @@
-//! `GET /api/v1/pick`: one healthy instance of a service, for clients that cannot
+//! roster's selection API. `GET /api/v1/pick`: one healthy instance of a service, for clients that cannot
 //! balance themselves — by weighted random, smooth weighted round-robin or consistent
 //! hash on a key, after the same clusters, selector and lanes as a list query.
 
@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::nacos::json_of;
-use super::nacos::wire::Host;
+use super::nacos::wire::{service_info, Host, ListRequest};
 use super::params::{parse_cluster_list, Params};
 use crate::app::AppState;
 use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin, Strategy};
@@ -27,9 +27,44 @@ pub struct Balancers(Arc<DashMap<String, Mutex<RoundRobin>>>);
 
 const MAX_BALANCERS: usize = 10_000;
 
-/// The pick routes.
+/// The selection routes: `/api/v1/instances` (a list, like Nacos' `/instance/list`) and
+/// `/api/v1/pick` (one instance).
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/pick", get(pick))
+    Router::new()
+        .route("/api/v1/instances", get(instances))
+        .route("/api/v1/pick", get(pick))
+}
+
+/// `GET /api/v1/instances`: the instances of a service after `clusters`, `selector`,
+/// `lanes` and `healthyOnly`, in Nacos' `ServiceInfo` shape.
+async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+    let key = params.service_key()?;
+    let clusters_raw = params.get("clusters").unwrap_or("");
+    let clusters = parse_cluster_list(clusters_raw)?;
+    let selector = params.selector()?;
+    let lanes = params.lanes();
+    let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
+    if params.consistent()? {
+        state.store.read_barrier().await?;
+    }
+    let view = state.registry.service_by_key(&key).map(|s| s.view());
+    let grouped = key.grouped();
+    let body = service_info(
+        view.as_deref(),
+        &ListRequest {
+            grouped: &grouped,
+            group: Some(&key.group),
+            clusters_raw,
+            query: Query {
+                clusters: &clusters,
+                healthy_only,
+                selector: selector.as_ref(),
+                lanes: lanes.as_deref(),
+            },
+            now_ms: crate::clock::now_ms(),
+        },
+    );
+    Ok(super::nacos::json(body))
 }
 
 #[derive(Serialize)]
