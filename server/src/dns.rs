@@ -480,6 +480,7 @@ mod tests {
             ephemeral: true,
             metadata: Default::default(),
             instance_id: None,
+            client: None,
         };
         let orders = ServiceKey::new("public", "DEFAULT_GROUP", "Orders");
         r.register(&orders, &reg("10.0.0.1", 8080, 1.0), 0).unwrap();

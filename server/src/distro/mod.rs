@@ -244,7 +244,7 @@ impl Distro {
                 .registry
                 .clients()
                 .get(&id)
-                .is_some_and(|r| !r.services.is_empty())
+                .is_some_and(|r| !r.entries.is_empty())
             {
                 *counts.entry(owner_of(&id, &live)).or_default() += 1;
             }
@@ -550,7 +550,7 @@ impl Distro {
             .filter(|id| owner_of(id, &live) == self.shared.me)
             .filter_map(|id| {
                 let record = registry.clients().get(&id)?;
-                (!record.services.is_empty()).then(|| {
+                (!record.entries.is_empty()).then(|| {
                     (
                         id.to_string(),
                         record.revision,
@@ -614,7 +614,7 @@ impl Distro {
                 continue;
             };
             let owner = owner_of(&id, &live);
-            if record.services.is_empty() || owner == self.shared.me {
+            if record.entries.is_empty() || owner == self.shared.me {
                 continue;
             }
             let age = now.saturating_sub(record.confirmed_ms);

@@ -15,9 +15,19 @@ pub fn stable_hash(bytes: &[u8]) -> u64 {
     hash
 }
 
-/// The owner of `client` among `live` (non-empty) member ids.
+/// The node that owns a gRPC connection client (`g:<node>:<connection>`): the node the
+/// connection is on, whether it lives or not.
+pub fn connection_owner(client: &str) -> Option<NodeId> {
+    client.strip_prefix("g:")?.split_once(':')?.0.parse().ok()
+}
+
+/// The owner of `client` among `live` (non-empty) member ids: for a connection client the
+/// node holding the connection, for an address client the highest rendezvous score.
 pub fn owner_of(client: &str, live: &[NodeId]) -> NodeId {
     debug_assert!(!live.is_empty());
+    if let Some(node) = connection_owner(client) {
+        return node;
+    }
     let base = stable_hash(client.as_bytes());
     *live
         .iter()
@@ -54,6 +64,12 @@ mod tests {
         );
         // Known value: the hash is part of the wire contract between versions.
         assert_eq!(stable_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn connections_belong_to_their_node() {
+        assert_eq!(owner_of("g:7:1700000000000_10.0.0.1_5000", &[1, 2]), 7);
+        assert_eq!(connection_owner("10.0.0.1:80"), None);
     }
 
     #[test]

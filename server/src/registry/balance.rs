@@ -127,6 +127,7 @@ mod tests {
             metadata: Arc::new(BTreeMap::new()),
             heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
+            client: None,
             beat: None,
         })
     }

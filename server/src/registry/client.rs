@@ -1,7 +1,9 @@
 //! Clients: the unit Distro replicates. An HTTP-beat client is one instance address
-//! (`ip:port`), which may have ephemeral instances in several services. The registry
-//! keeps, per client, the services it is in and a revision that grows with every change
-//! made here, so that copies on other nodes can be compared and replaced wholesale.
+//! (`ip:port`), which may have ephemeral instances in several services; a gRPC client is
+//! one connection (`g:<node>:<connection id>`), which may hold several instances per
+//! service. The registry keeps, per client, its instances (service and address) and a
+//! revision that grows with every change made here, so that copies on other nodes can be
+//! compared and replaced wholesale.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -19,9 +21,9 @@ use super::service::ServiceKey;
 pub struct ClientRecord {
     /// Grows with every change; copies with a lower revision are older.
     pub revision: u64,
-    /// Services the client has ephemeral instances in (empty: a deletion, kept a while
-    /// so that the deletion replicates).
-    pub services: BTreeSet<ServiceKey>,
+    /// The client's ephemeral instances: service and address (empty: a deletion, kept a
+    /// while so that the deletion replicates).
+    pub entries: BTreeSet<(ServiceKey, Arc<str>)>,
     /// When this copy was last written or confirmed by its owner, wall-clock ms.
     pub confirmed_ms: u64,
 }
@@ -29,7 +31,7 @@ pub struct ClientRecord {
 /// A client's whole state, as it travels between nodes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClientData {
-    /// `ip:port`.
+    /// The client id: `ip:port`, or `g:<node>:<connection>`.
     pub id: String,
     /// Its revision.
     pub revision: u64,
@@ -56,14 +58,23 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// Records a local change of client `id` in service `key`: present or gone.
-    pub(crate) fn changed(&self, id: &Arc<str>, key: &ServiceKey, present: bool, now_ms: u64) {
+    /// Records a local change of client `id`'s instance at `addr` in service `key`:
+    /// present or gone.
+    pub(crate) fn changed(
+        &self,
+        id: &Arc<str>,
+        key: &ServiceKey,
+        addr: &Arc<str>,
+        present: bool,
+        now_ms: u64,
+    ) {
         {
             let mut rec = self.records.entry(id.clone()).or_default();
+            let entry = (key.clone(), addr.clone());
             if present {
-                rec.services.insert(key.clone());
+                rec.entries.insert(entry);
             } else {
-                rec.services.remove(key);
+                rec.entries.remove(&entry);
             }
             rec.revision = next_revision(rec.revision, now_ms);
             rec.confirmed_ms = now_ms;
@@ -84,14 +95,14 @@ impl Clients {
         &self,
         id: &Arc<str>,
         revision: u64,
-        services: BTreeSet<ServiceKey>,
+        entries: BTreeSet<(ServiceKey, Arc<str>)>,
         now_ms: u64,
     ) {
         self.records.insert(
             id.clone(),
             ClientRecord {
                 revision,
-                services,
+                entries,
                 confirmed_ms: now_ms,
             },
         );
@@ -130,7 +141,7 @@ impl Clients {
     /// Forgets deleted clients whose deletion is older than `keep_ms`.
     pub fn forget_deleted(&self, keep_ms: u64, now_ms: u64) {
         self.records
-            .retain(|_, r| !r.services.is_empty() || r.confirmed_ms + keep_ms > now_ms);
+            .retain(|_, r| !r.entries.is_empty() || r.confirmed_ms + keep_ms > now_ms);
     }
 
     /// Waits until a client changed here.
@@ -153,7 +164,7 @@ impl Clients {
     pub fn live_count(&self) -> usize {
         self.records
             .iter()
-            .filter(|r| !r.services.is_empty())
+            .filter(|r| !r.entries.is_empty())
             .count()
     }
 }
@@ -174,7 +185,7 @@ mod tests {
         let c = Clients::default();
         let id: Arc<str> = "10.0.0.1:80".into();
         let key = ServiceKey::new("public", "g", "s");
-        c.changed(&id, &key, true, 1);
+        c.changed(&id, &key, &id, true, 1);
         assert_eq!(c.drain_changed(), std::slice::from_ref(&id));
         let rev = c.get("10.0.0.1:80").unwrap().revision;
         assert!(c.confirm("10.0.0.1:80", rev, 2));

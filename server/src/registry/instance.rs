@@ -141,6 +141,9 @@ pub struct Instance {
     /// Fields an operator update set, kept over re-registration.
     #[serde(default)]
     pub pinned: Pinned,
+    /// The client that owns it when that is not its address: a gRPC connection.
+    #[serde(default)]
+    pub client: Option<Arc<str>>,
     /// Liveness clock; present on ephemeral instances only.
     #[serde(skip)]
     pub beat: Option<Arc<BeatClock>>,
@@ -150,6 +153,11 @@ impl Instance {
     /// The key of this instance within its service.
     pub fn addr(&self) -> Arc<str> {
         addr_key(&self.ip, self.port)
+    }
+
+    /// The client that owns it: its gRPC connection, else its address.
+    pub fn client_id(&self) -> Arc<str> {
+        self.client.clone().unwrap_or_else(|| self.addr())
     }
 }
 

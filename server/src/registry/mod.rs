@@ -112,6 +112,10 @@ pub struct Registration {
     pub metadata: Metadata,
     /// An explicit instance id, if the client gave one.
     pub instance_id: Option<String>,
+    /// The gRPC connection client that registers it (`None`: an address client, kept
+    /// alive by beats).
+    #[serde(default)]
+    pub client: Option<String>,
 }
 
 /// An operator's update of an instance; `None` fields are left alone.
@@ -335,6 +339,8 @@ impl Registry {
     ) -> Result<(), RegistryError> {
         let addr = addr_key(&reg.ip, reg.port);
         let grouped = key.grouped();
+        let client: Option<Arc<str>> = reg.client.as_deref().map(Arc::from);
+        let client_id = client.clone().unwrap_or_else(|| addr.clone());
         let (svc, changed, outcome) = self.modify_service(key, now_ms, |view| {
             let existing = view.instances.get(&addr).cloned();
             // Only an ephemeral registration is checked here: whether a persistent one
@@ -358,7 +364,9 @@ impl Registry {
                 None => Arc::new(reg.metadata.clone()),
             };
             let heartbeat = Heartbeat::from_metadata(&metadata);
-            let (clock, fresh_clock) = if reg.ephemeral {
+            // Address clients live by beats; a connection client lives as long as its
+            // connection and needs no clock.
+            let (clock, fresh_clock) = if reg.ephemeral && client.is_none() {
                 match existing.as_ref().and_then(|e| e.beat.clone()) {
                     Some(c) => {
                         c.beat(now_ms);
@@ -387,23 +395,40 @@ impl Registry {
                 metadata,
                 heartbeat,
                 pinned,
+                client: client.clone(),
                 beat: clock.clone(),
             };
             let reschedule = clock.filter(|_| {
                 fresh_clock || existing.as_ref().is_some_and(|e| e.heartbeat != heartbeat)
             });
+            // Another client held this address here: it loses the instance.
+            let displaced = existing
+                .as_ref()
+                .filter(|e| e.ephemeral && e.client_id() != client_id)
+                .map(|e| e.client_id());
             let unchanged = existing
                 .as_ref()
                 .is_some_and(|e| same_instance(e, &instance));
             if unchanged {
-                return (Changed::No, Ok(reschedule.map(|c| (c, heartbeat))));
+                return (
+                    Changed::No,
+                    Ok((reschedule.map(|c| (c, heartbeat)), displaced)),
+                );
             }
             view.instances.insert(addr.clone(), Arc::new(instance));
-            (Changed::Yes, Ok(reschedule.map(|c| (c, heartbeat))))
+            (
+                Changed::Yes,
+                Ok((reschedule.map(|c| (c, heartbeat)), displaced)),
+            )
         });
-        let reschedule = outcome?;
+        let (reschedule, displaced) = outcome?;
         if changed == Changed::Yes && reg.ephemeral {
-            self.shared.clients.changed(&addr, key, true, now_ms);
+            if let Some(old) = displaced {
+                self.shared.clients.changed(&old, key, &addr, false, now_ms);
+            }
+            self.shared
+                .clients
+                .changed(&client_id, key, &addr, true, now_ms);
         }
         if let Some((clock, hb)) = reschedule {
             self.schedule_expiry(&svc, addr, clock, &hb, now_ms);
@@ -436,16 +461,18 @@ impl Registry {
         let addr = addr_key(ip, port);
         let removed = self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
             Some(i) if ephemeral.is_none_or(|e| e == i.ephemeral) => {
-                let was_ephemeral = i.ephemeral;
+                let client = i.ephemeral.then(|| i.client_id());
                 view.instances.remove(&addr);
-                (Changed::Yes, Some(was_ephemeral))
+                (Changed::Yes, Some(client))
             }
             _ => (Changed::No, None),
         });
         match removed {
-            Some((_, Some(was_ephemeral))) => {
-                if was_ephemeral {
-                    self.shared.clients.changed(&addr, key, false, now_ms);
+            Some((_, Some(client))) => {
+                if let Some(client) = client {
+                    self.shared
+                        .clients
+                        .changed(&client, key, &addr, false, now_ms);
                 }
                 true
             }
@@ -491,18 +518,22 @@ impl Registry {
                 next.heartbeat = Heartbeat::from_metadata(m);
                 next.pinned.metadata = true;
             }
+            let client = next.client_id();
             if same_instance(existing, &next) && existing.pinned == next.pinned {
-                return (Changed::No, Ok(()));
+                return (Changed::No, Ok(client));
             }
             view.instances.insert(addr.clone(), Arc::new(next));
-            (Changed::Yes, Ok(()))
+            (Changed::Yes, Ok(client))
         });
         match result {
             Some((changed, outcome)) => {
+                let client = outcome?;
                 if changed == Changed::Yes && ephemeral {
-                    self.shared.clients.changed(&addr, key, true, now_ms);
+                    self.shared
+                        .clients
+                        .changed(&client, key, &addr, true, now_ms);
                 }
-                outcome
+                Ok(())
             }
             None => Err(RegistryError::ServiceNotFound(key.grouped())),
         }
@@ -528,21 +559,24 @@ impl Registry {
                         healthy,
                         ..Instance::clone(i)
                     };
+                    let client = next.client_id();
                     view.instances.insert(addr.clone(), Arc::new(next));
-                    (Changed::Yes, true)
+                    (Changed::Yes, Some(client))
                 }
-                Some(_) => (Changed::No, true),
-                None => (Changed::No, false),
+                Some(i) => (Changed::No, Some(i.client_id())),
+                None => (Changed::No, None),
             }
         });
         match outcome {
-            Some((changed, found)) => {
+            Some((changed, Some(client))) => {
                 if changed == Changed::Yes && ephemeral {
-                    self.shared.clients.changed(&addr, key, true, now_ms);
+                    self.shared
+                        .clients
+                        .changed(&client, key, &addr, true, now_ms);
                 }
-                found
+                true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -693,120 +727,130 @@ impl Registry {
             })
             .is_some_and(|(_, removed)| removed);
         if removed {
-            self.shared.clients.changed(addr, key, false, now_ms);
+            // Only address clients have beat clocks: the client is the address.
+            self.shared.clients.changed(addr, key, addr, false, now_ms);
         }
         removed
     }
 
-    // ----- distro ----------------------------------------------------------------------
+    // ----- clients (Distro) ------------------------------------------------------------
 
-    /// The whole state of client `id` (`ip:port`) as this node has it.
+    /// The instances client `id` holds here (service, instance).
+    fn client_instances(&self, id: &str) -> Vec<(ServiceKey, Arc<Instance>)> {
+        let Some(record) = self.shared.clients.get(id) else {
+            return Vec::new();
+        };
+        record
+            .entries
+            .iter()
+            .filter_map(|(key, addr)| {
+                let svc = self.service_by_key(key)?;
+                let inst = svc.view().instances.get(addr).cloned()?;
+                (inst.ephemeral && &*inst.client_id() == id).then(|| (key.clone(), inst))
+            })
+            .collect()
+    }
+
+    /// The whole state of client `id` as this node has it.
     pub fn client_data(&self, id: &str) -> Option<ClientData> {
         let record = self.shared.clients.get(id)?;
-        let mut instances = Vec::new();
-        let mut last_beat_ms = 0;
-        for key in &record.services {
-            let Some(svc) = self.service_by_key(key) else {
-                continue;
-            };
-            if let Some(inst) = svc.view().instances.get(id).filter(|i| i.ephemeral) {
-                if let Some(clock) = &inst.beat {
-                    last_beat_ms = last_beat_ms.max(clock.last_beat_ms());
-                }
-                instances.push((key.clone(), Instance::clone(inst)));
-            }
-        }
+        let held = self.client_instances(id);
+        let last_beat_ms = held
+            .iter()
+            .filter_map(|(_, i)| i.beat.as_ref().map(|c| c.last_beat_ms()))
+            .max()
+            .unwrap_or(0);
         Some(ClientData {
             id: id.to_string(),
             revision: record.revision,
             last_beat_ms,
-            instances,
+            instances: held
+                .into_iter()
+                .map(|(k, i)| (k, Instance::clone(&i)))
+                .collect(),
         })
     }
 
     /// The newest beat of client `id` this node saw (or was told of).
     pub fn client_last_beat(&self, id: &str) -> u64 {
-        let Some(record) = self.shared.clients.get(id) else {
-            return 0;
-        };
-        record
-            .services
+        self.client_instances(id)
             .iter()
-            .filter_map(|key| self.service_by_key(key))
-            .filter_map(|svc| {
-                svc.view()
-                    .instances
-                    .get(id)
-                    .and_then(|i| i.beat.as_ref().map(|c| c.last_beat_ms()))
-            })
+            .filter_map(|(_, i)| i.beat.as_ref().map(|c| c.last_beat_ms()))
             .max()
             .unwrap_or(0)
     }
 
     /// Moves the beat clocks of client `id` forward to `last_beat_ms` (its owner saw it).
     pub fn refresh_client_beat(&self, id: &str, last_beat_ms: u64) {
-        let Some(record) = self.shared.clients.get(id) else {
-            return;
-        };
-        for key in &record.services {
-            if let Some(svc) = self.service_by_key(key) {
-                if let Some(clock) = svc.view().instances.get(id).and_then(|i| i.beat.clone()) {
-                    clock.beat(last_beat_ms);
-                }
+        for (_, inst) in self.client_instances(id) {
+            if let Some(clock) = &inst.beat {
+                clock.beat(last_beat_ms);
             }
         }
     }
 
     /// Applies a copy of a client from its owner if it is newer than this node's: the
     /// client's ephemeral instances become exactly `data.instances`. A persistent
-    /// instance at the same address is left alone. Returns whether it applied.
+    /// instance, or another client's, at the same address is left alone. Returns whether
+    /// it applied.
     pub fn apply_client(&self, data: &ClientData, now_ms: u64) -> bool {
         let id: Arc<str> = data.id.as_str().into();
         let old = self.shared.clients.get(&data.id);
         if old.as_ref().is_some_and(|r| r.revision >= data.revision) {
             return false;
         }
-        let services: BTreeSet<ServiceKey> =
-            data.instances.iter().map(|(k, _)| k.clone()).collect();
+        let entries: BTreeSet<(ServiceKey, Arc<str>)> = data
+            .instances
+            .iter()
+            .map(|(k, i)| (k.clone(), i.addr()))
+            .collect();
         if let Some(old) = &old {
-            for key in old.services.difference(&services) {
-                self.remove_ephemeral_copy(key, &id, now_ms);
+            for (key, addr) in old.entries.difference(&entries) {
+                self.remove_client_instance(key, addr, &id, now_ms);
             }
         }
         for (key, incoming) in &data.instances {
+            let addr = incoming.addr();
             let (svc, _, schedule) = self.modify_service(key, now_ms, |view| {
-                let existing = view.instances.get(&id).cloned();
+                let existing = view.instances.get(&addr).cloned();
                 if existing.as_ref().is_some_and(|e| !e.ephemeral) {
                     return (Changed::No, None);
                 }
-                let (clock, fresh) = match existing.as_ref().and_then(|e| e.beat.clone()) {
-                    Some(c) => {
-                        c.beat(data.last_beat_ms);
-                        (c, false)
-                    }
-                    None => (Arc::new(BeatClock::new(data.last_beat_ms)), true),
-                };
                 let mut instance = incoming.clone();
-                instance.beat = Some(clock.clone());
-                let heartbeat = instance.heartbeat;
-                let reschedule =
-                    fresh || existing.as_ref().is_some_and(|e| e.heartbeat != heartbeat);
+                // Address clients carry a beat clock, restarted from the owner's last beat
+                // so that a takeover judges them from there.
+                let mut reschedule = None;
+                if instance.client.is_none() {
+                    let same_owner = existing.as_ref().filter(|e| e.client_id() == id);
+                    let (clock, fresh) = match same_owner.and_then(|e| e.beat.clone()) {
+                        Some(c) => {
+                            c.beat(data.last_beat_ms);
+                            (c, false)
+                        }
+                        None => (Arc::new(BeatClock::new(data.last_beat_ms)), true),
+                    };
+                    instance.beat = Some(clock.clone());
+                    let heartbeat = instance.heartbeat;
+                    if fresh || existing.as_ref().is_some_and(|e| e.heartbeat != heartbeat) {
+                        reschedule = Some((clock, heartbeat));
+                    }
+                }
                 let unchanged = existing
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
                 if !unchanged {
-                    view.instances.insert(id.clone(), Arc::new(instance));
+                    view.instances.insert(addr.clone(), Arc::new(instance));
                 }
                 let changed = if unchanged { Changed::No } else { Changed::Yes };
-                (changed, reschedule.then_some((clock, heartbeat)))
+                (changed, reschedule)
             });
             if let Some((clock, hb)) = schedule {
-                self.schedule_expiry(&svc, id.clone(), clock, &hb, now_ms);
+                self.schedule_expiry(&svc, addr, clock, &hb, now_ms);
             }
         }
         self.shared
             .clients
-            .replace(&id, data.revision, services, now_ms);
+            .replace(&id, data.revision, entries, now_ms);
         true
     }
 
@@ -817,22 +861,68 @@ impl Registry {
             return;
         };
         let id: Arc<str> = id.into();
-        for key in &record.services {
-            self.remove_ephemeral_copy(key, &id, now_ms);
+        for (key, addr) in &record.entries {
+            self.remove_client_instance(key, addr, &id, now_ms);
         }
         self.shared
             .clients
             .replace(&id, record.revision, BTreeSet::new(), now_ms);
     }
 
-    fn remove_ephemeral_copy(&self, key: &ServiceKey, id: &Arc<str>, now_ms: u64) {
-        self.update_existing(key, now_ms, |view| match view.instances.get(id) {
-            Some(i) if i.ephemeral => {
-                view.instances.remove(id);
-                (Changed::Yes, ())
+    /// Removes every instance of client `id` here as a local change (a gRPC connection
+    /// closed): replicated to peers like any change.
+    pub fn remove_client(&self, id: &str, now_ms: u64) -> usize {
+        let id: Arc<str> = id.into();
+        let held = self.client_instances(&id);
+        for (key, inst) in &held {
+            let addr = inst.addr();
+            if self.remove_client_instance(key, &addr, &id, now_ms) {
+                self.shared.clients.changed(&id, key, &addr, false, now_ms);
             }
-            _ => (Changed::No, ()),
-        });
+        }
+        held.len()
+    }
+
+    /// Removes client `id`'s instances in service `key` whose address is not in `keep`
+    /// (a gRPC client replacing its set); returns how many went.
+    pub fn retain_client_instances(
+        &self,
+        id: &str,
+        key: &ServiceKey,
+        keep: &[Arc<str>],
+        now_ms: u64,
+    ) -> usize {
+        let id: Arc<str> = id.into();
+        let mut removed = 0;
+        for (k, inst) in self.client_instances(&id) {
+            let addr = inst.addr();
+            if &k == key
+                && !keep.contains(&addr)
+                && self.remove_client_instance(&k, &addr, &id, now_ms)
+            {
+                self.shared.clients.changed(&id, &k, &addr, false, now_ms);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Removes the ephemeral instance at `addr` if client `id` owns it.
+    fn remove_client_instance(
+        &self,
+        key: &ServiceKey,
+        addr: &Arc<str>,
+        id: &Arc<str>,
+        now_ms: u64,
+    ) -> bool {
+        self.update_existing(key, now_ms, |view| match view.instances.get(addr) {
+            Some(i) if i.ephemeral && i.client_id() == *id => {
+                view.instances.remove(addr);
+                (Changed::Yes, true)
+            }
+            _ => (Changed::No, false),
+        })
+        .is_some_and(|(_, removed)| removed)
     }
 
     // ----- service writes --------------------------------------------------------------
@@ -1087,6 +1177,7 @@ fn same_instance(a: &Instance, b: &Instance) -> bool {
         && a.enabled == b.enabled
         && a.ephemeral == b.ephemeral
         && a.metadata == b.metadata
+        && a.client == b.client
 }
 
 #[cfg(test)]

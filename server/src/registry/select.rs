@@ -135,6 +135,7 @@ mod tests {
             ),
             heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
+            client: None,
             beat: None,
         })
     }

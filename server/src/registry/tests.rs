@@ -18,6 +18,7 @@ fn reg(ip: &str, port: u16, ephemeral: bool) -> Registration {
         ephemeral,
         metadata: Metadata::new(),
         instance_id: None,
+        client: None,
     }
 }
 

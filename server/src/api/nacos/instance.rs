@@ -54,6 +54,7 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, ApiErr
             .metadata("metadata", limits.max_metadata_bytes)?
             .unwrap_or_default(),
         instance_id: None,
+        client: None,
     })
 }
 
@@ -392,6 +393,7 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
                 ephemeral: true,
                 metadata: beat.metadata,
                 instance_id: None,
+                client: None,
             })
         }
         None => None,
