@@ -26,6 +26,8 @@ use crate::cluster::server::PeerState;
 use crate::config::NodeArgs;
 use crate::distro::Distro;
 use crate::dns::DnsConfig;
+use crate::grpc::connection::Connections;
+use crate::grpc::GrpcServer;
 use crate::health::guard::{EvictionGuard, GuardPolicy};
 use crate::metrics::Metrics;
 use crate::push::udp::UdpPush;
@@ -91,6 +93,8 @@ pub struct AppState {
     pub guard: Arc<EvictionGuard>,
     /// Round-robin positions of `/api/v1/pick`.
     pub balancers: crate::api::pick::Balancers,
+    /// gRPC client connections on this node.
+    pub connections: Connections,
 }
 
 /// The sockets a node serves on, bound by the caller (so tests can bind port 0).
@@ -99,6 +103,8 @@ pub struct Listeners {
     pub http: TcpListener,
     /// The node-to-node channel.
     pub peer: TcpListener,
+    /// The Nacos 2.x gRPC API.
+    pub grpc: TcpListener,
     /// The socket UDP pushes are sent from and acks arrive at.
     pub udp: UdpSocket,
     /// DNS over UDP and TCP, with `--dns`.
@@ -114,6 +120,14 @@ impl Listeners {
         let peer = TcpListener::bind(args.peer)
             .await
             .with_context(|| format!("cannot listen on --peer {}", args.peer))?;
+        let grpc_addr = args.grpc.unwrap_or_else(|| {
+            let mut addr = args.http;
+            addr.set_port(args.http.port().wrapping_add(1000));
+            addr
+        });
+        let grpc = TcpListener::bind(grpc_addr).await.with_context(|| {
+            format!("cannot listen on --grpc {grpc_addr} (default: the HTTP port + 1000)")
+        })?;
         let udp = UdpSocket::bind((args.http.ip(), 0))
             .await
             .with_context(|| format!("cannot bind a UDP push socket on {}", args.http.ip()))?;
@@ -131,6 +145,7 @@ impl Listeners {
         Ok(Self {
             http,
             peer,
+            grpc,
             udp,
             dns,
         })
@@ -231,6 +246,7 @@ pub async fn run(
     .await
     .context("cannot open the raft store")?;
     let http_addr = listeners.http.local_addr()?;
+    let connections = Connections::new(args.node_id);
     let members = Members::new(
         Hello {
             node_id: args.node_id,
@@ -259,18 +275,23 @@ pub async fn run(
         },
         members: members.clone(),
         peers: peer_client.clone(),
-        distro: Distro::new(
-            args.node_id,
-            registry.clone(),
-            members.clone(),
-            peer_client.clone(),
-            Duration::from_secs(args.distro_verify_secs),
-        ),
+        distro: {
+            let connections = connections.clone();
+            Distro::new(
+                args.node_id,
+                registry.clone(),
+                members.clone(),
+                peer_client.clone(),
+                Duration::from_secs(args.distro_verify_secs),
+                move |client| connections.holds(client),
+            )
+        },
         guard: Arc::new(EvictionGuard::new(GuardPolicy {
             share: args.eviction_guard_share,
             min_count: args.eviction_guard_min,
         })),
         balancers: Default::default(),
+        connections: connections.clone(),
     };
 
     let (stop, stopping) = watch::channel(false);
@@ -312,6 +333,13 @@ pub async fn run(
             config,
             stopping.clone(),
         ));
+    }
+    {
+        let grpc = GrpcServer::new(state.clone(), connections.clone());
+        tracing::info!(addr = %listeners.grpc.local_addr()?, "serving the Nacos gRPC API");
+        workers.spawn(grpc.clone().run_push(registry.watch(), stopping.clone()));
+        workers.spawn(grpc.clone().run_upkeep(stopping.clone()));
+        workers.spawn(crate::grpc::serve(grpc, listeners.grpc, stopping.clone()));
     }
     workers.spawn(state.distro.clone().run_propagation(stopping.clone()));
     workers.spawn(state.distro.clone().run_verification(stopping.clone()));
@@ -360,7 +388,16 @@ pub async fn run(
     serve.await.context("http server failed")?;
 
     stop.send_replace(true);
-    while workers.join_next().await.is_some() {}
+    // Workers see `stop` and return; a client that holds a connection open does not get
+    // to hold the node up.
+    let drained = tokio::time::timeout(Duration::from_secs(10), async {
+        while workers.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("some workers did not stop within 10 s; aborting them");
+        workers.abort_all();
+    }
     store.shutdown().await;
     let failure = failure.borrow_and_update().clone();
     match failure {

@@ -116,6 +116,11 @@ pub struct NodeArgs {
     )]
     pub http: SocketAddr,
 
+    /// Address of the Nacos 2.x gRPC API (default: the `--http` IP and port + 1000, where
+    /// Nacos clients look for it).
+    #[arg(long, env = "ROSTER_GRPC", value_name = "ADDR")]
+    pub grpc: Option<SocketAddr>,
+
     /// Address of the node-to-node channel (Raft); this node's identity in the cluster.
     #[arg(
         long,

@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod config;
 pub mod distro;
 pub mod dns;
+pub mod grpc;
 pub mod health;
 pub mod metrics;
 pub mod push;

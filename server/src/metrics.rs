@@ -35,6 +35,13 @@ pub struct NodeLabels {
     pub node: String,
 }
 
+/// Labels of a gRPC request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcLabels {
+    /// The request type (`InstanceRequest`, ...).
+    pub kind: String,
+}
+
 /// Labels of a push outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PushLabels {
@@ -59,6 +66,12 @@ pub struct Metrics {
     pub pushes: Family<PushLabels, Counter>,
     /// Removals the eviction guard held back.
     pub eviction_held: Counter,
+    /// gRPC requests by type.
+    pub grpc_requests: Family<GrpcLabels, Counter>,
+    /// gRPC pushes by outcome.
+    pub grpc_pushes: Family<PushLabels, Counter>,
+    /// Open gRPC connections.
+    pub grpc_connections: Gauge,
     services: Gauge,
     instances: Gauge,
     healthy_instances: Gauge,
@@ -123,6 +136,24 @@ impl Metrics {
             "eviction_held",
             "Removals of silent instances held back by the eviction guard",
             eviction_held.clone(),
+        );
+        let grpc_requests = Family::<GrpcLabels, Counter>::default();
+        registry.register(
+            "grpc_requests",
+            "gRPC requests by type",
+            grpc_requests.clone(),
+        );
+        let grpc_pushes = Family::<PushLabels, Counter>::default();
+        registry.register(
+            "grpc_pushes",
+            "gRPC pushes to subscribers by outcome",
+            grpc_pushes.clone(),
+        );
+        let grpc_connections = Gauge::default();
+        registry.register(
+            "grpc_connections",
+            "Open gRPC client connections",
+            grpc_connections.clone(),
         );
         let pushes = Family::<PushLabels, Counter>::default();
         registry.register(
@@ -217,6 +248,9 @@ impl Metrics {
             expired_removed,
             pushes,
             eviction_held,
+            grpc_requests,
+            grpc_pushes,
+            grpc_connections,
             services,
             instances,
             healthy_instances,
@@ -232,6 +266,32 @@ impl Metrics {
     /// Counts a push outcome.
     pub fn push(&self, outcome: &'static str) {
         self.pushes.get_or_create(&PushLabels { outcome }).inc();
+    }
+
+    /// Counts a gRPC request of type `kind` (unknown types are counted together).
+    pub fn grpc_request(&self, kind: &str) {
+        const KNOWN: [&str; 9] = [
+            "ServerCheckRequest",
+            "HealthCheckRequest",
+            "InstanceRequest",
+            "BatchInstanceRequest",
+            "PersistentInstanceRequest",
+            "ServiceQueryRequest",
+            "SubscribeServiceRequest",
+            "ServiceListRequest",
+            "ConnectionSetupRequest",
+        ];
+        let kind = if KNOWN.contains(&kind) { kind } else { "other" };
+        self.grpc_requests
+            .get_or_create(&GrpcLabels { kind: kind.into() })
+            .inc();
+    }
+
+    /// Counts a gRPC push outcome.
+    pub fn grpc_push(&self, outcome: &'static str) {
+        self.grpc_pushes
+            .get_or_create(&PushLabels { outcome })
+            .inc();
     }
 
     /// Renders every metric, reading the current figures from the node.
@@ -256,6 +316,7 @@ impl Metrics {
             .set(owned.get(&store.id()).copied().unwrap_or(0) as i64);
         self.eviction_engaged
             .set(state.guard.engaged().len() as i64);
+        self.grpc_connections.set(state.connections.count() as i64);
         let (services, instances, healthy) = registry.totals();
         self.services.set(services as i64);
         self.instances.set(instances as i64);

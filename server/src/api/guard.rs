@@ -80,8 +80,10 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     let path = parts.uri.path();
     if !OPS_PATHS.contains(&path) {
         if !state.ready.is_ready() {
-            return ApiError::unavailable("server is starting, please try again later")
-                .into_response();
+            return refuse(
+                path,
+                ApiError::unavailable("server is starting, please try again later"),
+            );
         }
         if SOFT_PATHS.contains(&path) {
             if let Ok(identity) = authenticate(&state, &parts.headers, &params).await {
@@ -92,12 +94,21 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
                 Ok(identity) => {
                     parts.extensions.insert(identity);
                 }
-                Err(e) => return e.into_response(),
+                Err(e) => return refuse(path, e),
             }
         }
     }
     parts.extensions.insert(params);
     next.run(Request::from_parts(parts, body)).await
+}
+
+/// A refusal in the shape the path's API answers errors in (v2: the envelope).
+fn refuse(path: &str, e: ApiError) -> Response {
+    if path.starts_with("/nacos/v2/") {
+        super::nacos_v2::failure(e)
+    } else {
+        e.into_response()
+    }
 }
 
 async fn authenticate(

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod error;
 pub mod guard;
 pub mod nacos;
+pub mod nacos_v2;
 pub mod ops;
 pub mod params;
 pub mod pick;
@@ -27,6 +28,7 @@ use crate::metrics::{RouteLabels, StatusLabels};
 pub fn service(state: AppState) -> Router {
     let routes = Router::new()
         .merge(nacos::routes())
+        .merge(nacos_v2::routes())
         .merge(ops::routes())
         .merge(cluster::routes())
         .merge(pick::routes())

@@ -360,6 +360,12 @@ pub fn parse_metadata(key: &str, raw: &str, max_bytes: usize) -> Result<Metadata
         }
         m
     };
+    check_metadata(key, &metadata, max_bytes)?;
+    Ok(metadata)
+}
+
+/// Checks parsed metadata: its size (keys plus values) and the heartbeat rule.
+pub fn check_metadata(key: &str, metadata: &Metadata, max_bytes: usize) -> Result<(), ApiError> {
     let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > max_bytes {
         return Err(ApiError::illegal(
@@ -367,8 +373,7 @@ pub fn parse_metadata(key: &str, raw: &str, max_bytes: usize) -> Result<Metadata
             format!("the param length should not exceed {max_bytes}."),
         ));
     }
-    check_heartbeat_metadata(&metadata)?;
-    Ok(metadata)
+    check_heartbeat_metadata(metadata)
 }
 
 /// Nacos' rule: the beat interval must be below the beat and delete timeouts.

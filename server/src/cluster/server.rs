@@ -115,7 +115,7 @@ fn distro(app: &AppState, sender: roster_raft::NodeId, kind: &str, body: &[u8]) 
     match kind {
         "sync" => match rmp_serde::from_slice(body) {
             Ok(message) => {
-                app.distro.on_sync(message);
+                app.distro.on_sync(sender, message);
                 reply(&())
             }
             Err(e) => malformed(e),

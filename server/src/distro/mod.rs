@@ -36,7 +36,7 @@ use crate::registry::client::ClientData;
 use crate::registry::instance::Heartbeat;
 use crate::registry::service::ServiceKey;
 use crate::registry::{InstancePatch, Registration, Registry};
-use responsibility::owner_of;
+use responsibility::{connection_owner, owner_of};
 
 /// How long changes are gathered before they are pushed.
 const BATCH: Duration = Duration::from_millis(100);
@@ -191,6 +191,9 @@ struct Shared {
     pending: Mutex<BTreeMap<NodeId, HashSet<Arc<str>>>>,
     /// Set once the startup snapshot was loaded (or there was nobody to load it from).
     loaded: AtomicBool,
+    /// Whether a gRPC connection client of this node is live (this node is the
+    /// authority on its own connections).
+    holds_connection: Box<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
 impl Distro {
@@ -201,6 +204,7 @@ impl Distro {
         members: Members,
         peers: PeerClient,
         verify_every: Duration,
+        holds_connection: impl Fn(&str) -> bool + Send + Sync + 'static,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -211,6 +215,7 @@ impl Distro {
                 verify_every,
                 pending: Mutex::new(BTreeMap::new()),
                 loaded: AtomicBool::new(false),
+                holds_connection: Box::new(holds_connection),
             }),
         }
     }
@@ -343,10 +348,45 @@ impl Distro {
     // ----- the peer side ---------------------------------------------------------------
 
     /// Applies client states pushed by a peer.
-    pub fn on_sync(&self, message: SyncMessage) {
+    /// Applies client states pushed by peer `from`. A copy of one of this node's own
+    /// gRPC connections that no longer exists (a restart ended it) is refused, and a
+    /// deletion goes back to the sender so that the copy does not come back to life.
+    pub fn on_sync(&self, from: NodeId, message: SyncMessage) {
         let now = now_ms();
+        let registry = &self.shared.registry;
+        let mut refused = Vec::new();
         for client in &message.clients {
-            self.shared.registry.apply_client(client, now);
+            let mine = connection_owner(&client.id) == Some(self.shared.me);
+            if mine && !client.instances.is_empty() && !(self.shared.holds_connection)(&client.id) {
+                let id: Arc<str> = client.id.as_str().into();
+                let known = registry
+                    .clients()
+                    .get(&client.id)
+                    .map(|r| r.revision)
+                    .unwrap_or(0);
+                registry.clients().replace(
+                    &id,
+                    known.max(client.revision) + 1,
+                    Default::default(),
+                    now,
+                );
+                refused.push(id);
+                continue;
+            }
+            registry.apply_client(client, now);
+        }
+        if !refused.is_empty() {
+            tracing::debug!(
+                from,
+                clients = refused.len(),
+                "refused copies of connections this node no longer has"
+            );
+            self.shared
+                .pending
+                .lock()
+                .entry(from)
+                .or_default()
+                .extend(refused);
         }
     }
 
@@ -427,9 +467,12 @@ impl Distro {
                         Ok(snapshot) if !snapshot.loaded => {}
                         Ok(snapshot) => {
                             let count = snapshot.clients.len();
-                            self.on_sync(SyncMessage {
-                                clients: snapshot.clients,
-                            });
+                            self.on_sync(
+                                id,
+                                SyncMessage {
+                                    clients: snapshot.clients,
+                                },
+                            );
                             tracing::info!(
                                 from = id,
                                 clients = count,

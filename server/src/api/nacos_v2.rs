@@ -1,0 +1,207 @@
+//! Nacos Open API v2 for naming (`/nacos/v2/ns/...`): the v1 operations behind the
+//! `{code, message, data}` envelope and v2's error codes. `serviceName` is not grouped in
+//! v2 (a grouped one still works), list queries take `clusterName`, and the beat answers
+//! the bare v1 shape, as in Nacos.
+
+use axum::body::to_bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::Router;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::nacos::wire::{service_info, ListRequest};
+use super::nacos::{instance, json, json_of, operator, page, service};
+use super::params::{check_group, parse_cluster_list, Params, DEFAULT_GROUP};
+use crate::app::AppState;
+use crate::clock::now_ms;
+use crate::registry::select::Query;
+
+/// The v2 naming routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/nacos/v2/ns/instance",
+            get(instance_detail)
+                .post(register)
+                .delete(deregister)
+                .put(update)
+                .patch(update),
+        )
+        .route("/nacos/v2/ns/instance/list", get(list))
+        .route("/nacos/v2/ns/instance/beat", put(instance::beat))
+        .route("/nacos/v2/ns/health/instance", put(health))
+        .route(
+            "/nacos/v2/ns/service",
+            get(service_detail)
+                .post(create_service)
+                .delete(delete_service)
+                .put(update_service),
+        )
+        .route("/nacos/v2/ns/service/list", get(service_list))
+        .route("/nacos/v2/ns/operator/metrics", get(metrics))
+        .route("/nacos/v2/ns/operator/switches", get(switches))
+}
+
+/// `{"code":0,"message":"success","data":...}`.
+fn success(data: Value) -> Response {
+    json_of(&json!({ "code": 0, "message": "success", "data": data }))
+}
+
+/// The v2 error code and category for a v1 error.
+fn error_code(e: &ApiError) -> (u32, &'static str) {
+    let m = e.message.as_str();
+    match e.status {
+        StatusCode::BAD_REQUEST if m.starts_with("Param '") && m.ends_with("is required.") => {
+            (10000, "parameter missing")
+        }
+        StatusCode::BAD_REQUEST if m.contains("weights range") => (21001, "weight error"),
+        StatusCode::BAD_REQUEST if m.contains("metadata") => (21002, "instance metadata error"),
+        StatusCode::BAD_REQUEST if m.contains("already exists") => (21007, "service already exist"),
+        StatusCode::BAD_REQUEST if m.contains("is not empty") => (21009, "service delete failure"),
+        StatusCode::BAD_REQUEST => (20002, "parameter validate error"),
+        StatusCode::NOT_FOUND
+            if m.starts_with("instance") || m.contains("no matched ip") || m.contains("no ips") =>
+        {
+            (21003, "instance not found")
+        }
+        StatusCode::NOT_FOUND if m.contains("service") => (21008, "service not exist"),
+        StatusCode::NOT_FOUND => (20004, "resource not found"),
+        StatusCode::CONFLICT => (20005, "resource conflict"),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => (10001, "access denied"),
+        StatusCode::SERVICE_UNAVAILABLE => (23000, "illegal state"),
+        _ => (30000, "server error"),
+    }
+}
+
+/// The v2 shape of a v1 error: same status, `{code, message, data: <detail>}`.
+pub(crate) fn failure(e: ApiError) -> Response {
+    let (code, message) = error_code(&e);
+    (
+        e.status,
+        json_of(&json!({ "code": code, "message": message, "data": e.message })),
+    )
+        .into_response()
+}
+
+/// Wraps a v1 answer: `ok` and JSON bodies become `data`.
+async fn wrap(result: Result<Response, ApiError>) -> Response {
+    match result {
+        Ok(response) => {
+            let body = to_bytes(response.into_body(), 64 * 1024 * 1024)
+                .await
+                .unwrap_or_default();
+            let data = serde_json::from_slice::<Value>(&body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+            success(data)
+        }
+        Err(e) => failure(e),
+    }
+}
+
+fn ok(result: Result<&'static str, ApiError>) -> Result<Response, ApiError> {
+    result.map(|s| s.into_response())
+}
+
+async fn register(state: State<AppState>, params: Params) -> Response {
+    wrap(ok(instance::register(state, params).await)).await
+}
+
+async fn deregister(state: State<AppState>, params: Params) -> Response {
+    wrap(ok(instance::deregister(state, params).await)).await
+}
+
+async fn update(state: State<AppState>, params: Params) -> Response {
+    wrap(ok(instance::update(state, params).await)).await
+}
+
+async fn instance_detail(state: State<AppState>, params: Params) -> Response {
+    wrap(instance::detail(state, params).await).await
+}
+
+async fn health(state: State<AppState>, params: Params) -> Response {
+    wrap(ok(instance::health(state, params).await)).await
+}
+
+/// `GET /nacos/v2/ns/instance/list`: the v1 `ServiceInfo` as `data`; the cluster filter
+/// is `clusterName`.
+async fn list(State(state): State<AppState>, params: Params) -> Response {
+    let result = async {
+        let key = params.service_key()?;
+        let clusters_raw = params.get("clusterName").unwrap_or("");
+        let clusters = parse_cluster_list(clusters_raw)?;
+        let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
+        let selector = params.selector()?;
+        let lanes = params.lanes();
+        let view = state.registry.service_by_key(&key).map(|s| s.view());
+        let grouped = key.grouped();
+        Ok(json(service_info(
+            view.as_deref(),
+            &ListRequest {
+                grouped: &grouped,
+                group: Some(&key.group),
+                clusters_raw,
+                query: Query {
+                    clusters: &clusters,
+                    healthy_only,
+                    selector: selector.as_ref(),
+                    lanes: lanes.as_deref(),
+                },
+                now_ms: now_ms(),
+            },
+        )))
+    }
+    .await;
+    wrap(result).await
+}
+
+async fn create_service(state: State<AppState>, params: Params) -> Response {
+    wrap(ok(service::create(state, params).await)).await
+}
+
+async fn delete_service(state: State<AppState>, params: Params) -> Response {
+    wrap(ok(service::delete(state, params).await)).await
+}
+
+async fn update_service(state: State<AppState>, params: Params) -> Response {
+    wrap(ok(service::update(state, params).await)).await
+}
+
+async fn service_detail(state: State<AppState>, params: Params) -> Response {
+    wrap(service::detail(state, params).await).await
+}
+
+/// `GET /nacos/v2/ns/service/list`: `{count, services}` of one group; pages default to
+/// 1 and 20, at most 500 per page.
+async fn service_list(State(state): State<AppState>, params: Params) -> Response {
+    let result = (|| {
+        let page_no = params.page("pageNo", Some(1))?;
+        let page_size = params.page("pageSize", Some(20))?.min(500);
+        let ns = params.namespace()?;
+        let group = params.optional("groupName").unwrap_or(DEFAULT_GROUP);
+        check_group(group)?;
+        let names: Vec<String> = state
+            .registry
+            .services(&ns)
+            .into_iter()
+            .filter(|s| &*s.key.group == group)
+            .map(|s| s.key.name.to_string())
+            .collect();
+        let count = names.len();
+        Ok(json!({ "count": count, "services": page(names, page_no, page_size) }))
+    })();
+    match result {
+        Ok(data) => success(data),
+        Err(e) => failure(e),
+    }
+}
+
+async fn metrics(state: State<AppState>, params: Params, req: axum::extract::Request) -> Response {
+    wrap(operator::metrics(state, params, req).await).await
+}
+
+async fn switches(state: State<AppState>) -> Response {
+    wrap(Ok(operator::switches(state).await)).await
+}

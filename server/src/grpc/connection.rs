@@ -1,0 +1,200 @@
+//! gRPC connections: one per HTTP/2 transport, identified by the peer address the unary
+//! calls and the bi-stream of one client share. A connection is registered when its
+//! bi-stream opens and unregistered when the stream ends; its client id
+//! (`g:<node>:<connection id>`) owns the instances registered over it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use roster_raft::NodeId;
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use super::proto::Payload;
+use crate::clock::now_ms;
+use crate::registry::service::ServiceKey;
+
+/// What the client told about itself in `ConnectionSetupRequest`.
+#[derive(Clone, Debug, Default)]
+pub struct Setup {
+    /// e.g. `Nacos-Java-Client:v2.5.1`.
+    pub client_version: String,
+    /// Its namespace (`tenant`).
+    pub tenant: String,
+    /// Labels (`source`, `module`, `AppName`, ...).
+    pub labels: HashMap<String, String>,
+    /// The client's own idea of its IP.
+    pub client_ip: String,
+}
+
+/// A push awaiting its ack.
+#[derive(Clone, Debug)]
+pub struct PendingPush {
+    /// The service pushed.
+    pub key: ServiceKey,
+    /// When it was sent, ms.
+    pub sent_ms: u64,
+    /// Sends so far.
+    pub attempts: u32,
+}
+
+/// One client connection.
+pub struct Connection {
+    /// `<first seen ms>_<ip>_<port>`, as Nacos forms it.
+    pub id: String,
+    /// The registry client id that owns its instances.
+    pub client: Arc<str>,
+    /// The transport's peer address.
+    pub remote: SocketAddr,
+    /// What the client said at setup.
+    pub setup: Mutex<Setup>,
+    /// Outbound messages on the bi-stream.
+    tx: mpsc::Sender<Result<Payload, Status>>,
+    /// Last message from the client (unary or stream), ms.
+    last_active: AtomicU64,
+    /// When a `ClientDetectionRequest` went out unanswered (0: none), ms.
+    detection_sent: AtomicU64,
+    /// Subscriptions: service → the `clusters` string the client gave.
+    pub subscriptions: Mutex<HashMap<ServiceKey, String>>,
+    /// Pushes awaiting acks, by request id.
+    pub pending: Mutex<HashMap<String, PendingPush>>,
+}
+
+impl Connection {
+    /// Marks the client active now.
+    pub fn touch(&self) {
+        self.last_active.store(now_ms(), Ordering::Relaxed);
+        self.detection_sent.store(0, Ordering::Relaxed);
+    }
+
+    /// Milliseconds since the client was last heard from.
+    pub fn idle_ms(&self, now: u64) -> u64 {
+        now.saturating_sub(self.last_active.load(Ordering::Relaxed))
+    }
+
+    /// When an unanswered detection probe went out (0: none).
+    pub fn detection_sent(&self) -> u64 {
+        self.detection_sent.load(Ordering::Relaxed)
+    }
+
+    /// Records a detection probe.
+    pub fn mark_detection(&self, now: u64) {
+        self.detection_sent.store(now, Ordering::Relaxed);
+    }
+
+    /// Queues a message to the client; false if the stream is gone or backed up.
+    pub fn send(&self, payload: Payload) -> bool {
+        self.tx.try_send(Ok(payload)).is_ok()
+    }
+
+    /// Ends the stream with `status`; the client reconnects.
+    pub fn close(&self, status: Status) {
+        let _ = self.tx.try_send(Err(status));
+    }
+}
+
+/// Every connection on this node. Cheap to clone.
+#[derive(Clone)]
+pub struct Connections {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    node: NodeId,
+    by_remote: DashMap<SocketAddr, Arc<Connection>>,
+    by_client: DashMap<Arc<str>, Arc<Connection>>,
+    /// Source of request ids of server-pushed messages.
+    next_request: AtomicU64,
+}
+
+impl Connections {
+    /// An empty registry for node `node`.
+    pub fn new(node: NodeId) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                node,
+                by_remote: DashMap::new(),
+                by_client: DashMap::new(),
+                next_request: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The connection id a transport at `remote` has (or would get now).
+    pub fn id_for(&self, remote: SocketAddr) -> String {
+        match self.shared.by_remote.get(&remote) {
+            Some(c) => c.id.clone(),
+            None => format!("{}_{}_{}", now_ms(), remote.ip(), remote.port()),
+        }
+    }
+
+    /// Registers the connection of a bi-stream from `remote`, sending through `tx`.
+    pub fn open(
+        &self,
+        remote: SocketAddr,
+        tx: mpsc::Sender<Result<Payload, Status>>,
+    ) -> Arc<Connection> {
+        let id = format!("{}_{}_{}", now_ms(), remote.ip(), remote.port());
+        let client: Arc<str> = format!("g:{}:{id}", self.shared.node).into();
+        let conn = Arc::new(Connection {
+            id,
+            client: client.clone(),
+            remote,
+            setup: Mutex::new(Setup::default()),
+            tx,
+            last_active: AtomicU64::new(now_ms()),
+            detection_sent: AtomicU64::new(0),
+            subscriptions: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+        });
+        // A transport carries one bi-stream; a new one replaces a stale entry.
+        if let Some(old) = self.shared.by_remote.insert(remote, conn.clone()) {
+            self.shared.by_client.remove(&old.client);
+        }
+        self.shared.by_client.insert(client, conn.clone());
+        conn
+    }
+
+    /// Unregisters `conn` (if it is still the registered one for its transport).
+    pub fn remove(&self, conn: &Arc<Connection>) -> bool {
+        let removed = self
+            .shared
+            .by_remote
+            .remove_if(&conn.remote, |_, c| Arc::ptr_eq(c, conn))
+            .is_some();
+        self.shared.by_client.remove(&conn.client);
+        removed
+    }
+
+    /// The connection of the transport at `remote`.
+    pub fn get(&self, remote: &SocketAddr) -> Option<Arc<Connection>> {
+        self.shared.by_remote.get(remote).map(|c| c.clone())
+    }
+
+    /// Whether a connection client id belongs to a live connection here.
+    pub fn holds(&self, client: &str) -> bool {
+        self.shared.by_client.contains_key(client)
+    }
+
+    /// Every connection.
+    pub fn all(&self) -> Vec<Arc<Connection>> {
+        self.shared.by_remote.iter().map(|c| c.clone()).collect()
+    }
+
+    /// How many connections there are.
+    pub fn count(&self) -> usize {
+        self.shared.by_remote.len()
+    }
+
+    /// A fresh request id for a server-pushed message.
+    pub fn next_request_id(&self) -> String {
+        self.shared
+            .next_request
+            .fetch_add(1, Ordering::Relaxed)
+            .to_string()
+    }
+}

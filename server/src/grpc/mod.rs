@@ -1,0 +1,743 @@
+//! The Nacos 2.x gRPC protocol on `--grpc` (HTTP port + 1000): [`proto`] the envelope
+//! and services, [`connection`] the per-transport connections, and here the request
+//! handlers, server push and connection upkeep. Every request goes through the same
+//! registry as HTTP, so an instance registered by any protocol is listed, pushed and
+//! managed through all of them.
+
+pub mod connection;
+pub mod proto;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::codegen::BoxFuture;
+use tonic::{Status, Streaming};
+
+use crate::api::error::ApiError;
+use crate::api::nacos::wire::{Host, CACHE_MILLIS};
+use crate::api::params::{
+    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
+    check_service_name, parse_cluster_list, DEFAULT_CLUSTER, DEFAULT_GROUP,
+};
+use crate::app::AppState;
+use crate::auth::Credentials;
+use crate::clock::{now_ms, now_secs};
+use crate::registry::changes::ChangeSet;
+use crate::registry::instance::{addr_key, Metadata};
+use crate::registry::namespace::PUBLIC_NAMESPACE;
+use crate::registry::select::{select, Query};
+use crate::registry::service::ServiceKey;
+use crate::registry::Registration;
+use crate::store::command::CommandV1;
+use connection::{Connection, Connections, PendingPush};
+use proto::{BiStreamServer, Handler, Payload, RequestServer};
+
+/// A connection silent this long is probed with `ClientDetectionRequest` (Nacos: 20 s).
+const IDLE_PROBE_MS: u64 = 20_000;
+/// ... and closed when the probe is unanswered this long (Nacos: 5 s).
+const PROBE_TIMEOUT_MS: u64 = 5_000;
+/// An unacknowledged push is sent again after this long, up to [`PUSH_ATTEMPTS`] times.
+const PUSH_ACK_TIMEOUT_MS: u64 = 5_000;
+const PUSH_ATTEMPTS: u32 = 3;
+
+/// The gRPC side of a node. Cheap to share (`Arc`).
+pub struct GrpcServer {
+    app: AppState,
+    /// Live connections.
+    pub connections: Connections,
+    /// Source of strictly increasing `lastRefTime` values (clients drop a push whose
+    /// `lastRefTime` is not newer than what they hold).
+    last_ref: AtomicU64,
+}
+
+/// A naming request body, read leniently: every field optional, `null` accepted, unknown
+/// keys ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct NamingRequest {
+    namespace: Option<String>,
+    service_name: Option<String>,
+    group_name: Option<String>,
+    r#type: Option<String>,
+    instance: Option<WireInstance>,
+    instances: Option<Vec<WireInstance>>,
+    cluster: Option<String>,
+    clusters: Option<String>,
+    healthy_only: Option<bool>,
+    /// The Python client's spelling of `healthyOnly`.
+    health_only: Option<bool>,
+    subscribe: Option<bool>,
+    page_no: Option<u64>,
+    page_size: Option<u64>,
+}
+
+/// An instance as clients send it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct WireInstance {
+    instance_id: Option<String>,
+    ip: Option<String>,
+    port: Option<i64>,
+    weight: Option<f64>,
+    healthy: Option<bool>,
+    enabled: Option<bool>,
+    ephemeral: Option<bool>,
+    cluster_name: Option<String>,
+    metadata: Option<HashMap<String, Value>>,
+}
+
+fn respond(kind: &str, mut fields: Value) -> Payload {
+    fields["resultCode"] = json!(200);
+    fields["errorCode"] = json!(0);
+    fields["success"] = json!(true);
+    Payload::new(kind, &fields)
+}
+
+fn failure(kind: &str, code: u16, message: &str) -> Payload {
+    Payload::new(
+        kind,
+        &json!({ "resultCode": 500, "errorCode": code, "message": message, "success": false }),
+    )
+}
+
+/// The response type each naming request expects.
+fn response_type(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "InstanceRequest" | "PersistentInstanceRequest" => "InstanceResponse",
+        "BatchInstanceRequest" => "BatchInstanceResponse",
+        "ServiceQueryRequest" => "QueryServiceResponse",
+        "SubscribeServiceRequest" => "SubscribeServiceResponse",
+        "ServiceListRequest" => "ServiceListResponse",
+        _ => return None,
+    })
+}
+
+fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
+    payload.metadata.as_ref().and_then(|m| {
+        m.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    })
+}
+
+impl GrpcServer {
+    /// A gRPC server over the node's state.
+    pub fn new(app: AppState, connections: Connections) -> Arc<Self> {
+        Arc::new(Self {
+            app,
+            connections,
+            last_ref: AtomicU64::new(0),
+        })
+    }
+
+    fn next_ref_time(&self) -> u64 {
+        let now = now_ms();
+        let mut last = self.last_ref.load(Ordering::Relaxed);
+        loop {
+            let next = now.max(last + 1);
+            match self.last_ref.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(current) => last = current,
+            }
+        }
+    }
+
+    async fn unary(self: Arc<Self>, remote: Option<SocketAddr>, payload: Payload) -> Payload {
+        let kind = payload.kind().to_string();
+        self.app.metrics.grpc_request(&kind);
+        let Some(remote) = remote else {
+            return failure("ErrorResponse", 500, "no peer address");
+        };
+        if !self.app.ready.is_ready() {
+            return failure("ErrorResponse", 300, "Server is starting,please try later.");
+        }
+        if kind == "ServerCheckRequest" {
+            return respond(
+                "ServerCheckResponse",
+                json!({ "connectionId": self.connections.id_for(remote), "supportAbilityNegotiation": true }),
+            );
+        }
+        let Some(conn) = self.connections.get(&remote) else {
+            return failure("ErrorResponse", 301, "Connection is unregistered.");
+        };
+        conn.touch();
+        if kind == "HealthCheckRequest" {
+            return respond("HealthCheckResponse", json!({}));
+        }
+        let Some(reply_type) = response_type(&kind) else {
+            return failure("ErrorResponse", 302, "RequestHandler Not Found");
+        };
+        if let Err(e) = self.authenticate(&payload).await {
+            tracing::debug!(error = %e, "grpc request refused");
+            return failure(reply_type, 403, "Validate Identity failed.");
+        }
+        let request: NamingRequest = match serde_json::from_slice(payload.body_bytes()) {
+            Ok(r) => r,
+            Err(e) => {
+                return failure(
+                    "ErrorResponse",
+                    400,
+                    &format!("Invalid request: the body is not a {kind}: {e}"),
+                )
+            }
+        };
+        match self.naming(&kind, &conn, request).await {
+            Ok(fields) => respond(reply_type, fields),
+            // As Nacos: a refused identity answers the reply type, a failed request
+            // `ErrorResponse` (clients that validate the reply type's fields could not
+            // read the message otherwise).
+            Err(e) => failure("ErrorResponse", e.status.as_u16(), &e.message),
+        }
+    }
+
+    async fn authenticate(&self, payload: &Payload) -> Result<(), crate::auth::AuthError> {
+        if !self.app.auth.enabled() {
+            return Ok(());
+        }
+        let token = header(payload, "accessToken").or_else(|| {
+            header(payload, "Authorization").map(|v| v.strip_prefix("Bearer ").unwrap_or(v))
+        });
+        let creds = Credentials {
+            token,
+            username: header(payload, "username"),
+            password: header(payload, "password"),
+        };
+        self.app.auth.identify(&creds, now_secs()).await.map(|_| ())
+    }
+
+    /// The namespace and group a request addresses (defaults: public, DEFAULT_GROUP).
+    fn scope(request: &NamingRequest) -> Result<(String, String), ApiError> {
+        let namespace = request
+            .namespace
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(PUBLIC_NAMESPACE);
+        check_namespace_id("namespace", namespace)?;
+        let group = request
+            .group_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .unwrap_or(DEFAULT_GROUP);
+        check_group(group)?;
+        Ok((namespace.to_string(), group.to_string()))
+    }
+
+    fn service_key(request: &NamingRequest) -> Result<ServiceKey, ApiError> {
+        let (namespace, group) = Self::scope(request)?;
+        let raw = request
+            .service_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| ApiError::missing("serviceName"))?;
+        // A grouped name (`group@@name`) overrides groupName.
+        let (group, name) = match raw.split_once("@@") {
+            Some((g, n)) => (g.to_string(), n.to_string()),
+            None => (group, raw.to_string()),
+        };
+        check_group(&group)?;
+        check_service_name(&name)?;
+        Ok(ServiceKey::new(&namespace, &group, &name))
+    }
+
+    fn registration(
+        &self,
+        wire: &WireInstance,
+        client: Option<&Arc<str>>,
+    ) -> Result<Registration, ApiError> {
+        let ip = wire
+            .ip
+            .as_deref()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| ApiError::missing("instance.ip"))?;
+        check_ip("instance.ip", ip)?;
+        let port = wire
+            .port
+            .ok_or_else(|| ApiError::missing("instance.port"))?;
+        let port = u16::try_from(port).map_err(|_| {
+            ApiError::illegal("instance.port", "the value should be between 0 and 65535.")
+        })?;
+        let weight = wire.weight.unwrap_or(1.0);
+        if !weight.is_finite() || !(0.0..=10000.0).contains(&weight) {
+            return Err(ApiError::bad_request(
+                "instance format invalid: The weights range from 0.0 to 10000.0",
+            ));
+        }
+        let cluster = wire
+            .cluster_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .unwrap_or(DEFAULT_CLUSTER);
+        check_cluster_name(cluster)?;
+        let metadata: Metadata = wire
+            .metadata
+            .iter()
+            .flatten()
+            .map(|(k, v)| {
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        check_metadata(
+            "instance.metadata",
+            &metadata,
+            self.app.limits.max_metadata_bytes,
+        )?;
+        Ok(Registration {
+            ip: ip.to_string(),
+            port,
+            cluster: cluster.to_string(),
+            weight,
+            healthy: wire.healthy.unwrap_or(true),
+            enabled: wire.enabled.unwrap_or(true),
+            ephemeral: wire.ephemeral.unwrap_or(true),
+            metadata,
+            instance_id: wire.instance_id.clone().filter(|i| !i.trim().is_empty()),
+            client: client.map(|c| c.to_string()),
+        })
+    }
+
+    async fn naming(
+        &self,
+        kind: &str,
+        conn: &Arc<Connection>,
+        request: NamingRequest,
+    ) -> Result<Value, ApiError> {
+        let registry = &self.app.registry;
+        if kind == "ServiceListRequest" {
+            // Lists a group; it names no service.
+            let (namespace, group) = Self::scope(&request)?;
+            let page_no = request.page_no.unwrap_or(1).max(1) as usize;
+            let page_size = request.page_size.unwrap_or(10).clamp(1, 10_000) as usize;
+            let names: Vec<String> = registry
+                .services(&namespace)
+                .into_iter()
+                .filter(|s| *s.key.group == *group)
+                .map(|s| s.key.name.to_string())
+                .collect();
+            let count = names.len();
+            let page: Vec<String> = crate::api::nacos::page(names, page_no, page_size);
+            return Ok(json!({ "count": count, "serviceNames": page }));
+        }
+        let key = Self::service_key(&request)?;
+        let now = now_ms();
+        match kind {
+            "InstanceRequest" | "PersistentInstanceRequest" => {
+                let op = request.r#type.clone().unwrap_or_default();
+                let wire = request
+                    .instance
+                    .as_ref()
+                    .ok_or_else(|| ApiError::missing("instance"))?;
+                let persistent =
+                    kind == "PersistentInstanceRequest" || wire.ephemeral == Some(false);
+                match (op.as_str(), persistent) {
+                    ("registerInstance", false) => {
+                        let reg = self.registration(wire, Some(&conn.client))?;
+                        let addr = addr_key(&reg.ip, reg.port);
+                        registry.register(&key, &reg, now)?;
+                        // One instance per service per connection, as in Nacos 2.x.
+                        registry.retain_client_instances(&conn.client, &key, &[addr], now);
+                    }
+                    ("deregisterInstance", false) => {
+                        registry.retain_client_instances(&conn.client, &key, &[], now);
+                    }
+                    ("registerInstance", true) => {
+                        let mut reg = self.registration(wire, None)?;
+                        reg.ephemeral = false;
+                        if let Some(conflict) = registry.kind_conflict(&key, false) {
+                            return Err(conflict.into());
+                        }
+                        self.app
+                            .store
+                            .propose(CommandV1::Register {
+                                key,
+                                registration: reg,
+                                at_ms: now,
+                            })
+                            .await?;
+                    }
+                    ("deregisterInstance", true) => {
+                        let reg = self.registration(wire, None)?;
+                        self.app
+                            .store
+                            .propose(CommandV1::Deregister {
+                                key,
+                                ip: reg.ip,
+                                port: reg.port,
+                                at_ms: now,
+                            })
+                            .await?;
+                    }
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "Unsupported request type {op}"
+                        )))
+                    }
+                }
+                Ok(json!({ "type": op }))
+            }
+            "BatchInstanceRequest" => {
+                let op = request.r#type.clone().unwrap_or_default();
+                if op != "batchRegisterInstance" {
+                    return Err(ApiError::bad_request(format!(
+                        "Unsupported request type {op}"
+                    )));
+                }
+                let wires = request.instances.as_deref().unwrap_or_default();
+                let regs = wires
+                    .iter()
+                    .map(|w| self.registration(w, Some(&conn.client)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if let Some(r) = regs.iter().find(|r| !r.ephemeral) {
+                    return Err(ApiError::illegal(
+                        "instances",
+                        format!(
+                            "batch registration is for ephemeral instances only ({}:{} is not).",
+                            r.ip, r.port
+                        ),
+                    ));
+                }
+                let mut keep = Vec::new();
+                for reg in &regs {
+                    registry.register(&key, reg, now)?;
+                    keep.push(addr_key(&reg.ip, reg.port));
+                }
+                // The batch replaces the connection's instances of the service.
+                registry.retain_client_instances(&conn.client, &key, &keep, now);
+                Ok(json!({ "type": op }))
+            }
+            "ServiceQueryRequest" => {
+                let clusters = request.cluster.clone().unwrap_or_default();
+                parse_cluster_list(&clusters)?;
+                let healthy_only = request
+                    .healthy_only
+                    .or(request.health_only)
+                    .unwrap_or(false);
+                Ok(json!({ "serviceInfo": self.service_info(&key, &clusters, healthy_only) }))
+            }
+            "SubscribeServiceRequest" => {
+                let clusters = request.clusters.clone().unwrap_or_default();
+                parse_cluster_list(&clusters)?;
+                let info = self.service_info(&key, &clusters, false);
+                if request.subscribe.unwrap_or(true) {
+                    conn.subscriptions
+                        .lock()
+                        .insert(key.clone(), clusters.clone());
+                    // Also push it (as Nacos does), with a newer lastRefTime.
+                    self.push(conn, &key, &clusters, 1);
+                } else {
+                    conn.subscriptions.lock().remove(&key);
+                }
+                Ok(json!({ "message": "success", "serviceInfo": info }))
+            }
+            _ => Err(ApiError::bad_request(format!("Unsupported request {kind}"))),
+        }
+    }
+
+    /// `ServiceInfo` as gRPC clients expect it: the plain name, the group, the clusters
+    /// string as given, and a `lastRefTime` newer than any before.
+    fn service_info(&self, key: &ServiceKey, clusters_raw: &str, healthy_only: bool) -> Value {
+        let clusters = parse_cluster_list(clusters_raw).unwrap_or_default();
+        let view = self.app.registry.service_by_key(key).map(|s| s.view());
+        let grouped = key.grouped();
+        let (hosts, protected) = match &view {
+            Some(v) => {
+                let selection = select(
+                    v,
+                    &Query {
+                        clusters: &clusters,
+                        healthy_only,
+                        ..Default::default()
+                    },
+                );
+                let hosts: Vec<Value> = selection
+                    .hosts
+                    .iter()
+                    .map(|h| {
+                        serde_json::to_value(Host::new(h, &grouped, selection.reported_healthy(h)))
+                            .expect("hosts serialize")
+                    })
+                    .collect();
+                (hosts, selection.protected)
+            }
+            None => (Vec::new(), false),
+        };
+        json!({
+            "name": &*key.name,
+            "groupName": &*key.group,
+            "clusters": clusters_raw,
+            "cacheMillis": CACHE_MILLIS,
+            "hosts": hosts,
+            "lastRefTime": self.next_ref_time(),
+            "checksum": "",
+            "allIPs": false,
+            "reachProtectionThreshold": protected,
+            "valid": true,
+        })
+    }
+
+    /// Pushes the current state of `key` to one subscriber.
+    fn push(&self, conn: &Arc<Connection>, key: &ServiceKey, clusters: &str, attempt: u32) {
+        let request_id = self.connections.next_request_id();
+        let body = json!({
+            "headers": {},
+            "requestId": request_id,
+            "module": "naming",
+            "serviceInfo": self.service_info(key, clusters, false),
+        });
+        if conn.send(Payload::new("NotifySubscriberRequest", &body)) {
+            self.app.metrics.grpc_push("sent");
+            conn.pending.lock().insert(
+                request_id,
+                PendingPush {
+                    key: key.clone(),
+                    sent_ms: now_ms(),
+                    attempts: attempt,
+                },
+            );
+        } else {
+            self.app.metrics.grpc_push("failed");
+        }
+    }
+
+    fn on_stream_message(&self, conn: &Arc<Connection>, payload: Payload) {
+        let body: Value = serde_json::from_slice(payload.body_bytes()).unwrap_or(Value::Null);
+        match payload.kind() {
+            "ConnectionSetupRequest" => {
+                {
+                    let mut setup = conn.setup.lock();
+                    setup.client_version = body["clientVersion"].as_str().unwrap_or("").to_string();
+                    setup.tenant = body["tenant"].as_str().unwrap_or("").to_string();
+                    setup.client_ip = payload
+                        .metadata
+                        .as_ref()
+                        .map(|m| m.client_ip.clone())
+                        .unwrap_or_default();
+                    if let Some(labels) = body["labels"].as_object() {
+                        setup.labels = labels
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                            .collect();
+                    }
+                }
+                tracing::debug!(connection = %conn.id, version = body["clientVersion"].as_str().unwrap_or(""), "grpc client set up");
+                // Clients that negotiate abilities wait for this (and give up without it).
+                if body.get("abilityTable").is_some_and(|t| !t.is_null()) {
+                    let ack = json!({
+                        "headers": {},
+                        "abilityTable": { "supportPersistentInstanceByGrpc": true },
+                        "module": "internal",
+                    });
+                    conn.send(Payload::new("SetupAckRequest", &ack));
+                }
+            }
+            "NotifySubscriberResponse" | "ClientDetectionResponse" | "ConnectResetResponse" => {
+                let id = match &body["requestId"] {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    _ => String::new(),
+                };
+                if conn.pending.lock().remove(&id).is_some() {
+                    self.app.metrics.grpc_push("acked");
+                }
+            }
+            other => {
+                tracing::debug!(connection = %conn.id, kind = other, "unexpected message on the stream")
+            }
+        }
+    }
+
+    async fn read_stream(self: Arc<Self>, conn: Arc<Connection>, mut inbound: Streaming<Payload>) {
+        loop {
+            match inbound.message().await {
+                Ok(Some(payload)) => {
+                    conn.touch();
+                    self.on_stream_message(&conn, payload);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(connection = %conn.id, error = %e, "grpc stream ended");
+                    break;
+                }
+            }
+        }
+        self.disconnect(&conn);
+    }
+
+    /// Forgets a connection: its instances and subscriptions go, and the removal
+    /// replicates like any change.
+    fn disconnect(&self, conn: &Arc<Connection>) {
+        if self.connections.remove(conn) {
+            let removed = self.app.registry.remove_client(&conn.client, now_ms());
+            tracing::info!(connection = %conn.id, instances = removed, "grpc client disconnected");
+        }
+    }
+
+    /// Pushes changes to subscribers until `stopping`.
+    pub async fn run_push(
+        self: Arc<Self>,
+        changes: Arc<ChangeSet>,
+        mut stopping: watch::Receiver<bool>,
+    ) {
+        loop {
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = stopping.changed() => return,
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let keys = changes.drain();
+            for conn in self.connections.all() {
+                let wanted: Vec<(ServiceKey, String)> = {
+                    let subs = conn.subscriptions.lock();
+                    keys.iter()
+                        .filter_map(|k| subs.get(k).map(|c| (k.clone(), c.clone())))
+                        .collect()
+                };
+                for (key, clusters) in wanted {
+                    self.push(&conn, &key, &clusters, 1);
+                }
+            }
+        }
+    }
+
+    /// Re-sends unacknowledged pushes and probes, then drops, silent connections, until
+    /// `stopping`; then tells every client to reconnect elsewhere.
+    pub async fn run_upkeep(self: Arc<Self>, mut stopping: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stopping.changed() => {
+                    self.reset_all();
+                    return;
+                }
+            }
+            let now = now_ms();
+            for conn in self.connections.all() {
+                let late: Vec<PendingPush> = {
+                    let mut pending = conn.pending.lock();
+                    let late: Vec<String> = pending
+                        .iter()
+                        .filter(|(_, p)| now.saturating_sub(p.sent_ms) > PUSH_ACK_TIMEOUT_MS)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    late.iter().filter_map(|id| pending.remove(id)).collect()
+                };
+                for p in late {
+                    let clusters = conn.subscriptions.lock().get(&p.key).cloned();
+                    match clusters {
+                        Some(c) if p.attempts < PUSH_ATTEMPTS => {
+                            self.push(&conn, &p.key, &c, p.attempts + 1)
+                        }
+                        _ => self.app.metrics.grpc_push("failed"),
+                    }
+                }
+                let probe = conn.detection_sent();
+                if probe == 0 && conn.idle_ms(now) >= IDLE_PROBE_MS {
+                    let body = json!({ "headers": {}, "requestId": self.connections.next_request_id(), "module": "internal" });
+                    conn.send(Payload::new("ClientDetectionRequest", &body));
+                    conn.mark_detection(now);
+                } else if probe > 0 && now.saturating_sub(probe) > PROBE_TIMEOUT_MS {
+                    tracing::info!(connection = %conn.id, "grpc client did not answer the detection probe; closing");
+                    conn.close(Status::unavailable(
+                        "no answer to the client detection probe",
+                    ));
+                    self.disconnect(&conn);
+                }
+            }
+        }
+    }
+
+    /// Asks every client to reconnect to another node, then ends the streams (clients
+    /// that cannot parse `ConnectResetRequest` reconnect when their stream ends).
+    fn reset_all(&self) {
+        for conn in self.connections.all() {
+            let body = json!({
+                "headers": {},
+                "requestId": self.connections.next_request_id(),
+                "serverIp": "",
+                "serverPort": "",
+                "connectionId": conn.id,
+                "module": "internal",
+            });
+            conn.send(Payload::new("ConnectResetRequest", &body));
+            conn.close(Status::unavailable(
+                "this node is shutting down; connect to another",
+            ));
+        }
+    }
+}
+
+impl Handler for GrpcServer {
+    fn request(
+        self: Arc<Self>,
+        remote: Option<SocketAddr>,
+        payload: Payload,
+    ) -> BoxFuture<Payload, Status> {
+        Box::pin(async move { Ok(self.unary(remote, payload).await) })
+    }
+
+    fn stream(
+        self: Arc<Self>,
+        remote: Option<SocketAddr>,
+        inbound: Streaming<Payload>,
+    ) -> BoxFuture<ReceiverStream<Result<Payload, Status>>, Status> {
+        Box::pin(async move {
+            let remote = remote.ok_or_else(|| Status::internal("no peer address"))?;
+            if !self.app.ready.is_ready() {
+                return Err(Status::unavailable("Server is starting,please try later."));
+            }
+            let (tx, rx) = mpsc::channel(1024);
+            // Registered at stream open, so that the unary calls that follow the setup
+            // message never race it.
+            let conn = self.connections.open(remote, tx);
+            tracing::debug!(connection = %conn.id, "grpc stream opened");
+            tokio::spawn(self.clone().read_stream(conn, inbound));
+            Ok(ReceiverStream::new(rx))
+        })
+    }
+}
+
+/// Serves gRPC on `listener` until `stopping` (then every client is told to move on).
+pub async fn serve(
+    server: Arc<GrpcServer>,
+    listener: TcpListener,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let incoming = TcpListenerStream::new(listener);
+    let shutdown = async move {
+        let _ = stopping.changed().await;
+    };
+    let result = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(60)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .add_service(RequestServer(server.clone()))
+        .add_service(BiStreamServer(server))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "grpc server failed");
+    }
+}
