@@ -1,6 +1,7 @@
 //! Real Nacos SDKs, unmodified, against a real node with auth on: the Python
-//! `nacos-sdk-python==0.1.16` (HTTP v1) and the npm `nacos-naming` client (HTTP v1 with
-//! UDP push). The scripts live in `tests/clients/`; `scripts/test` installs their
+//! `nacos-sdk-python==0.1.16` (HTTP v1), `nacos-sdk-python==3.2.0` (gRPC, asyncio) and the
+//! npm `nacos-naming` client (HTTP v1 with UDP push). The Rust `nacos-sdk` is driven
+//! in-process by `grpc.rs`. The scripts live in `tests/clients/`; `scripts/test` installs their
 //! packages. A missing interpreter or package fails the test: it never skips.
 
 use std::path::PathBuf;
@@ -59,6 +60,56 @@ fn python_sdk_registers_lists_subscribes_modifies_and_beats() {
         0,
         "removed at the end: {v}"
     );
+}
+
+#[test]
+fn python_3_sdk_over_grpc_registers_batches_subscribes_and_lists() {
+    let node = Node::start();
+    let python = clients_dir().join("python3/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} missing: run scripts/test",
+        python.display()
+    );
+    let mut cmd = Command::new(&python);
+    cmd.arg(clients_dir().join("python3/grpc_flow.py"))
+        .args(["--server", &node.addr()])
+        .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--service", "py3-orders"]);
+    let out = run(cmd, "python3 gRPC");
+    for step in [
+        "connect",
+        "auth_required",
+        "push_added",
+        "batch_register",
+        "list_services",
+        "shutdown",
+    ] {
+        assert!(
+            out.contains(&format!("\"step\": \"{step}\""))
+                || out.contains(&format!("\"step\":\"{step}\"")),
+            "the script ran step {step}:\n{out}"
+        );
+    }
+    // The server saw it over gRPC, and the connection's instances went with it.
+    let requests = node
+        .metric("roster_grpc_requests_total{kind=\"InstanceRequest\"}")
+        .unwrap_or(0.0);
+    assert!(
+        requests >= 1.0,
+        "InstanceRequests reached the server ({requests})"
+    );
+    // The script removes its HTTP instance; the lingering one left with the connection.
+    for name in ["py3-orders", "py3-orders-batch", "py3-orders-linger"] {
+        let v = node
+            .call(
+                "GET",
+                &format!("/nacos/v1/ns/instance/list?serviceName={name}"),
+            )
+            .expect(200)
+            .json();
+        assert_eq!(v["hosts"], roster_tests::json!([]), "{name} emptied: {v}");
+    }
 }
 
 #[test]

@@ -44,13 +44,14 @@ pub fn workspace_root() -> PathBuf {
 
 /// A free port on 127.0.0.1 (TCP and UDP), never handed out twice by this process.
 ///
-/// Ports come from 20000-31999, below Linux's ephemeral range (32768+), so neither the
-/// kernel's choice of source ports for outgoing connections nor another test can take
-/// a port that a killed node will bind again on restart.
+/// Ports come from 20000-30999 (and their gRPC companions, port + 1000, from
+/// 21000-31999), below Linux's ephemeral range (32768+), so neither the kernel's choice
+/// of source ports for outgoing connections nor another test can take a port that a
+/// killed node will bind again on restart.
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     const LOW: u32 = 20_000;
-    const SPAN: u32 = 12_000;
+    const SPAN: u32 = 11_000;
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
     // Start at a per-process offset, so concurrent test runs rarely meet.
     let _ = NEXT.compare_exchange(
@@ -61,8 +62,10 @@ pub fn free_port() -> u16 {
     );
     for _ in 0..SPAN {
         let port = (LOW + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN) as u16;
+        // port + 1000 is where a node on `port` serves gRPC.
         if TcpListener::bind(("127.0.0.1", port)).is_ok()
             && UdpSocket::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 1000)).is_ok()
         {
             return port;
         }

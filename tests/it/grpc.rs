@@ -1,0 +1,553 @@
+//! The Nacos 2.x gRPC protocol: a hand-rolled client that checks the wire (handshake,
+//! types, errors, push, oversized and malformed messages), the real Rust `nacos-sdk`
+//! client, and gRPC clients across a three-node cluster.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nacos_sdk::api::naming::{
+    NamingChangeEvent, NamingEventListener, NamingServiceBuilder, ServiceInstance,
+};
+use nacos_sdk::api::props::ClientProps;
+use roster_tests::{eventually, Cluster, Node, Value, ADMIN_PASSWORD};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::http::uri::PathAndQuery;
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Metadata {
+    #[prost(string, tag = "3")]
+    r#type: String,
+    #[prost(string, tag = "8")]
+    client_ip: String,
+    #[prost(map = "string, string", tag = "7")]
+    headers: HashMap<String, String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Any {
+    #[prost(string, tag = "1")]
+    type_url: String,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Payload {
+    #[prost(message, optional, tag = "2")]
+    metadata: Option<Metadata>,
+    #[prost(message, optional, tag = "3")]
+    body: Option<Any>,
+}
+
+fn payload(kind: &str, body: &Value, token: Option<&str>) -> Payload {
+    let mut headers = HashMap::new();
+    if let Some(t) = token {
+        headers.insert("accessToken".to_string(), t.to_string());
+    }
+    Payload {
+        metadata: Some(Metadata {
+            r#type: kind.into(),
+            client_ip: "127.0.0.1".into(),
+            headers,
+        }),
+        body: Some(Any {
+            type_url: String::new(),
+            value: serde_json::to_vec(body).unwrap(),
+        }),
+    }
+}
+
+fn decode(p: &Payload) -> (String, Value) {
+    let kind = p
+        .metadata
+        .as_ref()
+        .map(|m| m.r#type.clone())
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&p.body.as_ref().unwrap().value).unwrap();
+    (kind, body)
+}
+
+/// A gRPC client speaking the Nacos envelope by hand: unary calls and the bi-stream
+/// share one HTTP/2 connection, as real clients do.
+struct RawClient {
+    grpc: tonic::client::Grpc<tonic::transport::Channel>,
+    to_server: Option<mpsc::Sender<Payload>>,
+    from_server: Option<tonic::Streaming<Payload>>,
+}
+
+impl RawClient {
+    async fn connect(addr: &str) -> Self {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .expect("grpc connect");
+        Self {
+            grpc: tonic::client::Grpc::new(channel).max_encoding_message_size(64 * 1024 * 1024),
+            to_server: None,
+            from_server: None,
+        }
+    }
+
+    async fn try_unary(&mut self, p: Payload) -> Result<Payload, tonic::Status> {
+        self.grpc.ready().await.unwrap();
+        self.grpc
+            .unary(
+                tonic::Request::new(p),
+                PathAndQuery::from_static("/Request/request"),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .map(|r| r.into_inner())
+    }
+
+    async fn unary(&mut self, kind: &str, body: Value, token: Option<&str>) -> (String, Value) {
+        decode(
+            &self
+                .try_unary(payload(kind, &body, token))
+                .await
+                .expect("unary call"),
+        )
+    }
+
+    async fn open_stream(&mut self) {
+        let (tx, rx) = mpsc::channel(16);
+        self.grpc.ready().await.unwrap();
+        let response = self
+            .grpc
+            .streaming(
+                tonic::Request::new(ReceiverStream::new(rx)),
+                PathAndQuery::from_static("/BiRequestStream/requestBiStream"),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .expect("open stream");
+        self.to_server = Some(tx);
+        self.from_server = Some(response.into_inner());
+    }
+
+    async fn send(&self, kind: &str, body: Value) {
+        self.to_server
+            .as_ref()
+            .unwrap()
+            .send(payload(kind, &body, None))
+            .await
+            .unwrap();
+    }
+
+    /// The next server message on the stream, within `timeout`.
+    async fn next(&mut self, timeout: Duration) -> Option<(String, Value)> {
+        let stream = self.from_server.as_mut().unwrap();
+        match tokio::time::timeout(timeout, stream.message()).await {
+            Ok(Ok(Some(p))) => Some(decode(&p)),
+            _ => None,
+        }
+    }
+
+    /// Waits for a message of `kind`, answering pushes on the way.
+    async fn expect(&mut self, kind: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (k, body) = self
+                .next(left)
+                .await
+                .unwrap_or_else(|| panic!("no {kind} within {timeout:?}"));
+            if k == "NotifySubscriberRequest" {
+                self.send(
+                    "NotifySubscriberResponse",
+                    json!({"resultCode":200,"errorCode":0,"requestId":body["requestId"]}),
+                )
+                .await;
+            }
+            if k == kind {
+                return body;
+            }
+        }
+    }
+
+    fn close_stream(&mut self) {
+        self.to_server = None;
+        self.from_server = None;
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn grpc_addr(node: &Node) -> String {
+    format!("127.0.0.1:{}", node.http_port + 1000)
+}
+
+fn http_ips(node: &Node, query: &str) -> Vec<String> {
+    let v = node
+        .call("GET", &format!("/nacos/v1/ns/instance/list?{query}"))
+        .expect(200)
+        .json();
+    let mut ips: Vec<String> = v["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| format!("{}:{}", h["ip"].as_str().unwrap(), h["port"]))
+        .collect();
+    ips.sort();
+    ips
+}
+
+fn register_body(service: &str, ip: &str, port: i64) -> Value {
+    json!({"headers":{},"requestId":null,"namespace":"public","serviceName":service,"groupName":"DEFAULT_GROUP",
+           "type":"registerInstance","instance":{"ip":ip,"port":port,"weight":1.0,"healthy":true,"enabled":true,
+           "ephemeral":true,"clusterName":"DEFAULT","metadata":{"v":"1"},"instanceId":null},"module":"naming"})
+}
+
+#[test]
+fn the_wire_protocol_handshake_requests_errors_and_push() {
+    let node = Node::start();
+    let token = node.token();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = RawClient::connect(&grpc_addr(&node)).await;
+        // A server check works before any stream.
+        let (kind, body) = c.unary("ServerCheckRequest", json!({"headers":{},"requestId":""}), None).await;
+        assert_eq!(kind, "ServerCheckResponse");
+        assert!(body["connectionId"].as_str().is_some_and(|s| !s.is_empty()));
+        assert_eq!((body["resultCode"].clone(), body["errorCode"].clone(), body["success"].clone()), (json!(200), json!(0), json!(true)));
+        assert_eq!(body["supportAbilityNegotiation"], true);
+        // Naming before the stream: the connection is unregistered (clients reconnect).
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.1", 8080), Some(&token)).await;
+        assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(301)));
+        // The stream, and the ability negotiation.
+        c.open_stream().await;
+        c.send("ConnectionSetupRequest", json!({"clientVersion":"Roster-Test:v1","tenant":"","labels":{"source":"sdk","module":"naming"},"abilityTable":{}})).await;
+        let ack = c.expect("SetupAckRequest", Duration::from_secs(5)).await;
+        assert_eq!(ack["abilityTable"]["supportPersistentInstanceByGrpc"], true);
+        assert!(ack["headers"].is_object());
+        // Auth: no token, a typed 403.
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.1", 8080), None).await;
+        assert_eq!((kind.as_str(), body["errorCode"].clone(), body["success"].clone()), ("InstanceResponse", json!(403), json!(false)));
+        // Register; the HTTP API sees it.
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.1", 8080), Some(&token)).await;
+        assert_eq!(kind, "InstanceResponse");
+        assert_eq!((body["type"].clone(), body["errorCode"].clone(), body["success"].clone()), (json!("registerInstance"), json!(0), json!(true)));
+        assert!(body.get("message").is_none_or(|m| !m.is_null()), "never null: {body}");
+        assert_eq!(http_ips(&node, "serviceName=wire"), ["10.80.0.1:8080"]);
+        // A second register on the connection replaces the first (one per service).
+        c.unary("InstanceRequest", register_body("wire", "10.80.0.2", 8080), Some(&token)).await;
+        assert_eq!(http_ips(&node, "serviceName=wire"), ["10.80.0.2:8080"]);
+        // Errors: unknown type, malformed body, bad fields.
+        let (kind, body) = c.unary("FrobnicateRequest", json!({}), Some(&token)).await;
+        assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(302)));
+        let bad = Payload { body: Some(Any { type_url: String::new(), value: b"{not json".to_vec() }), ..payload("InstanceRequest", &json!({}), Some(&token)) };
+        let (kind, body) = decode(&c.try_unary(bad).await.unwrap());
+        assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(400)));
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.3", 70000), Some(&token)).await;
+        assert!(kind == "ErrorResponse" && body["errorCode"] == 400 && body["message"].as_str().unwrap().contains("instance.port"), "{body}");
+        // Query, subscribe and push.
+        let (kind, body) = c.unary("ServiceQueryRequest", json!({"namespace":"public","serviceName":"wire","groupName":"DEFAULT_GROUP","cluster":"","healthyOnly":false,"udpPort":0}), Some(&token)).await;
+        assert_eq!(kind, "QueryServiceResponse");
+        let info = &body["serviceInfo"];
+        assert_eq!((info["name"].clone(), info["groupName"].clone(), info["clusters"].clone()), (json!("wire"), json!("DEFAULT_GROUP"), json!("")));
+        assert_eq!(info["hosts"][0]["metadata"], json!({"v":"1"}));
+        assert_eq!(info["hosts"][0]["serviceName"], "DEFAULT_GROUP@@wire");
+        let (kind, body) = c.unary("SubscribeServiceRequest", json!({"namespace":"public","serviceName":"wire","groupName":"DEFAULT_GROUP","subscribe":true,"clusters":""}), Some(&token)).await;
+        assert_eq!((kind.as_str(), body["message"].clone()), ("SubscribeServiceResponse", json!("success")));
+        let first = body["serviceInfo"]["lastRefTime"].as_u64().unwrap();
+        let push = c.expect("NotifySubscriberRequest", Duration::from_secs(5)).await;
+        assert!(push["requestId"].is_string() && push["headers"].is_object());
+        let mut last = push["serviceInfo"]["lastRefTime"].as_u64().unwrap();
+        assert!(last > first, "pushes are newer than the subscribe answer");
+        // A change over HTTP v1 is pushed over gRPC.
+        let started = Instant::now();
+        node.call("POST", "/nacos/v1/ns/instance?serviceName=wire&ip=10.80.0.9&port=9&ephemeral=true").expect(200);
+        loop {
+            let push = c.expect("NotifySubscriberRequest", Duration::from_secs(5)).await;
+            let t = push["serviceInfo"]["lastRefTime"].as_u64().unwrap();
+            assert!(t > last, "lastRefTime strictly increases");
+            last = t;
+            if push["serviceInfo"]["hosts"].as_array().unwrap().len() == 2 {
+                break;
+            }
+        }
+        eprintln!("HTTP change pushed over gRPC in {:?}", started.elapsed());
+        assert!(node.metric("roster_grpc_pushes_total{outcome=\"acked\"}").unwrap_or(0.0) >= 1.0);
+        // Service list.
+        let (kind, body) = c.unary("ServiceListRequest", json!({"namespace":"public","groupName":"DEFAULT_GROUP","serviceName":"","pageNo":1,"pageSize":10}), Some(&token)).await;
+        assert_eq!((kind.as_str(), body["count"].clone(), body["serviceNames"].clone()), ("ServiceListResponse", json!(1), json!(["wire"])));
+        // An oversized message is refused, and the server carries on.
+        let huge = json!({"serviceName":"wire","pad":"x".repeat(11 * 1024 * 1024)});
+        assert!(c.try_unary(payload("ServiceQueryRequest", &huge, Some(&token))).await.is_err());
+        let (kind, _) = c.unary("HealthCheckRequest", json!({}), None).await;
+        assert_eq!(kind, "HealthCheckResponse");
+        // Closing the stream ends the connection: its instance goes, the HTTP one stays.
+        c.close_stream();
+    });
+    eventually(Duration::from_secs(5), || {
+        let ips = http_ips(&node, "serviceName=wire");
+        if ips == ["10.80.0.9:9"] {
+            Ok(())
+        } else {
+            Err(format!("{ips:?}"))
+        }
+    });
+    assert_eq!(node.metric("roster_grpc_connections "), Some(0.0));
+}
+
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<Vec<String>>>>);
+
+impl NamingEventListener for Events {
+    fn event(&self, event: Arc<NamingChangeEvent>) {
+        let ips = event
+            .instances
+            .iter()
+            .flatten()
+            .map(|i| format!("{}:{}", i.ip, i.port))
+            .collect();
+        self.0.lock().unwrap().push(ips);
+    }
+}
+
+fn instance(ip: &str, port: i32) -> ServiceInstance {
+    ServiceInstance {
+        ip: ip.into(),
+        port,
+        metadata: HashMap::from([("sdk".to_string(), "rust".to_string())]),
+        ..Default::default()
+    }
+}
+
+async fn rust_client(servers: &str) -> nacos_sdk::api::naming::NamingService {
+    let cache = tempfile::tempdir().unwrap();
+    let props = ClientProps::new()
+        .server_addr(servers)
+        .namespace("public")
+        .app_name("roster-rust-test")
+        .auth_username("nacos")
+        .auth_password(ADMIN_PASSWORD)
+        .load_cache_at_start(false)
+        .cache_dir(cache.keep());
+    NamingServiceBuilder::new(props)
+        .enable_auth_plugin_http()
+        .build()
+        .await
+        .expect("nacos-sdk client")
+}
+
+#[test]
+fn the_rust_nacos_sdk_registers_subscribes_batches_and_lists() {
+    let node = Node::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let naming = rust_client(&node.addr()).await;
+        naming
+            .register_instance("rs-orders".into(), None, instance("10.81.0.1", 8080))
+            .await
+            .expect("register");
+        let all = naming
+            .get_all_instances("rs-orders".into(), None, vec![], false)
+            .await
+            .expect("list");
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].metadata.get("sdk").map(String::as_str), Some("rust"));
+        // Subscribe; a change made over HTTP v1 arrives as an event.
+        let events = Events::default();
+        naming
+            .subscribe("rs-orders".into(), None, vec![], Arc::new(events.clone()))
+            .await
+            .expect("subscribe");
+        let started = Instant::now();
+        let n = &node;
+        tokio::task::block_in_place(|| {
+            n.call(
+                "POST",
+                "/nacos/v1/ns/instance?serviceName=rs-orders&ip=10.81.0.2&port=8080",
+            )
+            .expect(200);
+        });
+        loop {
+            if events
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| e.contains(&"10.81.0.2:8080".to_string()))
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no push: {:?}",
+                events.0.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        eprintln!("push reached the Rust SDK in {:?}", started.elapsed());
+        // Batch register, deregister, service list.
+        naming
+            .batch_register_instance(
+                "rs-batch".into(),
+                None,
+                vec![instance("10.81.1.1", 1), instance("10.81.1.2", 2)],
+            )
+            .await
+            .expect("batch register");
+        tokio::task::block_in_place(|| {
+            assert_eq!(
+                http_ips(n, "serviceName=rs-batch"),
+                ["10.81.1.1:1", "10.81.1.2:2"]
+            )
+        });
+        naming
+            .deregister_instance("rs-orders".into(), None, instance("10.81.0.1", 8080))
+            .await
+            .expect("deregister");
+        tokio::task::block_in_place(|| {
+            assert_eq!(http_ips(n, "serviceName=rs-orders"), ["10.81.0.2:8080"])
+        });
+        let (names, count) = naming
+            .get_service_list(1, 10, None)
+            .await
+            .expect("service list");
+        assert_eq!(count, 2);
+        assert!(
+            names.contains(&"rs-orders".to_string()) && names.contains(&"rs-batch".to_string())
+        );
+    });
+}
+
+/// Which node (index) holds gRPC connections.
+fn connected_node(c: &Cluster) -> Option<usize> {
+    (0..c.nodes.len()).find(|i| {
+        c.nodes[*i].is_running()
+            && c.nodes[*i]
+                .metric("roster_grpc_connections ")
+                .unwrap_or(0.0)
+                > 0.0
+    })
+}
+
+#[test]
+fn a_grpc_client_follows_a_dying_node_and_its_old_copies_expire() {
+    let mut c = Cluster::start(3, &["--distro-verify-secs", "1"]);
+    let rt = runtime();
+    let servers = c
+        .nodes
+        .iter()
+        .map(|n| n.addr())
+        .collect::<Vec<_>>()
+        .join(",");
+    let naming = rt.block_on(async {
+        let naming = rust_client(&servers).await;
+        naming
+            .register_instance("rs-ha".into(), None, instance("10.82.0.1", 8080))
+            .await
+            .expect("register");
+        naming
+    });
+    let holder = eventually(Duration::from_secs(5), || {
+        connected_node(&c).ok_or("no connection".to_string())
+    });
+    for node in &c.nodes {
+        eventually(Duration::from_secs(3), || {
+            let ips = http_ips(node, "serviceName=rs-ha");
+            if ips == ["10.82.0.1:8080"] {
+                Ok(())
+            } else {
+                Err(format!("{ips:?}"))
+            }
+        });
+    }
+    c.nodes[holder].kill();
+    let survivor = (holder + 1) % 3;
+    // The client reconnects to a survivor and registers again; the instance is back
+    // under its new connection, and the dead connection's copy is gone.
+    let started = Instant::now();
+    eventually(Duration::from_secs(30), || {
+        let now_on = connected_node(&c).ok_or("not reconnected yet")?;
+        let ips = http_ips(&c.nodes[survivor], "serviceName=rs-ha");
+        if now_on != holder && ips == ["10.82.0.1:8080"] {
+            Ok(())
+        } else {
+            Err(format!("{ips:?}"))
+        }
+    });
+    eprintln!(
+        "client back on node {} after {:?}",
+        connected_node(&c).unwrap() + 1,
+        started.elapsed()
+    );
+    // Copies of the dead node's connection expire (four verification rounds); the
+    // re-registered instance stays on every survivor.
+    std::thread::sleep(Duration::from_secs(6));
+    for i in (0..3).filter(|i| *i != holder) {
+        assert_eq!(
+            http_ips(&c.nodes[i], "serviceName=rs-ha"),
+            ["10.82.0.1:8080"],
+            "node {}",
+            i + 1
+        );
+        let view = c.nodes[i].call("GET", "/api/v1/cluster").expect(200).json();
+        assert!(
+            view["distroOwned"][(holder + 1).to_string()].is_null(),
+            "no client left owned by the dead node: {view}"
+        );
+    }
+    drop(naming);
+}
+
+#[test]
+fn a_graceful_shutdown_moves_grpc_clients_to_other_nodes() {
+    let mut c = Cluster::start(3, &[]);
+    let rt = runtime();
+    let servers = c
+        .nodes
+        .iter()
+        .map(|n| n.addr())
+        .collect::<Vec<_>>()
+        .join(",");
+    let naming = rt.block_on(async {
+        let naming = rust_client(&servers).await;
+        naming
+            .register_instance("rs-move".into(), None, instance("10.83.0.1", 8080))
+            .await
+            .expect("register");
+        naming
+    });
+    let holder = eventually(Duration::from_secs(5), || {
+        connected_node(&c).ok_or("no connection".to_string())
+    });
+    let watcher = (holder + 1) % 3;
+    eventually(Duration::from_secs(3), || {
+        if http_ips(&c.nodes[watcher], "serviceName=rs-move").len() == 1 {
+            Ok(())
+        } else {
+            Err("not replicated".into())
+        }
+    });
+    let status = c.nodes[holder].terminate();
+    assert!(status.success());
+    // The instance is missing at most for the reconnect, and comes back.
+    let started = Instant::now();
+    eventually(Duration::from_secs(15), || {
+        if http_ips(&c.nodes[watcher], "serviceName=rs-move") == ["10.83.0.1:8080"]
+            && connected_node(&c).is_some()
+        {
+            Ok(())
+        } else {
+            Err("not back".into())
+        }
+    });
+    eprintln!(
+        "instance back {:?} after the graceful shutdown",
+        started.elapsed()
+    );
+    drop(naming);
+}
