@@ -227,6 +227,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     create_private_dir(&args.data_dir)?;
+    let grpc_tls = crate::grpc::tls_config(&args)?;
     let registry = Registry::new();
     let auth = Auth::new(!args.no_auth, args.token_ttl_secs);
     let metrics = Arc::new(Metrics::new());
@@ -336,10 +337,19 @@ pub async fn run(
     }
     {
         let grpc = GrpcServer::new(state.clone(), connections.clone());
-        tracing::info!(addr = %listeners.grpc.local_addr()?, "serving the Nacos gRPC API");
+        tracing::info!(
+            addr = %listeners.grpc.local_addr()?,
+            tls = grpc_tls.is_some(),
+            "serving the Nacos gRPC API"
+        );
         workers.spawn(grpc.clone().run_push(registry.watch(), stopping.clone()));
         workers.spawn(grpc.clone().run_upkeep(stopping.clone()));
-        workers.spawn(crate::grpc::serve(grpc, listeners.grpc, stopping.clone()));
+        workers.spawn(crate::grpc::serve(
+            grpc,
+            listeners.grpc,
+            grpc_tls,
+            stopping.clone(),
+        ));
     }
     workers.spawn(state.distro.clone().run_propagation(stopping.clone()));
     workers.spawn(state.distro.clone().run_verification(stopping.clone()));

@@ -121,6 +121,29 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_GRPC", value_name = "ADDR")]
     pub grpc: Option<SocketAddr>,
 
+    /// Serve gRPC over TLS with this certificate chain (PEM); needs `--grpc-tls-key`.
+    #[arg(
+        long,
+        env = "ROSTER_GRPC_TLS_CERT",
+        value_name = "FILE",
+        requires = "grpc_tls_key"
+    )]
+    pub grpc_tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of `--grpc-tls-cert`.
+    #[arg(
+        long,
+        env = "ROSTER_GRPC_TLS_KEY",
+        value_name = "FILE",
+        requires = "grpc_tls_cert"
+    )]
+    pub grpc_tls_key: Option<PathBuf>,
+
+    /// With TLS on, also accept plaintext gRPC on the same port (Nacos' compatibility
+    /// mode), to move clients to TLS one at a time.
+    #[arg(long, env = "ROSTER_GRPC_TLS_OPTIONAL", requires = "grpc_tls_cert")]
+    pub grpc_tls_optional: bool,
+
     /// Address of the node-to-node channel (Raft); this node's identity in the cluster.
     #[arg(
         long,

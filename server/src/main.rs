@@ -83,8 +83,10 @@ fn init_logging(args: &NodeArgs) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(format!("{quiet},{}", args.log_level)))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a terminal: log files and journald get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Json => builder.json().init(),

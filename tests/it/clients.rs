@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use roster_tests::{eventually, workspace_root, Node, ADMIN_PASSWORD};
+use roster_tests::{eventually, workspace_root, Node, NodeOptions, ADMIN_PASSWORD};
 
 fn clients_dir() -> PathBuf {
     workspace_root().join("tests/clients")
@@ -110,6 +110,154 @@ fn python_3_sdk_over_grpc_registers_batches_subscribes_and_lists() {
             .json();
         assert_eq!(v["hosts"], roster_tests::json!([]), "{name} emptied: {v}");
     }
+}
+
+/// A CA, and a certificate for 127.0.0.1 signed by it, written as PEM files in `dir`:
+/// (ca, cert, key).
+fn tls_files(dir: &std::path::Path) -> (PathBuf, PathBuf, PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "roster test CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, cert.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+#[test]
+fn python_3_sdk_speaks_grpc_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = tls_files(dir.path());
+    let node = Node::start_with(NodeOptions {
+        args: vec![
+            "--grpc-tls-cert".into(),
+            cert.display().to_string(),
+            "--grpc-tls-key".into(),
+            key.display().to_string(),
+        ],
+        ..Default::default()
+    });
+    assert!(
+        node.log().contains("tls=true"),
+        "the node says it serves TLS"
+    );
+    let python = clients_dir().join("python3/.venv/bin/python");
+    let mut cmd = Command::new(&python);
+    cmd.arg(clients_dir().join("python3/grpc_flow.py"))
+        .args(["--server", &node.addr()])
+        .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--service", "py3-tls"])
+        .arg("--tls-ca")
+        .arg(&ca)
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key);
+    let out = run(cmd, "python3 gRPC over TLS");
+    assert!(
+        out.contains("push_added"),
+        "the flow ran to the push:\n{out}"
+    );
+
+    // The same client without TLS cannot talk to the TLS port.
+    let mut cmd = Command::new(&python);
+    cmd.arg(clients_dir().join("python3/grpc_flow.py"))
+        .args(["--server", &node.addr()])
+        .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--service", "py3-plain", "--watchdog-seconds", "40"]);
+    let plain = cmd.output().unwrap();
+    assert!(
+        !plain.status.success(),
+        "a plaintext client must fail against a TLS port:\n{}",
+        String::from_utf8_lossy(&plain.stdout)
+    );
+    let v = node
+        .call("GET", "/nacos/v1/ns/instance/list?serviceName=py3-plain")
+        .expect(200)
+        .json();
+    assert_eq!(
+        v["hosts"],
+        roster_tests::json!([]),
+        "nothing registered in plain text: {v}"
+    );
+
+    // With --grpc-tls-optional the same port takes both, for moving clients one by one.
+    let mixed = Node::start_with(NodeOptions {
+        args: vec![
+            "--grpc-tls-cert".into(),
+            cert.display().to_string(),
+            "--grpc-tls-key".into(),
+            key.display().to_string(),
+            "--grpc-tls-optional".into(),
+        ],
+        ..Default::default()
+    });
+    let mut cmd = Command::new(&python);
+    cmd.arg(clients_dir().join("python3/grpc_flow.py"))
+        .args(["--server", &mixed.addr()])
+        .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--service", "py3-mixed"]);
+    let out = run(cmd, "python3 plaintext gRPC on an optional-TLS port");
+    assert!(
+        out.contains("push_added"),
+        "the flow ran to the push:\n{out}"
+    );
+}
+
+#[test]
+fn a_node_refuses_to_start_with_a_bad_grpc_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let out = Command::new(roster_tests::roster_bin())
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--peer",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--grpc-tls-cert")
+        .arg(&junk)
+        .arg("--grpc-tls-key")
+        .arg(&junk)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it must not start: {stderr}");
+    assert!(
+        stderr.contains("--grpc-tls-cert"),
+        "the flag is named: {stderr}"
+    );
+    // One of the pair alone is a usage error.
+    let out = Command::new(roster_tests::roster_bin())
+        .arg("--grpc-tls-cert")
+        .arg(&junk)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--grpc-tls-key"),
+        "the missing flag is named: {stderr}"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 pub mod connection;
 pub mod proto;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::BoxFuture;
 use tonic::{Status, Streaming};
 
@@ -39,6 +40,7 @@ use crate::registry::Registration;
 use crate::store::command::CommandV1;
 use connection::{Connection, Connections, PendingPush};
 use proto::{BiStreamServer, Handler, Payload, RequestServer};
+use tls::GrpcTls;
 
 /// A connection silent this long is probed with `ClientDetectionRequest` (Nacos: 20 s).
 const IDLE_PROBE_MS: u64 = 20_000;
@@ -720,13 +722,25 @@ impl Handler for GrpcServer {
     }
 }
 
-/// Serves gRPC on `listener` until `stopping` (then every client is told to move on).
+/// The TLS settings of `--grpc-tls-cert`, `--grpc-tls-key` and `--grpc-tls-optional`,
+/// checked: unreadable files, or a certificate and key that do not parse or do not fit,
+/// stop the node before it serves anything.
+pub fn tls_config(args: &crate::config::NodeArgs) -> anyhow::Result<Option<GrpcTls>> {
+    match (&args.grpc_tls_cert, &args.grpc_tls_key) {
+        (Some(cert), Some(key)) => Ok(Some(GrpcTls::load(cert, key, args.grpc_tls_optional)?)),
+        _ => Ok(None),
+    }
+}
+
+/// Serves gRPC on `listener` (over TLS with `tls`) until `stopping` (then every client is
+/// told to move on).
 pub async fn serve(
     server: Arc<GrpcServer>,
     listener: TcpListener,
+    tls: Option<GrpcTls>,
     mut stopping: watch::Receiver<bool>,
 ) {
-    let incoming = TcpListenerStream::new(listener);
+    let incoming = tls::incoming(listener, tls);
     let shutdown = async move {
         let _ = stopping.changed().await;
     };

@@ -34,7 +34,7 @@ from v2.nacos import (BatchRegisterInstanceParam, ClientConfigBuilder,
                       DeregisterInstanceParam, GRPCConfig, ListInstanceParam,
                       ListServiceParam, NacosException, NacosNamingService,
                       RegisterInstanceParam,
-                      SubscribeServiceParam)
+                      SubscribeServiceParam, TLSConfig)
 from v2.nacos import __version__ as SDK_VERSION
 
 GROUP = "DEFAULT_GROUP"
@@ -298,8 +298,12 @@ async def flow(args, state):
            .cache_dir(os.path.join(state["tmp"], "cache"))
            .log_level(logging.DEBUG)
            .load_cache_at_start(False)
-           .grpc_config(GRPCConfig(grpc_timeout=5000))
-           .build())
+           .grpc_config(GRPCConfig(grpc_timeout=5000)))
+    if args.tls_ca:
+        # gRPC over TLS; the SDK also insists on a client certificate and key to offer.
+        cfg = cfg.tls_config(TLSConfig(enabled=True, ca_file=args.tls_ca,
+                                       cert_file=args.tls_cert, key_file=args.tls_key))
+    cfg = cfg.build()
     t0 = time.monotonic()
     naming = await call(step, "NacosNamingService.create_naming_service",
                         NacosNamingService.create_naming_service(cfg), CONNECT_TIMEOUT_S)
@@ -336,8 +340,11 @@ async def flow(args, state):
                 .cache_dir(os.path.join(state["tmp"], "cache-anon"))
                 .log_level(logging.DEBUG)  # the SDK's logger is shared per process
                 .load_cache_at_start(False)
-                .grpc_config(GRPCConfig(grpc_timeout=5000))
-                .build())
+                .grpc_config(GRPCConfig(grpc_timeout=5000)))
+    if args.tls_ca:
+        anon_cfg = anon_cfg.tls_config(TLSConfig(enabled=True, ca_file=args.tls_ca,
+                                                 cert_file=args.tls_cert, key_file=args.tls_key))
+    anon_cfg = anon_cfg.build()
     anon = await call(step, "create_naming_service (no credentials)",
                       NacosNamingService.create_naming_service(anon_cfg), CONNECT_TIMEOUT_S)
     state["anon"] = anon
@@ -550,7 +557,12 @@ def main():
     ap.add_argument("--max-push-ms", type=int, default=5000)
     ap.add_argument("--watchdog-seconds", type=float, default=90)
     ap.add_argument("--keep-tmp", action="store_true", help="keep the SDK log/cache dir")
+    ap.add_argument("--tls-ca", help="speak gRPC over TLS, trusting this CA (PEM)")
+    ap.add_argument("--tls-cert", help="with --tls-ca: the client certificate (PEM) the SDK requires")
+    ap.add_argument("--tls-key", help="with --tls-ca: its key (PEM)")
     args = ap.parse_args()
+    if args.tls_ca and not (args.tls_cert and args.tls_key):
+        ap.error("--tls-ca needs --tls-cert and --tls-key (the SDK requires a client certificate)")
 
     state = {"tmp": tempfile.mkdtemp(prefix="roster-py3-"), "naming": None, "log_path": None}
 

@@ -1,0 +1,216 @@
+//! TLS for the gRPC listener (`--grpc-tls-cert`, `--grpc-tls-key`).
+//!
+//! roster accepts connections itself and hands tonic finished streams: a connection
+//! whose first byte is a TLS handshake record (0x16) goes through rustls, any other is
+//! plaintext HTTP/2 — accepted only with `--grpc-tls-optional` (Nacos' "compatibility"
+//! mode, for moving clients to TLS one at a time), refused otherwise. Handshakes run on
+//! their own tasks, so a slow or silent client never holds up the accept loop.
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// How long a new connection may take to send its first byte and finish a handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first byte of a TLS handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// What the gRPC listener accepts.
+#[derive(Clone)]
+pub struct GrpcTls {
+    acceptor: TlsAcceptor,
+    /// Also accept plaintext connections.
+    optional: bool,
+}
+
+impl GrpcTls {
+    /// Reads and checks the certificate chain and key: unreadable files, or ones that do
+    /// not parse or do not belong together, are an error naming the flag.
+    pub fn load(cert: &Path, key: &Path, optional: bool) -> anyhow::Result<Self> {
+        let cert_pem = std::fs::read(cert)
+            .with_context(|| format!("cannot read --grpc-tls-cert {}", cert.display()))?;
+        let key_pem = std::fs::read(key)
+            .with_context(|| format!("cannot read --grpc-tls-key {}", key.display()))?;
+        let chain = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--grpc-tls-cert {}: {e}", cert.display()))?;
+        if chain.is_empty() {
+            anyhow::bail!(
+                "--grpc-tls-cert {}: no PEM certificate in the file",
+                cert.display()
+            );
+        }
+        let private = PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| anyhow::anyhow!("--grpc-tls-key {}: {e}", key.display()))?;
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .context("TLS protocol versions")?
+            .with_no_client_auth()
+            .with_single_cert(chain, private)
+            .with_context(|| {
+                format!(
+                    "--grpc-tls-cert {} / --grpc-tls-key {}: the key does not fit the certificate",
+                    cert.display(),
+                    key.display()
+                )
+            })?;
+        // gRPC is HTTP/2 only.
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Self {
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+            optional,
+        })
+    }
+}
+
+/// A connection as tonic sees it: plaintext or TLS over TCP.
+pub enum GrpcStream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Connected for GrpcStream {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        match self {
+            Self::Plain(s) => s.connect_info(),
+            Self::Tls(s) => s.get_ref().0.connect_info(),
+        }
+    }
+}
+
+impl AsyncRead for GrpcStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for GrpcStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Plain(s) => s.is_write_vectored(),
+            Self::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}
+
+/// Accepts connections on `listener` and yields them ready for HTTP/2: plaintext as
+/// they come, or (with `tls`) after their handshake.
+pub fn incoming(
+    listener: TcpListener,
+    tls: Option<GrpcTls>,
+) -> ReceiverStream<Result<GrpcStream, io::Error>> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            // Stop listening once tonic stops taking connections.
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = tx.closed() => return,
+            };
+            let (stream, remote) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors and the like: wait, do not spin.
+                    tracing::warn!(error = %e, "grpc accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let Some(tls) = tls.clone() else {
+                if tx.send(Ok(GrpcStream::Plain(stream))).await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            let handed = tx.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream, &tls)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = handed.send(Ok(stream)).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(%remote, error = %e, "grpc connection refused"),
+                    Err(_) => tracing::debug!(%remote, "grpc TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+async fn handshake(stream: TcpStream, tls: &GrpcTls) -> io::Result<GrpcStream> {
+    let mut first = [0u8; 1];
+    let n = stream.peek(&mut first).await?;
+    if n == 1 && first[0] == TLS_HANDSHAKE {
+        let stream = tls.acceptor.accept(stream).await?;
+        Ok(GrpcStream::Tls(Box::new(stream)))
+    } else if tls.optional {
+        Ok(GrpcStream::Plain(stream))
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "plaintext connection to a TLS-only gRPC port (see --grpc-tls-optional)",
+        ))
+    }
+}
