@@ -390,6 +390,22 @@ fn the_rust_nacos_sdk_registers_subscribes_batches_and_lists() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         eprintln!("push reached the Rust SDK in {:?}", started.elapsed());
+        // The subscription is listed, as a gRPC subscriber with the client's app name.
+        tokio::task::block_in_place(|| {
+            let subs = n
+                .call(
+                    "GET",
+                    "/nacos/v1/ns/service/subscribers?serviceName=rs-orders",
+                )
+                .expect(200)
+                .json();
+            let rows = subs["subscribers"].as_array().unwrap();
+            assert!(
+                rows.iter()
+                    .any(|r| r["protocol"] == "grpc" && r["app"] == "roster-rust-test"),
+                "{subs}"
+            );
+        });
         // Batch register, deregister, service list.
         naming
             .batch_register_instance(

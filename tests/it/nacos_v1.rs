@@ -367,11 +367,33 @@ fn service_settings_and_protection_threshold() {
         (r.status, r.body.as_str()),
         (400, "Param 'healthy' is required.")
     );
-    // PUT requires the threshold; deleting a non-empty service is refused.
+    // PUT changes only what it is given, and must be given something.
     let r = node.call("PUT", "/nacos/v1/ns/service?serviceName=ps");
     assert_eq!(
         (r.status, r.body.as_str()),
-        (400, "Param 'protectThreshold' is required.")
+        (
+            400,
+            "nothing to change: give protectThreshold, metadata, selector or laneKey."
+        )
+    );
+    node.call(
+        "PUT",
+        "/nacos/v1/ns/service?serviceName=ps&metadata=team%3Dx",
+    )
+    .expect(200);
+    node.call(
+        "PUT",
+        "/nacos/v1/ns/service?serviceName=ps&protectThreshold=0.3",
+    )
+    .expect(200);
+    let d = node
+        .call("GET", "/nacos/v1/ns/service?serviceName=ps")
+        .expect(200)
+        .json();
+    assert_eq!(
+        (d["protectThreshold"].clone(), d["metadata"]["team"].clone()),
+        (json!(0.3), json!("x")),
+        "the threshold change kept the metadata: {d}"
     );
     for ip in ["10.3.0.1", "10.3.0.2"] {
         node.call(

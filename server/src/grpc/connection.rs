@@ -16,6 +16,7 @@ use tonic::Status;
 
 use super::proto::Payload;
 use crate::clock::now_ms;
+use crate::push::udp::SubscriberView;
 use crate::registry::service::ServiceKey;
 
 /// What the client told about itself in `ConnectionSetupRequest`.
@@ -183,6 +184,43 @@ impl Connections {
     /// Every connection.
     pub fn all(&self) -> Vec<Arc<Connection>> {
         self.shared.by_remote.iter().map(|c| c.clone()).collect()
+    }
+
+    /// The connections subscribed to `key`, as the subscriber list shows them.
+    pub fn subscribers(&self, key: &ServiceKey) -> Vec<SubscriberView> {
+        let mut all: Vec<SubscriberView> = self
+            .shared
+            .by_remote
+            .iter()
+            .filter_map(|conn| {
+                let clusters = conn.subscriptions.lock().get(key).cloned()?;
+                let setup = conn.setup.lock();
+                // The client's own idea of its address beats a NAT's.
+                let ip = if setup.client_ip.is_empty() {
+                    conn.remote.ip().to_string()
+                } else {
+                    setup.client_ip.clone()
+                };
+                let app = ["AppName", "appName", "app"]
+                    .iter()
+                    .find_map(|k| setup.labels.get(*k))
+                    .cloned()
+                    .unwrap_or_else(|| "unknown".into());
+                Some(SubscriberView {
+                    addr_str: format!("{ip}:{}", conn.remote.port()),
+                    agent: setup.client_version.clone(),
+                    app,
+                    ip,
+                    port: conn.remote.port(),
+                    namespace_id: key.namespace.to_string(),
+                    service_name: key.grouped(),
+                    cluster: clusters,
+                    protocol: "grpc",
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| a.addr_str.cmp(&b.addr_str));
+        all
     }
 
     /// How many connections there are.

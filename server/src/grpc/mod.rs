@@ -49,6 +49,8 @@ const PROBE_TIMEOUT_MS: u64 = 5_000;
 /// An unacknowledged push is sent again after this long, up to [`PUSH_ATTEMPTS`] times.
 const PUSH_ACK_TIMEOUT_MS: u64 = 5_000;
 const PUSH_ATTEMPTS: u32 = 3;
+/// How long after a subscription its first push goes out (Nacos: 500 ms).
+const SUBSCRIBE_PUSH_DELAY: Duration = Duration::from_millis(500);
 
 /// The gRPC side of a node. Cheap to share (`Arc`).
 pub struct GrpcServer {
@@ -58,6 +60,8 @@ pub struct GrpcServer {
     /// Source of strictly increasing `lastRefTime` values (clients drop a push whose
     /// `lastRefTime` is not newer than what they hold).
     last_ref: AtomicU64,
+    /// This server, for tasks it starts from `&self`.
+    me: std::sync::Weak<GrpcServer>,
 }
 
 /// A naming request body, read leniently: every field optional, `null` accepted, unknown
@@ -134,10 +138,11 @@ fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
 impl GrpcServer {
     /// A gRPC server over the node's state.
     pub fn new(app: AppState, connections: Connections) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
             app,
             connections,
             last_ref: AtomicU64::new(0),
+            me: me.clone(),
         })
     }
 
@@ -447,8 +452,17 @@ impl GrpcServer {
                     conn.subscriptions
                         .lock()
                         .insert(key.clone(), clusters.clone());
-                    // Also push it (as Nacos does), with a newer lastRefTime.
-                    self.push(conn, &key, &clusters, 1);
+                    // Also push it, as Nacos does, a moment later: a push that overtook
+                    // the reply would make the client discard the reply as stale.
+                    if let Some(me) = self.me.upgrade() {
+                        let (conn, key) = (conn.clone(), key.clone());
+                        tokio::spawn(async move {
+                            tokio::time::sleep(SUBSCRIBE_PUSH_DELAY).await;
+                            if conn.subscriptions.lock().contains_key(&key) {
+                                me.push(&conn, &key, &clusters, 1);
+                            }
+                        });
+                    }
                 } else {
                     conn.subscriptions.lock().remove(&key);
                 }

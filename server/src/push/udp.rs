@@ -94,18 +94,28 @@ struct Shared {
     seq: AtomicU64,
 }
 
-/// A subscriber as `/service/subscribers` lists it.
+/// A subscriber as `/service/subscribers` lists it (UDP and gRPC alike).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriberView {
-    addr_str: String,
-    agent: String,
-    app: String,
-    ip: String,
-    port: u16,
-    namespace_id: String,
-    service_name: String,
-    cluster: String,
+    /// `ip:port`.
+    pub addr_str: String,
+    /// The client's user agent or version.
+    pub agent: String,
+    /// The application it names, or `unknown`.
+    pub app: String,
+    /// Its address.
+    pub ip: String,
+    /// Its port (UDP: where pushes go; gRPC: the connection's source port).
+    pub port: u16,
+    /// The namespace of the service.
+    pub namespace_id: String,
+    /// `group@@name`.
+    pub service_name: String,
+    /// The clusters it asked for (comma-separated; empty: all).
+    pub cluster: String,
+    /// `udp` or `grpc`.
+    pub protocol: &'static str,
 }
 
 #[derive(Deserialize)]
@@ -179,6 +189,7 @@ impl UdpPush {
                     namespace_id: key.namespace.to_string(),
                     service_name: key.grouped(),
                     cluster: s.clusters.clone(),
+                    protocol: "udp",
                 })
                 .collect(),
             None => Vec::new(),

@@ -42,6 +42,10 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/nacos/v1/ns/service/list", get(service::list))
         .route(
+            "/nacos/v1/ns/service/selector/types",
+            get(service::selector_types),
+        )
+        .route(
             "/nacos/v1/ns/service/subscribers",
             get(service::subscribers),
         )

@@ -140,25 +140,36 @@ pub async fn delete(
     Ok("ok")
 }
 
-/// `PUT /nacos/v1/ns/service`: replace threshold, metadata and selector (absent
-/// metadata clears it, absent selector means none; cluster settings are kept).
+/// `PUT /nacos/v1/ns/service`: change a service's settings. Only the parameters given
+/// change (Nacos resets metadata and selector when they are left out); cluster settings
+/// are kept.
 pub async fn update(
     State(state): State<AppState>,
     params: Params,
 ) -> Result<&'static str, ApiError> {
     let key = params.service_key()?;
-    let mut settings = settings(&params, &state, true)?;
     let current = state
         .registry
         .service_by_key(&key)
         .ok_or_else(|| not_found(&key))?;
-    // The lane key is kept unless given (Nacos clients do not know it).
-    if settings.lane_key.is_none() {
-        settings.lane_key = current
-            .view()
-            .settings
-            .as_ref()
-            .and_then(|s| s.lane_key.clone());
+    const FIELDS: [&str; 4] = ["protectThreshold", "metadata", "selector", "laneKey"];
+    if FIELDS.iter().all(|f| params.optional(f).is_none()) {
+        return Err(ApiError::bad_request(
+            "nothing to change: give protectThreshold, metadata, selector or laneKey.",
+        ));
+    }
+    let mut settings = ServiceSettings::clone(&current.view().settings_or_default());
+    if params.optional("protectThreshold").is_some() {
+        settings.protect_threshold = protect_threshold(&params, true)?;
+    }
+    if let Some(metadata) = params.metadata("metadata", state.limits.max_metadata_bytes)? {
+        settings.metadata = metadata;
+    }
+    if params.optional("selector").is_some() {
+        settings.selector = selector(&params)?;
+    }
+    if let Some(lane_key) = lane_key(&params)? {
+        settings.lane_key = Some(lane_key);
     }
     state
         .store
@@ -169,6 +180,13 @@ pub async fn update(
         })
         .await?;
     Ok("ok")
+}
+
+/// `GET /nacos/v1/ns/service/selector/types`: the selector types a service may store —
+/// Nacos' `none` and `label`, and roster's `metadata` (a label-selector expression over
+/// instance metadata, applied to queries).
+pub async fn selector_types() -> Response {
+    super::envelope(["none", "label", METADATA_SELECTOR])
 }
 
 /// The JSON of a health checker.
@@ -232,7 +250,8 @@ pub async fn list(State(state): State<AppState>, params: Params) -> Result<Respo
     ))
 }
 
-/// `GET /nacos/v1/ns/service/subscribers`: the UDP push subscribers of a service.
+/// `GET /nacos/v1/ns/service/subscribers`: the subscribers of a service on this node,
+/// UDP (v1 clients) and gRPC (2.x clients) alike.
 pub async fn subscribers(
     State(state): State<AppState>,
     params: Params,
@@ -240,7 +259,8 @@ pub async fn subscribers(
     let key = params.service_key()?;
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(1000))?;
-    let all = state.push.subscribers(&key);
+    let mut all = state.push.subscribers(&key);
+    all.extend(state.connections.subscribers(&key));
     let count = all.len();
     Ok(json_of(
         &json!({ "subscribers": page(all, page_no, page_size), "count": count }),
