@@ -95,6 +95,8 @@ pub struct AppState {
     pub balancers: crate::api::pick::Balancers,
     /// gRPC client connections on this node.
     pub connections: Connections,
+    /// Service changes for the console's event streams.
+    pub events: crate::api::events::Events,
 }
 
 /// The sockets a node serves on, bound by the caller (so tests can bind port 0).
@@ -263,6 +265,9 @@ pub async fn run(
         metrics.clone(),
         Duration::from_secs(args.subscriber_ttl_secs),
     );
+    // Turns true when the HTTP server starts its graceful shutdown: long-lived responses
+    // (event streams) end then, instead of holding the shutdown up.
+    let (closing, closing_rx) = watch::channel(false);
     let state = AppState {
         registry: registry.clone(),
         store: store.clone(),
@@ -293,6 +298,7 @@ pub async fn run(
         })),
         balancers: Default::default(),
         connections: connections.clone(),
+        events: crate::api::events::Events::new(closing_rx),
     };
 
     let (stop, stopping) = watch::channel(false);
@@ -354,6 +360,7 @@ pub async fn run(
     workers.spawn(state.distro.clone().run_propagation(stopping.clone()));
     workers.spawn(state.distro.clone().run_verification(stopping.clone()));
     workers.spawn(push.clone().run_pusher(registry.watch(), stopping.clone()));
+    workers.spawn(state.events.clone().run(registry.watch(), stopping.clone()));
     workers.spawn(push.clone().run_acks(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
     workers.spawn(expiry_worker(state.clone(), stopping.clone()));
@@ -387,14 +394,17 @@ pub async fn run(
 
     tracing::info!(http = %http_addr, peer = %args.peer, data_dir = %args.data_dir.display(), node_id = args.node_id, members = plan.members.len(), "roster node starting");
     let mut failure_rx = failure.clone();
-    let serve = axum::serve(listeners.http, crate::api::service(state)).with_graceful_shutdown(
-        async move {
-            tokio::select! {
-                _ = shutdown => tracing::info!("shutting down"),
-                _ = failure_rx.wait_for(|f| f.is_some()) => {}
-            }
-        },
-    );
+    let serve = axum::serve(
+        listeners.http,
+        crate::api::service(state, args.console_dir.clone()),
+    )
+    .with_graceful_shutdown(async move {
+        tokio::select! {
+            _ = shutdown => tracing::info!("shutting down"),
+            _ = failure_rx.wait_for(|f| f.is_some()) => {}
+        }
+        closing.send_replace(true);
+    });
     serve.await.context("http server failed")?;
 
     stop.send_replace(true);

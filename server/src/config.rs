@@ -144,6 +144,11 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_GRPC_TLS_OPTIONAL", requires = "grpc_tls_cert")]
     pub grpc_tls_optional: bool,
 
+    /// Serve the web console from this directory (a `console-ui/dist` build) instead of
+    /// the one built into the binary: for console development.
+    #[arg(long, env = "ROSTER_CONSOLE_DIR", value_name = "DIR")]
+    pub console_dir: Option<PathBuf>,
+
     /// Address of the node-to-node channel (Raft); this node's identity in the cluster.
     #[arg(
         long,

@@ -3,6 +3,7 @@
 mod auth;
 mod clients;
 mod cluster;
+mod console;
 mod distro;
 mod durability;
 mod grpc;

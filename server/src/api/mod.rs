@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod error;
+pub mod events;
 pub mod guard;
 pub mod nacos;
 pub mod nacos_v2;
@@ -23,15 +24,17 @@ use tower_http::limit::RequestBodyLimitLayer;
 use crate::app::AppState;
 use crate::metrics::{RouteLabels, StatusLabels};
 
-/// The whole HTTP service. The guard wraps the router, so it runs before routing: no
-/// route, known or unknown, is reached without passing it.
-pub fn service(state: AppState) -> Router {
+/// The whole HTTP service: the console's static files, then the API. The guard wraps the
+/// API router, so it runs before routing: no API route, known or unknown, is reached
+/// without passing it.
+pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Router {
     let routes = Router::new()
         .merge(nacos::routes())
         .merge(nacos_v2::routes())
         .merge(ops::routes())
         .merge(cluster::routes())
         .merge(pick::routes())
+        .merge(events::routes())
         .fallback(nacos::no_such_api)
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -40,7 +43,9 @@ pub fn service(state: AppState) -> Router {
         .layer(RequestBodyLimitLayer::new(state.limits.max_body_bytes))
         .with_state(state.clone());
     let guarded = middleware::from_fn_with_state(state, guard::guard).layer(routes);
-    Router::new().fallback_service(guarded)
+    // The console's files are public (its login page among them); everything else
+    // passes the guard.
+    roster_console_ui::router(console_dir).fallback_service(guarded)
 }
 
 /// Counts requests and observes latency per matched route.

@@ -1,0 +1,197 @@
+import { App as AntApp, Button, ConfigProvider, Dropdown, Layout, Menu, Space, Tag, Typography } from 'antd';
+import { Notice } from './components/bits';
+import enUS from 'antd/locale/en_US';
+import zhCN from 'antd/locale/zh_CN';
+import {
+  AppstoreOutlined,
+  ClusterOutlined,
+  CloudServerOutlined,
+  DownOutlined,
+  KeyOutlined,
+  LogoutOutlined,
+  TeamOutlined,
+  UserOutlined,
+} from '@ant-design/icons';
+import { useEffect, type ReactNode } from 'react';
+import { useAuth } from './auth';
+import { useI18n, type MessageKey } from './i18n';
+import { LanguageSwitch } from './components/LanguageSwitch';
+import { href, navigate, useRoute, type Route } from './router';
+import { KEYS, load } from './storage';
+import { LoginPage } from './pages/Login';
+import { NamespacesPage } from './pages/Namespaces';
+import { ServicesPage } from './pages/Services';
+import { ServiceDetailPage } from './pages/ServiceDetail';
+import { ClusterPage } from './pages/Cluster';
+import { PasswordDialog, UsersPage } from './pages/Users';
+import { useDialog } from './hooks';
+
+export function App() {
+  const { lang } = useI18n();
+  return (
+    <ConfigProvider
+      locale={lang === 'zh' ? zhCN : enUS}
+      theme={{
+        token: { colorPrimary: '#1668dc', borderRadius: 8, fontSize: 14 },
+        components: { Layout: { headerBg: '#ffffff', siderBg: '#0f1c2e', headerHeight: 56 } },
+      }}
+    >
+      <AntApp>
+        <Routes />
+      </AntApp>
+    </ConfigProvider>
+  );
+}
+
+function Routes() {
+  const route = useRoute();
+  const { session } = useAuth();
+  const onLogin = route.path === '/login';
+
+  let redirect: string | null = null;
+  if (!session && !onLogin) {
+    const next = route.path === '/' ? undefined : route.raw;
+    redirect = href('/login', { next });
+  } else if (session && onLogin) {
+    const next = route.query.get('next');
+    redirect = next && next.startsWith('/') && !next.startsWith('/login') ? next : '/namespaces';
+  } else if (session && route.path === '/') {
+    redirect = '/namespaces';
+  }
+  useEffect(() => {
+    if (redirect) navigate(redirect, { replace: true });
+  }, [redirect]);
+
+  if (redirect) return null;
+  if (!session) return <LoginPage />;
+  return <Shell route={route} />;
+}
+
+const titles: Record<string, MessageKey> = {
+  namespaces: 'nav.namespaces',
+  services: 'nav.services',
+  service: 'detail.title',
+  cluster: 'nav.cluster',
+  users: 'nav.users',
+};
+
+function Shell({ route }: { route: Route }) {
+  const { t } = useI18n();
+  const { session, logout } = useAuth();
+  const { message } = AntApp.useApp();
+  const top = route.segments[0] ?? '';
+  const isAdmin = !!session?.globalAdmin;
+  const ownPassword = useDialog<true>();
+
+  useEffect(() => {
+    const key = titles[top];
+    document.title = key ? `${t(key)} · roster` : 'roster';
+  }, [top, t]);
+
+  const servicesLink = () => {
+    const ns = load(KEYS.namespace) ?? 'public';
+    return href('/services', { namespaceId: ns });
+  };
+
+  const items = [
+    { key: 'namespaces', icon: <AppstoreOutlined />, label: <span data-testid="nav-namespaces">{t('nav.namespaces')}</span> },
+    { key: 'services', icon: <CloudServerOutlined />, label: <span data-testid="nav-services">{t('nav.services')}</span> },
+    { key: 'cluster', icon: <ClusterOutlined />, label: <span data-testid="nav-cluster">{t('nav.cluster')}</span> },
+    ...(isAdmin
+      ? [{ key: 'users', icon: <TeamOutlined />, label: <span data-testid="nav-users">{t('nav.users')}</span> }]
+      : []),
+  ];
+  const selected = top === 'service' ? 'services' : top;
+
+  let page: ReactNode;
+  switch (top) {
+    case 'namespaces':
+      page = <NamespacesPage />;
+      break;
+    case 'services':
+      page = <ServicesPage route={route} />;
+      break;
+    case 'service':
+      page = <ServiceDetailPage route={route} />;
+      break;
+    case 'cluster':
+      page = <ClusterPage />;
+      break;
+    case 'users':
+      page = isAdmin ? <UsersPage /> : <Notice kind="forbidden" title="403" detail={t('common.adminOnly')} />;
+      break;
+    default:
+      page = (
+        <Notice
+          kind="missing"
+          title="404"
+          detail={t('common.notFound')}
+          extra={
+            <Button type="primary" onClick={() => navigate('/namespaces')}>
+              {t('common.goHome')}
+            </Button>
+          }
+        />
+      );
+  }
+
+  return (
+    <Layout className="shell">
+      <Layout.Sider width={216} breakpoint="lg" collapsedWidth={64} className="shell-sider">
+        <a className="brand" href="#/namespaces">
+          <span className="brand-mark">r</span>
+          <span className="brand-text">
+            <span className="brand-name">{t('app.name')}</span>
+            <span className="brand-sub">{t('app.subtitle')}</span>
+          </span>
+        </a>
+        <Menu
+          theme="dark"
+          mode="inline"
+          selectedKeys={[selected]}
+          items={items}
+          onClick={({ key }) => navigate(key === 'services' ? servicesLink() : '/' + key)}
+          className="shell-menu"
+        />
+      </Layout.Sider>
+      <Layout>
+        <Layout.Header className="shell-header">
+          <div />
+          <Space size="middle">
+            <LanguageSwitch />
+            <Dropdown
+              trigger={['click']}
+              menu={{
+                items: [{ key: 'password', icon: <KeyOutlined />, label: <span data-testid="own-password">{t('users.changePassword')}</span> }],
+                onClick: () => ownPassword.show(true),
+              }}
+            >
+              <Button type="text" className="who" data-testid="current-user">
+                <UserOutlined />
+                <Typography.Text strong>{session?.username}</Typography.Text>
+                {isAdmin && (
+                  <Tag color="blue" bordered={false} style={{ marginInlineEnd: 0 }}>
+                    {t('header.admin')}
+                  </Tag>
+                )}
+                <DownOutlined style={{ fontSize: 10, color: '#8c8c8c' }} />
+              </Button>
+            </Dropdown>
+            <Button
+              icon={<LogoutOutlined />}
+              data-testid="logout"
+              onClick={() => {
+                logout();
+                message.info(t('header.loggedOut'));
+              }}
+            >
+              {t('header.logout')}
+            </Button>
+          </Space>
+        </Layout.Header>
+        <Layout.Content className="shell-content">{page}</Layout.Content>
+        <PasswordDialog open={ownPassword.open} username={session?.username ?? ''} onClose={ownPassword.hide} />
+      </Layout>
+    </Layout>
+  );
+}

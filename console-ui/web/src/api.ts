@@ -1,0 +1,235 @@
+// Thin fetch wrapper for roster's HTTP API.
+//
+// Every call carries the session token as `Authorization: Bearer`. Errors are
+// thrown as ApiError whose message is the server's plain-text body, verbatim.
+// A 401, or a 403 that says the token is invalid or expired, ends the session.
+
+export class ApiError extends Error {
+  readonly status: number;
+  /** true when the request never got an answer (network down, server gone) */
+  readonly network: boolean;
+  /** true when the answer meant: the session is over */
+  readonly sessionExpired: boolean;
+  constructor(status: number, message: string, opts: { network?: boolean; sessionExpired?: boolean } = {}) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.network = opts.network ?? false;
+    this.sessionExpired = opts.sessionExpired ?? false;
+  }
+}
+
+export type Params = Record<string, string | number | boolean | null | undefined>;
+
+interface AuthHooks {
+  token(): string | null;
+  /** the server rejected `token`: end the session if it is still the current one */
+  expired(token: string): void;
+}
+
+let hooks: AuthHooks = { token: () => null, expired: () => {} };
+
+export function configureApi(h: AuthHooks): void {
+  hooks = h;
+}
+
+function encode(params: Params | undefined): URLSearchParams {
+  const out = new URLSearchParams();
+  if (!params) return out;
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null) continue;
+    out.set(k, String(v));
+  }
+  return out;
+}
+
+/** Does this 403 body say the token itself is bad (rather than "not allowed")? */
+export function isTokenRejection(status: number, body: string): boolean {
+  if (status === 401) return true;
+  if (status !== 403) return false;
+  return /token/i.test(body) && /(invalid|expired)/i.test(body);
+}
+
+export interface CallOptions {
+  /** do not attach the token nor treat 401/403 as an expired session (login) */
+  anonymous?: boolean;
+  signal?: AbortSignal;
+}
+
+export async function call<T = unknown>(
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  path: string,
+  params?: Params,
+  opts: CallOptions = {},
+): Promise<T> {
+  const qs = encode(params);
+  let url = path;
+  let body: URLSearchParams | undefined;
+  if (method === 'GET' || method === 'DELETE') {
+    const s = qs.toString();
+    if (s) url += (url.includes('?') ? '&' : '?') + s;
+  } else {
+    body = qs;
+  }
+  const headers: Record<string, string> = { Accept: 'application/json, text/plain;q=0.9' };
+  const token = opts.anonymous ? null : hooks.token();
+  if (token) headers.Authorization = `Bearer ${token}`;
+
+  let res: Response;
+  try {
+    res = await fetch(url, { method, headers, body, cache: 'no-store', signal: opts.signal });
+  } catch (e) {
+    if (e instanceof DOMException && e.name === 'AbortError') throw e;
+    throw new ApiError(0, e instanceof Error ? e.message : String(e), { network: true });
+  }
+  const text = await res.text();
+  if (!res.ok) {
+    const message = text.trim() || `HTTP ${res.status} ${res.statusText}`.trim();
+    if (!opts.anonymous && token && isTokenRejection(res.status, text)) {
+      if (token) hooks.expired(token);
+      throw new ApiError(res.status, message, { sessionExpired: true });
+    }
+    throw new ApiError(res.status, message);
+  }
+  if (!text) return undefined as T;
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return text as T;
+  }
+  // Nacos-style envelopes ({code, message, data}) that report a failure with 200.
+  if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+    const env = parsed as { code?: unknown; message?: unknown; data?: unknown };
+    if (typeof env.code === 'number' && env.code >= 400) {
+      const msg = typeof env.message === 'string' && env.message ? env.message : String(env.data ?? `code ${env.code}`);
+      throw new ApiError(env.code, msg);
+    }
+  }
+  return parsed as T;
+}
+
+// ---------------------------------------------------------------- shapes
+
+export interface LoginAnswer {
+  accessToken: string;
+  tokenTtl: number;
+  globalAdmin: boolean;
+  username: string;
+}
+
+export interface Namespace {
+  namespace: string;
+  namespaceShowName: string;
+  namespaceDesc?: string;
+  serviceCount?: number;
+  instanceCount?: number;
+  type: number;
+}
+
+export interface ServiceRow {
+  name: string;
+  groupName: string;
+  clusterCount: number;
+  ipCount: number;
+  healthyInstanceCount: number;
+  protectThreshold: number;
+  triggerFlag: string | boolean;
+}
+
+export interface Selector {
+  type: string;
+  expression?: string;
+}
+
+export interface HealthChecker {
+  type: string;
+  path?: string;
+  headers?: string;
+  expectedResponseCode?: number;
+  [k: string]: unknown;
+}
+
+export interface ClusterInfo {
+  name: string;
+  healthChecker?: HealthChecker;
+  metadata?: Record<string, string>;
+  defaultCheckPort?: number;
+  defaultPort?: number;
+  useIPPort4Check?: boolean;
+}
+
+export interface ServiceDetail {
+  service: {
+    name: string;
+    groupName: string;
+    protectThreshold: number;
+    selector?: Selector;
+    metadata?: Record<string, string>;
+  };
+  clusters: ClusterInfo[];
+}
+
+export interface Instance {
+  ip: string;
+  port: number;
+  weight: number;
+  healthy: boolean;
+  enabled: boolean;
+  ephemeral: boolean;
+  clusterName: string;
+  metadata?: Record<string, string>;
+  instanceId?: string;
+}
+
+export interface Subscriber {
+  addrStr: string;
+  agent?: string;
+  app?: string;
+  ip?: string;
+  port?: number;
+  namespaceId?: string;
+  serviceName?: string;
+  cluster?: string;
+  protocol?: string;
+}
+
+export interface ClusterMember {
+  id: number;
+  peer?: string;
+  http?: string;
+  role?: string;
+  voter?: boolean;
+  live?: boolean;
+  version?: string;
+  matchIndex?: number | null;
+  lag?: number | null;
+  [k: string]: unknown;
+}
+
+export interface ClusterStatus {
+  nodeId: number;
+  state?: string;
+  term?: number;
+  leader?: number | null;
+  lastLogIndex?: number;
+  appliedIndex?: number;
+  commitIndex?: number;
+  snapshotIndex?: number;
+  ready?: boolean;
+  members: ClusterMember[];
+  distroOwned?: Record<string, number>;
+  evictionGuardEngaged?: string[];
+}
+
+export interface UserRow {
+  username: string;
+  admin?: boolean;
+}
+
+export interface UsersPage {
+  pageItems: UserRow[];
+  totalCount: number;
+  pageNumber?: number;
+  pagesAvailable?: number;
+}

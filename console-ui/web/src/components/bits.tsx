@@ -1,0 +1,138 @@
+import { Alert, Badge, Button, Empty, Popover, Space, Tag, Tooltip, Typography } from 'antd';
+import { ExclamationCircleFilled, StopOutlined, QuestionCircleOutlined } from '@ant-design/icons';
+import type { ReactNode } from 'react';
+import { useT } from '../i18n';
+import type { LiveMode } from '../live';
+import { errorMessage } from '../format';
+import { ApiError } from '../api';
+
+export function MetaChips({ meta, max = 4 }: { meta?: Record<string, string>; max?: number }) {
+  const t = useT();
+  const entries = Object.entries(meta ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (entries.length === 0) return <Typography.Text type="secondary">{t('meta.none')}</Typography.Text>;
+  const chip = ([k, v]: [string, string]) => (
+    <Tag key={k} className="meta-chip" bordered={false}>
+      <span className="meta-k">{k}</span>=<span className="meta-v">{v}</span>
+    </Tag>
+  );
+  const shown = entries.slice(0, max);
+  const rest = entries.slice(max);
+  return (
+    <span className="meta-chips">
+      {shown.map(chip)}
+      {rest.length > 0 && (
+        <Popover content={<div className="meta-chips meta-pop">{rest.map(chip)}</div>}>
+          <Tag bordered={false} className="meta-more">
+            {t('meta.more', { count: rest.length })}
+          </Tag>
+        </Popover>
+      )}
+    </span>
+  );
+}
+
+export function LiveBadge({ mode }: { mode: LiveMode }) {
+  const t = useT();
+  const [status, text, hint]: ['success' | 'warning' | 'default', string, string] =
+    mode === 'live'
+      ? ['success', t('live.live'), t('live.liveHint')]
+      : mode === 'polling'
+        ? ['warning', t('live.polling'), t('live.pollingHint')]
+        : ['default', t('live.connecting'), ''];
+  return (
+    <Tooltip title={hint || undefined}>
+      <span data-testid="live-mode" data-mode={mode} className="live-badge">
+        <Badge status={status} text={text} className={mode === 'live' ? 'live-pulse' : undefined} />
+      </span>
+    </Tooltip>
+  );
+}
+
+/** A full-area error, for when a page has nothing to show. */
+export function LoadError({ error, onRetry }: { error: unknown; onRetry?(): void }) {
+  const t = useT();
+  const forbidden = error instanceof ApiError && error.status === 403;
+  return (
+    <Notice
+      kind={forbidden ? 'forbidden' : 'error'}
+      title={t('common.loadFailed')}
+      detail={<span data-testid="load-error">{errorMessage(error, t)}</span>}
+      extra={
+        onRetry && (
+          <Button type="primary" onClick={onRetry}>
+            {t('common.retry')}
+          </Button>
+        )
+      }
+    />
+  );
+}
+
+/** A slim banner for a failed background refresh while older data stays on screen. */
+export function RefreshError({ error }: { error: unknown }) {
+  const t = useT();
+  if (!error) return null;
+  return (
+    <Alert
+      type="warning"
+      showIcon
+      banner
+      style={{ marginBottom: 12 }}
+      message={t('common.refreshFailed', { message: errorMessage(error, t) })}
+    />
+  );
+}
+
+export function EmptyState({ text, action }: { text: ReactNode; action?: ReactNode }) {
+  return (
+    <Empty image={Empty.PRESENTED_IMAGE_SIMPLE} description={text} data-testid="empty-state">
+      {action}
+    </Empty>
+  );
+}
+
+export function PageTitle({ title, subtitle, extra }: { title: ReactNode; subtitle?: ReactNode; extra?: ReactNode }) {
+  return (
+    <div className="page-title">
+      <div>
+        <Typography.Title level={3} style={{ margin: 0 }}>
+          {title}
+        </Typography.Title>
+        {subtitle && <Typography.Text type="secondary">{subtitle}</Typography.Text>}
+      </div>
+      {extra && <Space wrap>{extra}</Space>}
+    </div>
+  );
+}
+
+/** A centred icon, title, detail and actions (antd's Result without its heavy illustrations). */
+export function Notice({
+  kind,
+  title,
+  detail,
+  extra,
+}: {
+  kind: 'error' | 'forbidden' | 'missing';
+  title: ReactNode;
+  detail?: ReactNode;
+  extra?: ReactNode;
+}) {
+  const icon =
+    kind === 'forbidden' ? (
+      <StopOutlined style={{ color: '#cf1322' }} />
+    ) : kind === 'missing' ? (
+      <QuestionCircleOutlined style={{ color: '#8c8c8c' }} />
+    ) : (
+      <ExclamationCircleFilled style={{ color: '#faad14' }} />
+    );
+  return (
+    <div className="notice" data-testid={`notice-${kind}`}>
+      <div className="notice-icon">{icon}</div>
+      <Typography.Title level={4} style={{ margin: 0 }}>
+        {title}
+      </Typography.Title>
+      {detail && <Typography.Paragraph type="secondary" className="notice-detail">{detail}</Typography.Paragraph>}
+      {extra && <div className="notice-extra">{extra}</div>}
+    </div>
+  );
+}

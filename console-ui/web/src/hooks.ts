@@ -1,0 +1,105 @@
+import { useCallback, useEffect, useRef, useState } from 'react';
+
+export interface Resource<T> {
+  data: T | undefined;
+  error: unknown;
+  /** true while a visible (non-silent) load runs */
+  loading: boolean;
+  /** refetch; silent keeps the current data on screen without a spinner */
+  reload(opts?: { silent?: boolean }): Promise<void>;
+  setData(d: T): void;
+}
+
+/**
+ * Loads `loader()` whenever `deps` change. Answers to superseded requests are
+ * dropped, so a slow old answer never overwrites a newer one.
+ */
+export function useResource<T>(loader: () => Promise<T>, deps: unknown[]): Resource<T> {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<unknown>(undefined);
+  const [loading, setLoading] = useState(true);
+  const seq = useRef(0);
+  const loaderRef = useRef(loader);
+  loaderRef.current = loader;
+  const mounted = useRef(true);
+
+  const reload = useCallback(async (opts: { silent?: boolean } = {}) => {
+    const my = ++seq.current;
+    if (!opts.silent) setLoading(true);
+    try {
+      const d = await loaderRef.current();
+      if (!mounted.current || my !== seq.current) return;
+      setData(d);
+      setError(undefined);
+    } catch (e) {
+      if (!mounted.current || my !== seq.current) return;
+      setError(e);
+    } finally {
+      if (mounted.current && my === seq.current) setLoading(false);
+    }
+  }, []);
+
+  useEffect(() => {
+    mounted.current = true;
+    return () => {
+      mounted.current = false;
+    };
+  }, []);
+
+  useEffect(() => {
+    setData(undefined);
+    setError(undefined);
+    void reload();
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, deps);
+
+  return { data, error, loading, reload, setData };
+}
+
+/** Calls fn every `ms` while enabled, never overlapping runs. */
+export function useInterval(fn: () => Promise<void> | void, ms: number, enabled: boolean): void {
+  const fnRef = useRef(fn);
+  fnRef.current = fn;
+  useEffect(() => {
+    if (!enabled) return;
+    let stopped = false;
+    let timer = 0;
+    const tick = async () => {
+      try {
+        await fnRef.current();
+      } finally {
+        if (!stopped) timer = window.setTimeout(tick, ms);
+      }
+    };
+    timer = window.setTimeout(tick, ms);
+    return () => {
+      stopped = true;
+      window.clearTimeout(timer);
+    };
+  }, [ms, enabled]);
+}
+
+export interface Dialog<T> {
+  open: boolean;
+  /** the last target shown; kept while the dialog fades out */
+  target: T | undefined;
+  show(target: T): void;
+  hide(): void;
+}
+
+export function useDialog<T>(): Dialog<T> {
+  const [state, setState] = useState<{ open: boolean; target: T | undefined }>({ open: false, target: undefined });
+  const show = useCallback((target: T) => setState({ open: true, target }), []);
+  const hide = useCallback(() => setState((s) => ({ open: false, target: s.target })), []);
+  return { open: state.open, target: state.target, show, hide };
+}
+
+/** value, settled for `ms` */
+export function useDebounced<T>(value: T, ms: number): T {
+  const [v, setV] = useState(value);
+  useEffect(() => {
+    const timer = window.setTimeout(() => setV(value), ms);
+    return () => window.clearTimeout(timer);
+  }, [value, ms]);
+  return v;
+}

@@ -1,0 +1,192 @@
+import { Badge, Button, Card, Descriptions, Skeleton, Space, Switch, Table, Tag, Tooltip, Typography } from 'antd';
+import { CrownOutlined, InfoCircleOutlined, ReloadOutlined } from '@ant-design/icons';
+import { useState } from 'react';
+import { call, type ClusterMember, type ClusterStatus } from '../api';
+import { useT } from '../i18n';
+import { useInterval, useResource } from '../hooks';
+import { LoadError, PageTitle, RefreshError } from '../components/bits';
+import { clock, num } from '../format';
+
+const roleColor: Record<string, string> = {
+  leader: 'gold',
+  follower: 'blue',
+  candidate: 'orange',
+  learner: 'cyan',
+};
+
+export function ClusterPage() {
+  const t = useT();
+  const [auto, setAuto] = useState(true);
+  const [updated, setUpdated] = useState<Date | null>(null);
+  const res = useResource(async () => {
+    const r = await call<ClusterStatus>('GET', '/api/v1/cluster');
+    setUpdated(new Date());
+    return r;
+  }, []);
+  useInterval(() => res.reload({ silent: true }), 2000, auto);
+
+  const s = res.data;
+  const leaderId = s?.leader ?? null;
+
+  const columns = [
+    {
+      title: t('cluster.id'),
+      dataIndex: 'id',
+      key: 'id',
+      width: 110,
+      render: (id: number) => (
+        <Space size={6}>
+          <Typography.Text strong>{id}</Typography.Text>
+          {id === leaderId && <CrownOutlined style={{ color: '#d48806' }} />}
+          {s && id === s.nodeId && (
+            <Tag bordered={false} color="blue" style={{ marginInlineEnd: 0 }}>
+              {t('cluster.you')}
+            </Tag>
+          )}
+        </Space>
+      ),
+    },
+    { title: t('cluster.peer'), dataIndex: 'peer', key: 'peer', render: (a?: string) => <span className="mono">{a ?? '—'}</span> },
+    { title: t('cluster.http'), dataIndex: 'http', key: 'http', render: (a?: string) => <span className="mono">{a || '—'}</span> },
+    {
+      title: t('cluster.role'),
+      dataIndex: 'role',
+      key: 'role',
+      render: (r?: string) => (r ? <Tag color={roleColor[r] ?? 'default'}>{r}</Tag> : '—'),
+    },
+    {
+      title: t('cluster.voter'),
+      dataIndex: 'voter',
+      key: 'voter',
+      width: 90,
+      render: (v?: boolean) => (v === undefined ? '—' : v ? t('common.yes') : t('common.no')),
+    },
+    {
+      title: t('cluster.live'),
+      dataIndex: 'live',
+      key: 'live',
+      render: (l: boolean | undefined, m: ClusterMember) => (
+        <span data-testid={`member-live-${m.id}`}>
+          <Badge status={l ? 'success' : 'error'} text={l ? t('cluster.up') : t('cluster.down')} />
+        </span>
+      ),
+    },
+    {
+      title: (
+        <Tooltip title={t('cluster.lagHint')}>
+          <span>
+            {t('cluster.match')} <InfoCircleOutlined />
+          </span>
+        </Tooltip>
+      ),
+      dataIndex: 'matchIndex',
+      key: 'match',
+      align: 'right' as const,
+      render: (v?: number | null) => num(v),
+    },
+    {
+      title: t('cluster.lag'),
+      dataIndex: 'lag',
+      key: 'lag',
+      align: 'right' as const,
+      render: (v?: number | null) => <span className={v && v > 0 ? 'num-warn' : undefined}>{num(v)}</span>,
+    },
+    {
+      title: t('cluster.owned'),
+      key: 'owned',
+      align: 'right' as const,
+      render: (_: unknown, m: ClusterMember) => num(s?.distroOwned?.[String(m.id)]),
+    },
+    { title: t('cluster.version'), dataIndex: 'version', key: 'version', render: (v?: string) => v ?? '—' },
+  ];
+
+  const guard = s?.evictionGuardEngaged ?? [];
+
+  return (
+    <div className="page">
+      <PageTitle
+        title={t('cluster.title')}
+        subtitle={t('cluster.subtitle')}
+        extra={
+          <>
+            <label className="switch-label">
+              <Switch size="small" checked={auto} onChange={setAuto} data-testid="cluster-auto" />
+              <span>{t('cluster.autoRefresh')}</span>
+            </label>
+            {updated && (
+              <Typography.Text type="secondary" data-testid="cluster-updated">
+                {t('cluster.updated', { time: clock(updated) })}
+              </Typography.Text>
+            )}
+            <Button icon={<ReloadOutlined />} onClick={() => res.reload({ silent: true })}>
+              {t('common.refresh')}
+            </Button>
+          </>
+        }
+      />
+      {s === undefined && res.error !== undefined ? (
+        <Card>
+          <LoadError error={res.error} onRetry={() => res.reload()} />
+        </Card>
+      ) : s === undefined ? (
+        <Card>
+          <Skeleton active />
+        </Card>
+      ) : (
+        <>
+          <RefreshError error={res.error} />
+          <Card title={t('cluster.thisNode')} className="summary-card">
+            <Descriptions
+              size="small"
+              column={{ xs: 1, sm: 2, md: 4 }}
+              items={[
+                { key: 'node', label: t('cluster.id'), children: <Typography.Text strong>{s.nodeId}</Typography.Text> },
+                {
+                  key: 'state',
+                  label: t('cluster.state'),
+                  children: s.state ? <Tag color={roleColor[s.state] ?? 'default'}>{s.state}</Tag> : '—',
+                },
+                { key: 'term', label: t('cluster.term'), children: num(s.term) },
+                {
+                  key: 'leader',
+                  label: t('cluster.leader'),
+                  children: leaderId === null ? <Tag color="red">{t('cluster.noLeader')}</Tag> : leaderId,
+                },
+                { key: 'last', label: t('cluster.lastLog'), children: num(s.lastLogIndex) },
+                { key: 'commit', label: t('cluster.commit'), children: num(s.commitIndex) },
+                { key: 'applied', label: t('cluster.applied'), children: num(s.appliedIndex) },
+                { key: 'snap', label: t('cluster.snapshot'), children: num(s.snapshotIndex) },
+                {
+                  key: 'ready',
+                  label: t('cluster.ready'),
+                  children: <Badge status={s.ready ? 'success' : 'warning'} text={s.ready ? t('common.yes') : t('common.no')} />,
+                },
+                {
+                  key: 'guard',
+                  label: t('cluster.guard'),
+                  span: { xs: 1, sm: 2, md: 3 },
+                  children:
+                    guard.length === 0 ? (
+                      <Typography.Text type="secondary">{t('cluster.guardOff')}</Typography.Text>
+                    ) : (
+                      <Typography.Text type="warning">{t('cluster.guardOn', { list: guard.join(', ') })}</Typography.Text>
+                    ),
+                },
+              ]}
+            />
+          </Card>
+          <Card title={t('cluster.members')} className="table-card">
+            <Table<ClusterMember>
+              data-testid="cluster-table"
+              rowKey="id"
+              columns={columns}
+              dataSource={[...s.members].sort((a, b) => a.id - b.id)}
+              pagination={false}
+              rowClassName={(m) => (m.live === false ? 'row-offline' : '')}
+            />
+          </Card>
+        </>
+      )}
+    </div>
+  );
+}

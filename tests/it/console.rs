@@ -1,0 +1,275 @@
+//! The web console: how a node serves it (types, caching, compression, redirects, no
+//! credentials needed for the files but still for the API), the event stream it listens
+//! to, and the whole console driven in Debian's Chromium by `tests/console/` (playwright
+//! -core): log in, namespaces, a live registration, edits read back through the API,
+//! Chinese, refusals. Screenshots land in `target/console-screenshots/`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use roster_tests::{workspace_root, Node, ADMIN_PASSWORD};
+
+/// The hashed script the page loads.
+fn script_path(node: &Node) -> String {
+    let page = node.raw("GET", "/", &[], None).expect(200).body;
+    let start = page
+        .find("/assets/")
+        .unwrap_or_else(|| panic!("the page loads assets: {page}"));
+    let end = start + page[start..].find('"').expect("quoted asset path");
+    let path = &page[start..end];
+    assert!(path.ends_with(".js") || path.ends_with(".css"), "{path}");
+    // Prefer the script.
+    match page.match_indices("/assets/").find_map(|(i, _)| {
+        let end = i + page[i..].find('"')?;
+        page[i..end]
+            .ends_with(".js")
+            .then(|| page[i..end].to_string())
+    }) {
+        Some(js) => js,
+        None => path.to_string(),
+    }
+}
+
+#[test]
+fn the_console_is_served_cached_and_compressed() {
+    let node = Node::start();
+    // The page, without credentials, with its security headers.
+    let page = node.raw("GET", "/", &[], None).expect(200);
+    assert!(page
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+    assert_eq!(page.header("cache-control"), Some("no-cache"));
+    assert!(page
+        .header("content-security-policy")
+        .unwrap()
+        .contains("default-src 'self'"));
+    let etag = page.header("etag").expect("an etag").to_string();
+    let again = node.raw("GET", "/", &[("if-none-match", &etag)], None);
+    assert_eq!(again.status, 304);
+
+    // Hashed assets: the right type, cached for a year, gzipped when asked.
+    let js = script_path(&node);
+    let plain = node.raw("GET", &js, &[], None).expect(200);
+    assert!(
+        plain.header("content-type").unwrap().contains("javascript"),
+        "{:?}",
+        plain.header("content-type")
+    );
+    assert_eq!(
+        plain.header("cache-control"),
+        Some("public, max-age=31536000, immutable")
+    );
+    assert_eq!(plain.header("content-encoding"), None);
+    let raw = raw_get(&node, &js, "gzip");
+    assert!(raw.contains("content-encoding: gzip"), "{raw}");
+
+    // Nacos' console address leads here; unknown files are 404; the API stays guarded.
+    let moved = raw_get(&node, "/nacos/", "identity");
+    assert!(
+        moved.starts_with("http/1.1 308") && moved.contains("location: /\r\n"),
+        "{moved}"
+    );
+    assert_eq!(
+        node.raw("GET", "/assets/no-such-file.js", &[], None).status,
+        404
+    );
+    assert_eq!(
+        node.raw("GET", "/nacos/v1/ns/instance/list?serviceName=x", &[], None)
+            .status,
+        401
+    );
+}
+
+/// The response head of a GET with `accept-encoding`, lower-cased (ureq decodes gzip
+/// by itself, so this asks by hand).
+fn raw_get(node: &Node, path: &str, encoding: &str) -> String {
+    let mut s = TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: {}\r\naccept-encoding: {encoding}\r\nconnection: close\r\n\r\n",
+        node.addr()
+    )
+    .unwrap();
+    let mut head = String::new();
+    let mut reader = BufReader::new(s);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+            break;
+        }
+        head.push_str(&line.to_lowercase());
+    }
+    head
+}
+
+/// Opens the event stream of `namespace` and returns a reader of its lines.
+fn open_events(node: &Node, namespace: &str) -> BufReader<TcpStream> {
+    let token = node.token();
+    let mut s = TcpStream::connect(node.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /api/v1/events?namespaceId={namespace}&accessToken={token} HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(s);
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.contains(" 200 "), "{status}");
+    reader
+}
+
+/// The next `event: service` data line.
+fn next_service_event(reader: &mut BufReader<TcpStream>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut saw_event = false;
+    while Instant::now() < deadline {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a line within 10 s");
+        if line.starts_with("event: service") {
+            saw_event = true;
+        } else if saw_event && line.starts_with("data: ") {
+            return line["data: ".len()..].trim().to_string();
+        }
+    }
+    panic!("no service event within 10 s");
+}
+
+#[test]
+fn the_event_stream_reports_changes_of_its_namespace() {
+    let node = Node::start();
+    node.call_form(
+        "POST",
+        "/nacos/v1/console/namespaces",
+        "customNamespaceId=ev-ns&namespaceName=events",
+    )
+    .expect(200);
+    let mut stream = open_events(&node, "ev-ns");
+    // A change elsewhere is not reported; one here is.
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=elsewhere&ip=10.7.0.1&port=1",
+    )
+    .expect(200);
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?namespaceId=ev-ns&groupName=G&serviceName=here&ip=10.7.0.2&port=1",
+    )
+    .expect(200);
+    let data: serde_json::Value = serde_json::from_str(&next_service_event(&mut stream)).unwrap();
+    assert_eq!(
+        data,
+        roster_tests::json!({"namespaceId":"ev-ns","groupName":"G","serviceName":"here"})
+    );
+    // Settings changes too.
+    node.call(
+        "PUT",
+        "/nacos/v1/ns/service?namespaceId=ev-ns&groupName=G&serviceName=here&protectThreshold=0.5",
+    )
+    .expect(200);
+    let data: serde_json::Value = serde_json::from_str(&next_service_event(&mut stream)).unwrap();
+    assert_eq!(data["serviceName"], "here");
+
+    // Credentials are required, a bad namespace is a 400.
+    assert_eq!(node.raw("GET", "/api/v1/events", &[], None).status, 401);
+    let bad = node.call("GET", "/api/v1/events?namespaceId=bad%20id");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+
+    // A node shutting down ends the stream instead of waiting for it.
+    let mut node = node;
+    let started = Instant::now();
+    let status = node.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "shutdown took {:?} with a stream open",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn the_console_works_in_a_real_browser() {
+    let node = Node::start();
+    let shots = workspace_root().join("target/console-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let script = workspace_root().join("tests/console/console_flow.mjs");
+    assert!(
+        workspace_root()
+            .join("tests/console/node_modules/playwright-core")
+            .exists(),
+        "playwright-core missing: run scripts/test"
+    );
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium missing: run scripts/test"
+    );
+    let out = Command::new("node")
+        .arg(&script)
+        .args(["--server", &node.addr()])
+        .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--namespace", "console-ns", "--service", "console-svc"])
+        .arg("--shots")
+        .arg(&shots)
+        .output()
+        .expect("node runs the browser script");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "browser flow failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    eprintln!("browser flow:\n{stdout}");
+
+    // What the browser did, read back through the API.
+    let instance = node
+        .call(
+            "GET",
+            "/nacos/v1/ns/catalog/instances?namespaceId=console-ns&serviceName=console-svc&clusterName=DEFAULT",
+        )
+        .expect(200)
+        .json();
+    let row = &instance["list"][0];
+    assert_eq!(row["weight"], 3.0, "weight set in the browser: {instance}");
+    assert_eq!(
+        row["enabled"], false,
+        "taken offline in the browser: {instance}"
+    );
+    let namespaces = node
+        .call("GET", "/nacos/v1/console/namespaces")
+        .expect(200)
+        .json();
+    let ids: Vec<&str> = namespaces["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["namespace"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"console-ns"),
+        "the non-empty one was kept: {ids:?}"
+    );
+    assert!(
+        !ids.contains(&"console-ns-empty"),
+        "the empty one was deleted: {ids:?}"
+    );
+    for page in [
+        "login",
+        "namespaces",
+        "services",
+        "service-detail",
+        "cluster",
+        "users",
+    ] {
+        let shot = shots.join(format!("{page}.png"));
+        assert!(
+            std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000),
+            "screenshot {}",
+            shot.display()
+        );
+    }
+}
