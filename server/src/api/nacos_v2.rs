@@ -12,12 +12,9 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::nacos::wire::{service_info, ListRequest};
 use super::nacos::{instance, json, json_of, operator, page, service};
-use super::params::{check_group, parse_cluster_list, Params, DEFAULT_GROUP};
+use super::params::{check_group, Params, DEFAULT_GROUP};
 use crate::app::AppState;
-use crate::clock::now_ms;
-use crate::registry::select::Query;
 
 /// The v2 naming routes.
 pub fn routes() -> Router<AppState> {
@@ -128,32 +125,9 @@ async fn health(state: State<AppState>, params: Params) -> Response {
 /// `GET /nacos/v2/ns/instance/list`: the v1 `ServiceInfo` as `data`; the cluster filter
 /// is `clusterName`.
 async fn list(State(state): State<AppState>, params: Params) -> Response {
-    let result = async {
-        let key = params.service_key()?;
-        let clusters_raw = params.get("clusterName").unwrap_or("");
-        let clusters = parse_cluster_list(clusters_raw)?;
-        let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
-        let selector = params.selector()?;
-        let lanes = params.lanes();
-        let view = state.registry.service_by_key(&key).map(|s| s.view());
-        let grouped = key.grouped();
-        Ok(json(service_info(
-            view.as_deref(),
-            &ListRequest {
-                grouped: &grouped,
-                group: Some(&key.group),
-                clusters_raw,
-                query: Query {
-                    clusters: &clusters,
-                    healthy_only,
-                    selector: selector.as_ref(),
-                    lanes: lanes.as_deref(),
-                },
-                now_ms: now_ms(),
-            },
-        )))
-    }
-    .await;
+    let result = instance::query(&state, &params, "clusterName")
+        .await
+        .map(|listed| json(listed.body));
     wrap(result).await
 }
 
@@ -182,13 +156,7 @@ async fn service_list(State(state): State<AppState>, params: Params) -> Response
         let ns = params.namespace()?;
         let group = params.optional("groupName").unwrap_or(DEFAULT_GROUP);
         check_group(group)?;
-        let names: Vec<String> = state
-            .registry
-            .services(&ns)
-            .into_iter()
-            .filter(|s| &*s.key.group == group)
-            .map(|s| s.key.name.to_string())
-            .collect();
+        let names = state.registry.service_names(&ns, group);
         let count = names.len();
         Ok(json!({ "count": count, "services": page(names, page_no, page_size) }))
     })();

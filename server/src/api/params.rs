@@ -192,10 +192,17 @@ pub fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
 
 /// Parses a port, 0 to 65535.
 pub fn parse_port(key: &str, value: &str) -> Result<u16, ApiError> {
-    value
-        .trim()
-        .parse::<u16>()
-        .map_err(|_| ApiError::illegal(key, "the value should be between 0 and 65535."))
+    let port = value.trim().parse::<i64>().map_err(|_| port_range(key))?;
+    check_port(key, port)
+}
+
+/// Checks a port given as a number (JSON bodies): 0 to 65535.
+pub fn check_port(key: &str, port: i64) -> Result<u16, ApiError> {
+    u16::try_from(port).map_err(|_| port_range(key))
+}
+
+fn port_range(key: &str) -> ApiError {
+    ApiError::illegal(key, "the value should be between 0 and 65535.")
 }
 
 /// Parses a weight, 0 to 10000.
@@ -204,12 +211,17 @@ pub fn parse_weight(key: &str, value: &str) -> Result<f64, ApiError> {
         .trim()
         .parse()
         .map_err(|_| ApiError::illegal(key, format!("'{value}' is not a number.")))?;
-    if !w.is_finite() || !(0.0..=10000.0).contains(&w) {
+    check_weight(w)
+}
+
+/// Checks a weight given as a number (JSON bodies): 0 to 10000.
+pub fn check_weight(weight: f64) -> Result<f64, ApiError> {
+    if !weight.is_finite() || !(0.0..=10000.0).contains(&weight) {
         return Err(ApiError::bad_request(
             "instance format invalid: The weights range from 0.0 to 10000.0",
         ));
     }
-    Ok(w)
+    Ok(weight)
 }
 
 /// Checks an IP address or host name.

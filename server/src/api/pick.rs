@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::nacos::json_of;
-use super::nacos::wire::{service_info, Host, ListRequest};
+use super::nacos::wire::Host;
 use super::params::{parse_cluster_list, Params};
 use crate::app::AppState;
 use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin, Strategy};
@@ -38,33 +38,8 @@ pub fn routes() -> Router<AppState> {
 /// `GET /api/v1/instances`: the instances of a service after `clusters`, `selector`,
 /// `lanes` and `healthyOnly`, in Nacos' `ServiceInfo` shape.
 async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
-    let key = params.service_key()?;
-    let clusters_raw = params.get("clusters").unwrap_or("");
-    let clusters = parse_cluster_list(clusters_raw)?;
-    let selector = params.selector()?;
-    let lanes = params.lanes();
-    let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
-    if params.consistent()? {
-        state.store.read_barrier().await?;
-    }
-    let view = state.registry.service_by_key(&key).map(|s| s.view());
-    let grouped = key.grouped();
-    let body = service_info(
-        view.as_deref(),
-        &ListRequest {
-            grouped: &grouped,
-            group: Some(&key.group),
-            clusters_raw,
-            query: Query {
-                clusters: &clusters,
-                healthy_only,
-                selector: selector.as_ref(),
-                lanes: lanes.as_deref(),
-            },
-            now_ms: crate::clock::now_ms(),
-        },
-    );
-    Ok(super::nacos::json(body))
+    let listed = super::nacos::instance::query(&state, &params, "clusters").await?;
+    Ok(super::nacos::json(listed.body))
 }
 
 #[derive(Serialize)]

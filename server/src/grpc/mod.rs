@@ -25,8 +25,8 @@ use tonic::{Status, Streaming};
 use crate::api::error::ApiError;
 use crate::api::nacos::wire::{Host, CACHE_MILLIS};
 use crate::api::params::{
-    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
-    check_service_name, parse_cluster_list, DEFAULT_CLUSTER, DEFAULT_GROUP,
+    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id, check_port,
+    check_service_name, check_weight, parse_cluster_list, DEFAULT_CLUSTER, DEFAULT_GROUP,
 };
 use crate::app::AppState;
 use crate::auth::Credentials;
@@ -278,15 +278,8 @@ impl GrpcServer {
         let port = wire
             .port
             .ok_or_else(|| ApiError::missing("instance.port"))?;
-        let port = u16::try_from(port).map_err(|_| {
-            ApiError::illegal("instance.port", "the value should be between 0 and 65535.")
-        })?;
-        let weight = wire.weight.unwrap_or(1.0);
-        if !weight.is_finite() || !(0.0..=10000.0).contains(&weight) {
-            return Err(ApiError::bad_request(
-                "instance format invalid: The weights range from 0.0 to 10000.0",
-            ));
-        }
+        let port = check_port("instance.port", port)?;
+        let weight = check_weight(wire.weight.unwrap_or(1.0))?;
         let cluster = wire
             .cluster_name
             .as_deref()
@@ -338,12 +331,7 @@ impl GrpcServer {
             let (namespace, group) = Self::scope(&request)?;
             let page_no = request.page_no.unwrap_or(1).max(1) as usize;
             let page_size = request.page_size.unwrap_or(10).clamp(1, 10_000) as usize;
-            let names: Vec<String> = registry
-                .services(&namespace)
-                .into_iter()
-                .filter(|s| *s.key.group == *group)
-                .map(|s| s.key.name.to_string())
-                .collect();
+            let names = registry.service_names(&namespace, &group);
             let count = names.len();
             let page: Vec<String> = crate::api::nacos::page(names, page_no, page_size);
             return Ok(json!({ "count": count, "serviceNames": page }));

@@ -102,6 +102,12 @@ pub trait Handler: Send + Sync + 'static {
     ) -> BoxFuture<ReceiverStream<Result<Payload, Status>>, Status>;
 }
 
+/// The `Payload` codec with Nacos' message size limit both ways.
+fn codec() -> Grpc<tonic_prost::ProstCodec<Payload, Payload>> {
+    Grpc::new(tonic_prost::ProstCodec::default())
+        .apply_max_message_size_config(Some(MAX_MESSAGE), Some(MAX_MESSAGE))
+}
+
 fn unimplemented() -> http::Response<tonic::body::Body> {
     Status::unimplemented("no such method").into_http()
 }
@@ -155,8 +161,7 @@ where
         let handler = self.0.clone();
         match req.uri().path() {
             "/Request/request" => Box::pin(async move {
-                let mut grpc = Grpc::new(tonic_prost::ProstCodec::<Payload, Payload>::default())
-                    .apply_max_message_size_config(Some(MAX_MESSAGE), Some(MAX_MESSAGE));
+                let mut grpc = codec();
                 Ok(grpc.unary(UnaryCall(handler), req).await)
             }),
             _ => Box::pin(async move { Ok(unimplemented()) }),
@@ -214,8 +219,7 @@ where
         let handler = self.0.clone();
         match req.uri().path() {
             "/BiRequestStream/requestBiStream" => Box::pin(async move {
-                let mut grpc = Grpc::new(tonic_prost::ProstCodec::<Payload, Payload>::default())
-                    .apply_max_message_size_config(Some(MAX_MESSAGE), Some(MAX_MESSAGE));
+                let mut grpc = codec();
                 Ok(grpc.streaming(StreamCall(handler), req).await)
             }),
             _ => Box::pin(async move { Ok(unimplemented()) }),

@@ -232,6 +232,21 @@ impl Registry {
         all
     }
 
+    /// The names (without group) of the services of `group` in namespace `ns`, sorted.
+    pub fn service_names(&self, ns: &str, group: &str) -> Vec<String> {
+        let Some(n) = self.shared.namespaces.get(ns) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = n
+            .services
+            .iter()
+            .filter(|s| &*s.key.group == group)
+            .map(|s| s.key.name.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Totals over every namespace: (services, instances, healthy instances).
     pub fn totals(&self) -> (usize, usize, usize) {
         let mut totals = (0, 0, 0);

@@ -16,8 +16,8 @@ use super::wire::{service_info, ListRequest};
 use super::{json, json_of};
 use crate::api::error::ApiError;
 use crate::api::params::{
-    check_cluster_name, check_ip, parse_cluster_list, parse_port, parse_weight, Params,
-    DEFAULT_CLUSTER,
+    check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
+    parse_port, parse_weight, Params, DEFAULT_CLUSTER,
 };
 use crate::app::{AppState, Limits};
 use crate::clock::now_ms;
@@ -248,49 +248,36 @@ fn agent(headers: &HeaderMap) -> &str {
         .unwrap_or("")
 }
 
-/// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
-/// that passes `udpPort` and `clientIP` is subscribed to UDP pushes.
-pub async fn list(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    params: Params,
-) -> Result<Response, ApiError> {
+/// An answered instance query.
+pub struct Listed<'p> {
+    /// The service asked for.
+    pub key: ServiceKey,
+    /// The clusters parameter as given (echoed, and the key of a UDP subscription).
+    pub clusters_raw: &'p str,
+    /// The `ServiceInfo` JSON.
+    pub body: Vec<u8>,
+}
+
+/// Answers an instance query — Nacos' `/instance/list` (v1 and v2) and roster's
+/// `/api/v1/instances`: the service's `ServiceInfo` after the clusters named by the
+/// `clusters_param` parameter, `healthyOnly`, `selector` and `lanes`. With
+/// `consistent=true`, persistent data is read as of now on the leader (ephemeral data
+/// is as replicated).
+pub async fn query<'p>(
+    state: &AppState,
+    params: &'p Params,
+    clusters_param: &str,
+) -> Result<Listed<'p>, ApiError> {
     let key = params.service_key()?;
-    let clusters_raw = params.get("clusters").unwrap_or("");
+    let clusters_raw = params.get(clusters_param).unwrap_or("");
     let clusters = parse_cluster_list(clusters_raw)?;
     let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
     let selector = params.selector()?;
     let lanes = params.lanes();
     if params.consistent()? {
-        // Persistent data as of now on the leader; ephemeral data is as replicated.
         state.store.read_barrier().await?;
     }
-    let udp_port = match params.optional("udpPort") {
-        Some(p) => parse_port("udpPort", p)?,
-        None => 0,
-    };
-    if udp_port > 0 {
-        if let Some(ip) = params.optional("clientIP") {
-            let ip: IpAddr = ip.parse().map_err(|_| {
-                ApiError::illegal("clientIP", format!("'{ip}' is not an IP address."))
-            })?;
-            let agent = agent(&headers);
-            if push_capable(agent) {
-                let app = params.optional("app").unwrap_or("unknown");
-                state.push.subscribe(
-                    &key,
-                    SocketAddr::new(ip, udp_port),
-                    clusters_raw,
-                    agent,
-                    app,
-                );
-            }
-        }
-    }
-    let view = state
-        .registry
-        .service(&key.namespace, &key.grouped())
-        .map(|s| s.view());
+    let view = state.registry.service_by_key(&key).map(|s| s.view());
     let grouped = key.grouped();
     let body = service_info(
         view.as_deref(),
@@ -307,7 +294,44 @@ pub async fn list(
             now_ms: now_ms(),
         },
     );
-    Ok(json(body))
+    Ok(Listed {
+        key,
+        clusters_raw,
+        body,
+    })
+}
+
+/// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
+/// that passes `udpPort` and `clientIP` is subscribed to UDP pushes.
+pub async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let listed = query(&state, &params, "clusters").await?;
+    let udp_port = match params.optional("udpPort") {
+        Some(p) => parse_port("udpPort", p)?,
+        None => 0,
+    };
+    if udp_port > 0 {
+        if let Some(ip) = params.optional("clientIP") {
+            let ip: IpAddr = ip.parse().map_err(|_| {
+                ApiError::illegal("clientIP", format!("'{ip}' is not an IP address."))
+            })?;
+            let agent = agent(&headers);
+            if push_capable(agent) {
+                let app = params.optional("app").unwrap_or("unknown");
+                state.push.subscribe(
+                    &listed.key,
+                    SocketAddr::new(ip, udp_port),
+                    listed.clusters_raw,
+                    agent,
+                    app,
+                );
+            }
+        }
+    }
+    Ok(json(listed.body))
 }
 
 /// The `beat` JSON clients send (Nacos' `RsInfo`); unknown keys are ignored.
@@ -349,7 +373,7 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
                     .ok_or_else(|| ApiError::missing("beat.ip"))?;
             check_ip("beat.ip", ip)?;
             let port = b.port.ok_or_else(|| ApiError::missing("beat.port"))?;
-            let port = parse_port("beat.port", &port.to_string())?;
+            let port = check_port("beat.port", port)?;
             let cluster = b
                 .cluster
                 .as_deref()
@@ -369,20 +393,12 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
     let re_register = match beat.filter(|b| b.ephemeral.unwrap_or(true)) {
         Some(beat) => {
             check_cluster_name(&cluster)?;
-            let weight = match beat.weight {
-                Some(w) => parse_weight("beat.weight", &w.to_string())?,
-                None => 1.0,
-            };
-            let size: usize = beat.metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
-            if size > state.limits.max_metadata_bytes {
-                return Err(ApiError::illegal(
-                    "beat.metadata",
-                    format!(
-                        "the param length should not exceed {}.",
-                        state.limits.max_metadata_bytes
-                    ),
-                ));
-            }
+            let weight = check_weight(beat.weight.unwrap_or(1.0))?;
+            check_metadata(
+                "beat.metadata",
+                &beat.metadata,
+                state.limits.max_metadata_bytes,
+            )?;
             Some(Registration {
                 ip: ip.clone(),
                 port,

@@ -237,13 +237,7 @@ pub async fn list(State(state): State<AppState>, params: Params) -> Result<Respo
     }
     let group = params.optional("groupName").unwrap_or(DEFAULT_GROUP);
     check_group(group)?;
-    let names: Vec<String> = state
-        .registry
-        .services(&ns)
-        .into_iter()
-        .filter(|s| &*s.key.group == group)
-        .map(|s| s.key.name.to_string())
-        .collect();
+    let names = state.registry.service_names(&ns, group);
     let count = names.len();
     Ok(json_of(
         &json!({ "count": count, "doms": page(names, page_no, page_size) }),
