@@ -1,4 +1,6 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
+import type { TablePaginationConfig } from 'antd';
+import { useT } from './i18n';
 
 export interface Resource<T> {
   data: T | undefined;
@@ -102,4 +104,36 @@ export function useDebounced<T>(value: T, ms: number): T {
     return () => window.clearTimeout(timer);
   }, [value, ms]);
   return v;
+}
+
+export interface Paging {
+  page: number;
+  pageSize: number;
+  setPage: (page: number) => void;
+  /** antd pagination for a table of `total` rows; `extra` overrides the defaults. */
+  pagination: (total: number, extra?: TablePaginationConfig) => TablePaginationConfig;
+}
+
+/** A table's page and page size; a new page size starts again at page 1. */
+export function usePaging(initialSize = 10, onSizeChange?: (size: number) => void): Paging {
+  const t = useT();
+  const [page, setPage] = useState(1);
+  const [pageSize, setPageSize] = useState(initialSize);
+  const pagination = (total: number, extra?: TablePaginationConfig): TablePaginationConfig => ({
+    current: page,
+    pageSize,
+    total,
+    hideOnSinglePage: true,
+    showSizeChanger: true,
+    showTotal: (n) => t('common.total', { count: n }),
+    onChange: (p, s) => {
+      if (s !== pageSize) {
+        setPageSize(s);
+        onSizeChange?.(s);
+        setPage(1);
+      } else setPage(p);
+    },
+    ...extra,
+  });
+  return { page, pageSize, setPage, pagination };
 }

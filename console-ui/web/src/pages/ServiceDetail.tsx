@@ -27,7 +27,7 @@ import {
 import { useEffect, useState } from 'react';
 import { call, type ClusterInfo, type Instance, type ServiceDetail, type Subscriber } from '../api';
 import { useT } from '../i18n';
-import { useDialog, useResource } from '../hooks';
+import { useDialog, usePaging, useResource } from '../hooks';
 import { useLiveUpdates, type ServiceEvent } from '../live';
 import { href, navigate, type Route } from '../router';
 import { FormModal } from '../components/FormModal';
@@ -320,8 +320,7 @@ function ClusterSection({
   const t = useT();
   const { message } = App.useApp();
   const { namespaceId, groupName, serviceName } = ids;
-  const [page, setPage] = useState(1);
-  const [pageSize, setPageSize] = useState(10);
+  const { page, pageSize, pagination } = usePaging();
   const res = useResource(
     () =>
       call<{ count: number; list: Instance[] }>('GET', '/nacos/v1/ns/catalog/instances', {
@@ -528,18 +527,7 @@ function ClusterSection({
           loading={res.loading}
           rowClassName={(i) => (i.enabled ? '' : 'row-offline')}
           locale={{ emptyText: res.loading ? ' ' : <EmptyState text={t('detail.noInstances')} /> }}
-          pagination={{
-            current: page,
-            pageSize,
-            total: res.data?.count ?? 0,
-            hideOnSinglePage: true,
-            showSizeChanger: true,
-            showTotal: (n) => t('common.total', { count: n }),
-            onChange: (p, s) => {
-              setPage(s !== pageSize ? 1 : p);
-              setPageSize(s);
-            },
-          }}
+          pagination={pagination(res.data?.count ?? 0)}
         />
       )}
 

@@ -3,7 +3,7 @@ import { DeleteOutlined, PlusOutlined, ProfileOutlined, ReloadOutlined, SearchOu
 import { useEffect, useState } from 'react';
 import { call, type ServiceRow } from '../api';
 import { useT } from '../i18n';
-import { useDebounced, useDialog, useResource } from '../hooks';
+import { useDebounced, useDialog, usePaging, useResource } from '../hooks';
 import { useLiveUpdates } from '../live';
 import { href, navigate, serviceHref, type Route } from '../router';
 import { KEYS, load, save } from '../storage';
@@ -34,8 +34,9 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
   const [name, setName] = useState('');
   const [group, setGroup] = useState('');
   const [hideEmpty, setHideEmpty] = useState(() => load(KEYS.hideEmpty) === 'true');
-  const [page, setPage] = useState(1);
-  const [pageSize, setPageSize] = useState(() => Number(load(KEYS.pageSize)) || 10);
+  const { page, pageSize, setPage, pagination } = usePaging(Number(load(KEYS.pageSize)) || 10, (size) =>
+    save(KEYS.pageSize, String(size)),
+  );
   const qName = useDebounced(name.trim(), 250);
   const qGroup = useDebounced(group.trim(), 250);
 
@@ -278,22 +279,7 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
                 />
               ),
             }}
-            pagination={{
-              current: page,
-              pageSize,
-              total: count,
-              showSizeChanger: true,
-              pageSizeOptions: [10, 20, 50, 100],
-              hideOnSinglePage: false,
-              showTotal: (n) => t('common.total', { count: n }),
-              onChange: (p, s) => {
-                if (s !== pageSize) {
-                  setPageSize(s);
-                  save(KEYS.pageSize, String(s));
-                  setPage(1);
-                } else setPage(p);
-              },
-            }}
+            pagination={pagination(count, { pageSizeOptions: [10, 20, 50, 100], hideOnSinglePage: false })}
           />
         )}
       </Card>

@@ -1,10 +1,9 @@
 import { App, Button, Card, Form, Input, Space, Table, Tag, Typography } from 'antd';
 import { DeleteOutlined, KeyOutlined, PlusOutlined, ReloadOutlined, UserOutlined } from '@ant-design/icons';
-import { useState } from 'react';
 import { call, type UserRow, type UsersPage as UsersAnswer } from '../api';
 import { useAuth } from '../auth';
 import { useT, type Translate } from '../i18n';
-import { useDialog, useResource } from '../hooks';
+import { useDialog, usePaging, useResource } from '../hooks';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
 import { EmptyState, LoadError, PageTitle, RefreshError } from '../components/bits';
 
@@ -42,8 +41,7 @@ export function UsersPage() {
   const t = useT();
   const { message } = App.useApp();
   const { session } = useAuth();
-  const [page, setPage] = useState(1);
-  const [pageSize, setPageSize] = useState(10);
+  const { page, pageSize, pagination } = usePaging();
   const res = useResource(() => call<UsersAnswer>('GET', '/nacos/v1/auth/users', { pageNo: page, pageSize }), [page, pageSize]);
 
   const [createForm] = Form.useForm<CreateValues>();
@@ -144,18 +142,7 @@ export function UsersPage() {
             dataSource={res.data?.pageItems}
             loading={res.loading}
             locale={{ emptyText: res.loading ? ' ' : <EmptyState text={t('users.empty')} /> }}
-            pagination={{
-              current: page,
-              pageSize,
-              total: res.data?.totalCount ?? 0,
-              hideOnSinglePage: true,
-              showSizeChanger: true,
-              showTotal: (n) => t('common.total', { count: n }),
-              onChange: (p, s) => {
-                setPage(s !== pageSize ? 1 : p);
-                setPageSize(s);
-              },
-            }}
+            pagination={pagination(res.data?.totalCount ?? 0)}
           />
         )}
       </Card>
