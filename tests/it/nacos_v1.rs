@@ -717,6 +717,14 @@ fn namespaces_lifecycle() {
 #[test]
 fn operator_endpoints() {
     let node = Node::start();
+    // The selector types the console offers: Nacos' two and roster's metadata selector.
+    let r = node
+        .call("GET", "/nacos/v1/ns/service/selector/types")
+        .expect(200);
+    assert_eq!(
+        r.json(),
+        json!({"code":200,"message":null,"data":["none","label","metadata"]})
+    );
     // The status probe answers without credentials (clients probe it).
     let r = node
         .raw("GET", "/nacos/v1/ns/operator/metrics", &[], None)
