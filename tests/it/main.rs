@@ -14,3 +14,5 @@ mod nacos_v2;
 mod ops;
 mod push;
 mod selection;
+mod sync_fakes;
+mod sync_sources;

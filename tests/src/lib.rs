@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 pub use serde_json::{json, Value};
 
+pub mod fixtures;
+pub mod foreign;
 pub mod netlab;
 
 /// The admin password test nodes start with.
