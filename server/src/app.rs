@@ -97,6 +97,8 @@ pub struct AppState {
     pub connections: Connections,
     /// Service changes for the console's event streams.
     pub events: crate::api::events::Events,
+    /// Sync tasks (Raft-held).
+    pub tasks: crate::imports::SyncTasks,
 }
 
 /// The sockets a node serves on, bound by the caller (so tests can bind port 0).
@@ -240,10 +242,12 @@ pub async fn run(
     );
     raft_config.snapshot_every = args.raft_snapshot_logs;
     let peer_client = PeerClient::new(args.node_id, plan.secret.clone());
+    let tasks = crate::imports::SyncTasks::default();
     let store = Store::open(
         &raft_config,
         registry.clone(),
         auth.clone(),
+        tasks.clone(),
         peer_client.clone(),
     )
     .await
@@ -299,6 +303,7 @@ pub async fn run(
         balancers: Default::default(),
         connections: connections.clone(),
         events: crate::api::events::Events::new(closing_rx),
+        tasks: tasks.clone(),
     };
 
     let (stop, stopping) = watch::channel(false);
@@ -364,6 +369,11 @@ pub async fn run(
     workers.spawn(push.clone().run_acks(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
     workers.spawn(expiry_worker(state.clone(), stopping.clone()));
+    workers.spawn(crate::imports::supervise(
+        state.clone(),
+        tasks,
+        stopping.clone(),
+    ));
     workers.spawn(crate::health::check::run_checker(
         state.clone(),
         Duration::from_secs(args.health_check_interval_secs),

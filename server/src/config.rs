@@ -40,6 +40,79 @@ pub enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Import from Nacos, Consul, Eureka, ZooKeeper or etcd: manage sync tasks through
+    /// any node's HTTP API.
+    Sync {
+        /// What to do.
+        #[command(subcommand)]
+        action: SyncAction,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+/// `roster sync` actions.
+#[derive(Debug, Subcommand)]
+pub enum SyncAction {
+    /// Create a task that imports a whole source registry (or the services a filter
+    /// admits) and keeps it in step.
+    Add {
+        /// Task name (letters, digits, '-', '_', '.').
+        #[arg(long)]
+        name: String,
+        /// The source, e.g. etcd://127.0.0.1:2379?layout=go-micro,
+        /// zookeeper://127.0.0.1:2181?layout=dubbo, consul://127.0.0.1:8500?dc=dc1,
+        /// eureka://127.0.0.1:8761/eureka, nacos://127.0.0.1:8848?namespace=prod.
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// Target namespace (default: the source's for Nacos, else public).
+        #[arg(long = "namespace", value_name = "NS")]
+        target_namespace: Option<String>,
+        /// Target group (default: the source's for Nacos, else DEFAULT_GROUP).
+        #[arg(long)]
+        group: Option<String>,
+        /// Services to import: comma-separated globs, '!' excludes (default: all).
+        #[arg(long, value_name = "FILTER")]
+        services: Option<String>,
+        /// Report what would be imported; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Seconds between full reconciles (default 60).
+        #[arg(long, value_name = "SECS")]
+        reconcile_secs: Option<u64>,
+        /// Share of a service's instances that, vanishing at once, holds deletions (default 0.5).
+        #[arg(long, value_name = "SHARE")]
+        hold_share: Option<f64>,
+        /// Fewest vanishing instances that can hold deletions (default 3).
+        #[arg(long, value_name = "N")]
+        hold_min: Option<usize>,
+        /// Seconds a hold lasts while the source keeps saying they are gone (default 300).
+        #[arg(long, value_name = "SECS")]
+        hold_secs: Option<u64>,
+    },
+    /// Every task with its state and counts.
+    List,
+    /// One task in detail.
+    Status {
+        /// Task name.
+        name: String,
+    },
+    /// Stop a task; its imported instances stay as they are.
+    Pause {
+        /// Task name.
+        name: String,
+    },
+    /// Start a paused task again.
+    Resume {
+        /// Task name.
+        name: String,
+    },
+    /// Delete a task and every instance it imported.
+    Delete {
+        /// Task name.
+        name: String,
+    },
 }
 
 /// `roster cluster` actions.

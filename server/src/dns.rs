@@ -481,6 +481,7 @@ mod tests {
             metadata: Default::default(),
             instance_id: None,
             client: None,
+            owner: None,
         };
         let orders = ServiceKey::new("public", "DEFAULT_GROUP", "Orders");
         r.register(&orders, &reg("10.0.0.1", 8080, 1.0), 0).unwrap();

@@ -3,7 +3,7 @@
 //! Modules: [`config`] flags and config file, [`app`] the node's state and `run`,
 //! [`registry`] the in-memory registry core, [`health`] beat expiry, [`store`] the Raft
 //! state machine and proposals, [`auth`] users and tokens, [`push`] UDP push,
-//! [`api`] the HTTP routes, [`metrics`] Prometheus metrics, [`clock`] time.
+//! [`api`] the HTTP routes, [`imports`] sync tasks, [`metrics`] Prometheus metrics, [`clock`] time.
 
 pub mod api;
 pub mod app;
@@ -16,6 +16,7 @@ pub mod distro;
 pub mod dns;
 pub mod grpc;
 pub mod health;
+pub mod imports;
 pub mod metrics;
 pub mod push;
 pub mod registry;

@@ -39,6 +39,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None | Some(Command::Run) => run_node(cli.node).await,
         Some(Command::Cluster { action, client }) => roster::cli::cluster(action, client).await,
+        Some(Command::Sync { action, client }) => roster::cli::sync(action, client).await,
     }
 }
 

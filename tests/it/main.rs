@@ -14,5 +14,6 @@ mod nacos_v2;
 mod ops;
 mod push;
 mod selection;
+mod sync;
 mod sync_fakes;
 mod sync_sources;

@@ -92,9 +92,9 @@ impl From<RegistryError> for ApiError {
             RegistryError::KindConflict { .. } | RegistryError::PublicNamespace => {
                 Self::bad_request(e.to_string())
             }
-            RegistryError::NamespaceExists(_) | RegistryError::NamespaceNotEmpty { .. } => {
-                Self::conflict(e.to_string())
-            }
+            RegistryError::NamespaceExists(_)
+            | RegistryError::NamespaceNotEmpty { .. }
+            | RegistryError::Imported { .. } => Self::conflict(e.to_string()),
         }
     }
 }
@@ -111,6 +111,12 @@ impl From<ProposeError> for ApiError {
             }
             ProposeError::Rejected(r @ Rejection::DeleteAdmin(_)) => {
                 Self::bad_request(r.to_string())
+            }
+            ProposeError::Rejected(r @ Rejection::SyncTaskExists(_)) => {
+                Self::conflict(r.to_string())
+            }
+            ProposeError::Rejected(r @ Rejection::SyncTaskNotFound(_)) => {
+                Self::not_found(r.to_string())
             }
             ProposeError::Unavailable(m) => Self::unavailable(m),
         }

@@ -11,6 +11,7 @@ pub mod nacos_v2;
 pub mod ops;
 pub mod params;
 pub mod pick;
+pub mod sync;
 
 use std::time::Instant;
 
@@ -34,6 +35,7 @@ pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Rout
         .merge(ops::routes())
         .merge(cluster::routes())
         .merge(pick::routes())
+        .merge(sync::routes())
         .merge(events::routes())
         .fallback(nacos::no_such_api)
         .layer(middleware::from_fn_with_state(

@@ -316,6 +316,7 @@ impl GrpcServer {
             metadata,
             instance_id: wire.instance_id.clone().filter(|i| !i.trim().is_empty()),
             client: client.map(|c| c.to_string()),
+            owner: None,
         })
     }
 

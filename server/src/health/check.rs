@@ -85,7 +85,11 @@ fn targets(state: &AppState) -> Vec<Target> {
         for svc in state.registry.services(&ns.id) {
             let view = svc.view();
             let settings = view.settings_or_default();
-            for inst in view.instances.values().filter(|i| !i.ephemeral) {
+            for inst in view
+                .instances
+                .values()
+                .filter(|i| !i.ephemeral && i.owner.is_none())
+            {
                 let cluster = settings
                     .clusters
                     .get(&*inst.cluster)

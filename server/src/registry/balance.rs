@@ -128,6 +128,7 @@ mod tests {
             heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
             client: None,
+            owner: None,
             beat: None,
         })
     }

@@ -144,6 +144,10 @@ pub struct Instance {
     /// The client that owns it when that is not its address: a gRPC connection.
     #[serde(default)]
     pub client: Option<Arc<str>>,
+    /// The sync task that imported it and owns its lifetime; `None` for instances
+    /// clients registered. Set only by the task's writes, never by an API.
+    #[serde(default)]
+    pub owner: Option<Arc<str>>,
     /// Liveness clock; present on ephemeral instances only.
     #[serde(skip)]
     pub beat: Option<Arc<BeatClock>>,

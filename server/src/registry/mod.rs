@@ -81,6 +81,16 @@ pub enum RegistryError {
     /// The public namespace cannot be changed this way.
     #[error("the public namespace cannot be deleted")]
     PublicNamespace,
+    /// The instance belongs to a sync task.
+    #[error("instance {addr} in service {service} is imported by sync task '{task}'; pause or delete the task, or exclude the service from it")]
+    Imported {
+        /// The service.
+        service: String,
+        /// `ip:port`.
+        addr: String,
+        /// The task.
+        task: String,
+    },
 }
 
 fn kind_name(ephemeral: bool) -> &'static str {
@@ -116,6 +126,9 @@ pub struct Registration {
     /// alive by beats).
     #[serde(default)]
     pub client: Option<String>,
+    /// The sync task importing it (persistent, written by the task only).
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// An operator's update of an instance; `None` fields are left alone.
@@ -356,12 +369,24 @@ impl Registry {
         let grouped = key.grouped();
         let client: Option<Arc<str>> = reg.client.as_deref().map(Arc::from);
         let client_id = client.clone().unwrap_or_else(|| addr.clone());
+        let owner: Option<Arc<str>> = reg.owner.as_deref().map(Arc::from);
         let (svc, changed, outcome) = self.modify_service(key, now_ms, |view| {
             let existing = view.instances.get(&addr).cloned();
+            // An import never takes an address from a client's instance or another
+            // task's; a client's registration takes the address from an import.
+            if owner.is_some() && existing.as_ref().is_some_and(|e| e.owner != owner) {
+                return (Changed::No, Ok((None, None)));
+            }
             // Only an ephemeral registration is checked here: whether a persistent one
             // conflicts depends on ephemeral (node-local) state, which the Raft state
-            // machine must not consult; the API checks it before proposing.
-            let other_kind = reg.ephemeral && view.instances.values().any(|i| !i.ephemeral);
+            // machine must not consult; the API checks it before proposing. Imports
+            // mix with either kind.
+            let other_kind = reg.ephemeral
+                && owner.is_none()
+                && view
+                    .instances
+                    .values()
+                    .any(|i| !i.ephemeral && i.owner.is_none());
             if other_kind {
                 return (
                     Changed::No,
@@ -372,6 +397,8 @@ impl Registry {
                     }),
                 );
             }
+            // A client taking an address over from an import starts unpinned.
+            let existing = existing.filter(|e| e.owner == owner);
             let pinned = existing.as_ref().map(|e| e.pinned).unwrap_or_default();
             let keep = |flag: bool| existing.as_ref().filter(|_| flag);
             let metadata = match keep(pinned.metadata) {
@@ -411,6 +438,7 @@ impl Registry {
                 heartbeat,
                 pinned,
                 client: client.clone(),
+                owner: owner.clone(),
                 beat: clock.clone(),
             };
             let reschedule = clock.filter(|_| {
@@ -455,7 +483,11 @@ impl Registry {
     /// instances are of the other kind.
     pub fn kind_conflict(&self, key: &ServiceKey, ephemeral: bool) -> Option<RegistryError> {
         let view = self.service_by_key(key)?.view();
-        let held = view.kind()?;
+        let held = view
+            .instances
+            .values()
+            .find(|i| i.owner.is_none())
+            .map(|i| i.ephemeral)?;
         (held != ephemeral).then(|| RegistryError::KindConflict {
             service: key.grouped(),
             held: kind_name(held).into(),
@@ -475,7 +507,7 @@ impl Registry {
     ) -> bool {
         let addr = addr_key(ip, port);
         let removed = self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
-            Some(i) if ephemeral.is_none_or(|e| e == i.ephemeral) => {
+            Some(i) if ephemeral.is_none_or(|e| e == i.ephemeral) && i.owner.is_none() => {
                 let client = i.ephemeral.then(|| i.client_id());
                 view.instances.remove(&addr);
                 (Changed::Yes, Some(client))
@@ -493,6 +525,85 @@ impl Registry {
             }
             _ => false,
         }
+    }
+
+    /// The sync task that owns the instance at `ip:port`, if one does.
+    pub fn owner_of(&self, key: &ServiceKey, ip: &str, port: u16) -> Option<Arc<str>> {
+        let view = self.service_by_key(key)?.view();
+        view.instances.get(&addr_key(ip, port))?.owner.clone()
+    }
+
+    /// The error deregistering the instance at `ip:port` meets if a sync task owns it.
+    pub fn imported(&self, key: &ServiceKey, ip: &str, port: u16) -> Result<(), RegistryError> {
+        match self.owner_of(key, ip, port) {
+            Some(task) => Err(RegistryError::Imported {
+                service: key.grouped(),
+                addr: format!("{ip}:{port}"),
+                task: task.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Every instance sync task `task` owns.
+    pub fn owned_by(&self, task: &str) -> Vec<(ServiceKey, Arc<Instance>)> {
+        let mut out = Vec::new();
+        for ns in self.shared.namespaces.iter() {
+            for svc in ns.services.iter() {
+                let view = svc.view();
+                out.extend(
+                    view.instances
+                        .values()
+                        .filter(|i| i.owner.as_deref() == Some(task))
+                        .map(|i| (svc.key.clone(), i.clone())),
+                );
+            }
+        }
+        out
+    }
+
+    /// Applies a sync task's batch: registrations (each carrying the task as owner;
+    /// addresses held by others are left alone) and removals of its own instances.
+    pub fn apply_import(
+        &self,
+        task: &str,
+        upserts: &[(ServiceKey, Registration)],
+        removals: &[(ServiceKey, String, u16)],
+        now_ms: u64,
+    ) {
+        for (key, reg) in upserts {
+            let reg = Registration {
+                owner: Some(task.to_string()),
+                ephemeral: false,
+                client: None,
+                ..reg.clone()
+            };
+            // Registrations of imports are never refused: they mix with either kind.
+            let _ = self.register(key, &reg, now_ms);
+        }
+        for (key, ip, port) in removals {
+            self.remove_owned(key, ip, *port, task, now_ms);
+        }
+    }
+
+    /// Removes every instance `task` owns; returns how many.
+    pub fn remove_all_owned(&self, task: &str, now_ms: u64) -> usize {
+        let owned = self.owned_by(task);
+        for (key, inst) in &owned {
+            self.remove_owned(key, &inst.ip, inst.port, task, now_ms);
+        }
+        owned.len()
+    }
+
+    fn remove_owned(&self, key: &ServiceKey, ip: &str, port: u16, task: &str, now_ms: u64) {
+        let addr = addr_key(ip, port);
+        self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
+            Some(i) if i.owner.as_deref() == Some(task) => {
+                view.instances.remove(&addr);
+                (Changed::Yes, ())
+            }
+            _ => (Changed::No, ()),
+        });
     }
 
     /// Applies an operator's update to the instance of the given kind at `ip:port` and
@@ -1193,6 +1304,7 @@ fn same_instance(a: &Instance, b: &Instance) -> bool {
         && a.ephemeral == b.ephemeral
         && a.metadata == b.metadata
         && a.client == b.client
+        && a.owner == b.owner
 }
 
 #[cfg(test)]

@@ -136,6 +136,7 @@ mod tests {
             heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
             client: None,
+            owner: None,
             beat: None,
         })
     }

@@ -19,6 +19,7 @@ fn reg(ip: &str, port: u16, ephemeral: bool) -> Registration {
         metadata: Metadata::new(),
         instance_id: None,
         client: None,
+        owner: None,
     }
 }
 

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use roster_sync::{TaskSpec, TaskStatus};
+
 use crate::auth::User;
 use crate::registry::namespace::NamespaceInfo;
 use crate::registry::service::{ClusterSettings, ServiceKey, ServiceSettings};
@@ -141,6 +143,41 @@ pub enum CommandV1 {
         /// User name.
         username: String,
     },
+    /// Store a new sync task.
+    CreateSyncTask(TaskSpec),
+    /// Pause or resume a sync task.
+    SetSyncTaskPaused {
+        /// Task name.
+        name: String,
+        /// Paused or not.
+        paused: bool,
+    },
+    /// Delete a sync task and every instance it imported.
+    DeleteSyncTask {
+        /// Task name.
+        name: String,
+        /// Proposal time.
+        at_ms: u64,
+    },
+    /// A sync task's batch of imports: registrations owned by the task (addresses held
+    /// by others are left alone) and removals of its own instances.
+    SyncApply {
+        /// Task name; the batch is refused if the task no longer exists.
+        task: String,
+        /// Instances to create or update.
+        upserts: Vec<(ServiceKey, Registration)>,
+        /// Instances to remove: service, IP, port.
+        removals: Vec<(ServiceKey, String, u16)>,
+        /// Proposal time.
+        at_ms: u64,
+    },
+    /// A sync task's status, as its runner reports it.
+    SyncStatus {
+        /// Task name.
+        name: String,
+        /// The status.
+        status: TaskStatus,
+    },
 }
 
 /// Why a command was refused when applied. Deterministic: every node refuses alike.
@@ -161,6 +198,12 @@ pub enum Rejection {
     /// The cluster was bootstrapped already.
     #[error("the cluster is already bootstrapped")]
     AlreadyBootstrapped,
+    /// A sync task with this name exists.
+    #[error("sync task '{0}' already exists")]
+    SyncTaskExists(String),
+    /// No sync task has this name.
+    #[error("sync task '{0}' not found")]
+    SyncTaskNotFound(String),
 }
 
 /// The result of applying a command.

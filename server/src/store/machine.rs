@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Auth, AuthData, User};
+use crate::imports::{StoredTask, SyncTasks};
 use crate::registry::{PersistentData, Registry};
 
 use super::command::{Command, CommandV1, Outcome, Rejection};
@@ -12,6 +13,7 @@ use super::command::{Command, CommandV1, Outcome, Rejection};
 pub struct RegistryMachine {
     registry: Registry,
     auth: Auth,
+    tasks: SyncTasks,
 }
 
 /// What a snapshot holds, by format version.
@@ -20,13 +22,20 @@ enum SnapshotData {
     V1 {
         registry: PersistentData,
         auth: AuthData,
+        /// Sync tasks (absent in snapshots of builds before sync).
+        #[serde(default)]
+        sync: Vec<StoredTask>,
     },
 }
 
 impl RegistryMachine {
-    /// A machine that writes into `registry` and `auth`.
-    pub fn new(registry: Registry, auth: Auth) -> Self {
-        Self { registry, auth }
+    /// A machine that writes into `registry`, `auth` and `tasks`.
+    pub fn new(registry: Registry, auth: Auth, tasks: SyncTasks) -> Self {
+        Self {
+            registry,
+            auth,
+            tasks,
+        }
     }
 
     fn apply_v1(&mut self, command: CommandV1) -> Outcome {
@@ -92,6 +101,7 @@ impl RegistryMachine {
                 port,
                 at_ms,
             } => {
+                r.imported(&key, &ip, port)?;
                 r.deregister(&key, &ip, port, Some(false), at_ms);
                 Ok(())
             }
@@ -139,6 +149,26 @@ impl RegistryMachine {
                     None => Err(Rejection::UserNotFound(username)),
                 })
             }
+            CommandV1::CreateSyncTask(spec) => self.tasks.create(spec),
+            CommandV1::SetSyncTaskPaused { name, paused } => self.tasks.set_paused(&name, paused),
+            CommandV1::DeleteSyncTask { name, at_ms } => {
+                self.tasks.delete(&name)?;
+                r.remove_all_owned(&name, at_ms);
+                Ok(())
+            }
+            CommandV1::SyncApply {
+                task,
+                upserts,
+                removals,
+                at_ms,
+            } => {
+                if !self.tasks.contains(&task) {
+                    return Err(Rejection::SyncTaskNotFound(task));
+                }
+                r.apply_import(&task, &upserts, &removals, at_ms);
+                Ok(())
+            }
+            CommandV1::SyncStatus { name, status } => self.tasks.set_status(&name, status),
         }
     }
 
@@ -167,6 +197,7 @@ impl roster_raft::StateMachine for RegistryMachine {
         let data = SnapshotData::V1 {
             registry: self.registry.persistent_data(),
             auth: AuthData::clone(&self.auth.data()),
+            sync: self.tasks.all(),
         };
         rmp_serde::to_vec_named(&data).expect("snapshot data serializes")
     }
@@ -174,10 +205,15 @@ impl roster_raft::StateMachine for RegistryMachine {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
         let data: SnapshotData = rmp_serde::from_slice(snapshot).map_err(|e| e.to_string())?;
         match data {
-            SnapshotData::V1 { registry, auth } => {
+            SnapshotData::V1 {
+                registry,
+                auth,
+                sync,
+            } => {
                 self.registry
                     .restore_persistent(&registry, crate::clock::now_ms());
                 self.auth.set_data(auth);
+                self.tasks.restore(sync);
             }
         }
         Ok(())

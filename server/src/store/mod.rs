@@ -48,9 +48,10 @@ impl Store {
         config: &NodeConfig,
         registry: Registry,
         auth: Auth,
+        tasks: crate::imports::SyncTasks,
         transport: PeerClient,
     ) -> Result<Self, StartError> {
-        let machine = RegistryMachine::new(registry, auth);
+        let machine = RegistryMachine::new(registry, auth, tasks);
         let node = RaftNode::start(config, machine, transport).await?;
         Ok(Self { node })
     }

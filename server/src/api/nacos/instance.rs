@@ -55,6 +55,7 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, ApiErr
             .unwrap_or_default(),
         instance_id: None,
         client: None,
+        owner: None,
     })
 }
 
@@ -121,6 +122,7 @@ pub async fn deregister(
     let now = now_ms();
     match find(&state, &key, &ip, port) {
         Some(i) if !i.ephemeral => {
+            state.registry.imported(&key, &ip, port)?;
             state
                 .store
                 .propose(CommandV1::Deregister {
@@ -410,6 +412,7 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
                 metadata: beat.metadata,
                 instance_id: None,
                 client: None,
+                owner: None,
             })
         }
         None => None,

@@ -1,0 +1,294 @@
+//! `/api/v1/sync/tasks`: create, list, get, pause, resume and delete sync tasks. Admin
+//! only (a task's source URL may carry credentials; answers show it redacted).
+//!
+//! Writes go through Raft; the answer is read back from this node's copy of the task
+//! table once the write has reached it, so a caller sees its own change.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
+
+use super::error::ApiError;
+use super::guard::Caller;
+use crate::app::AppState;
+use crate::clock::now_ms;
+use crate::imports::{redacted, StoredTask};
+use crate::registry::namespace::PUBLIC_NAMESPACE;
+use crate::store::command::CommandV1;
+
+/// The sync task routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/sync/tasks", get(list).post(create))
+        .route("/api/v1/sync/tasks/{name}", get(show).delete(delete))
+        .route("/api/v1/sync/tasks/{name}/pause", post(pause))
+        .route("/api/v1/sync/tasks/{name}/resume", post(resume))
+}
+
+/// A task as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskView {
+    /// The task, its source URL redacted.
+    #[serde(flatten)]
+    pub spec: TaskSpec,
+    /// What its runner last reported.
+    pub status: TaskStatus,
+}
+
+impl From<StoredTask> for TaskView {
+    fn from(t: StoredTask) -> Self {
+        let mut spec = t.spec;
+        spec.source = redacted(&spec.source);
+        Self {
+            spec,
+            status: t.status,
+        }
+    }
+}
+
+/// `GET /api/v1/sync/tasks` answer.
+#[derive(Debug, Serialize)]
+pub struct TaskList {
+    /// Every task, by name.
+    pub tasks: Vec<TaskView>,
+}
+
+async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<TaskList>, ApiError> {
+    caller.require_admin()?;
+    Ok(Json(TaskList {
+        tasks: state.tasks.all().into_iter().map(TaskView::from).collect(),
+    }))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    caller.require_admin()?;
+    state
+        .tasks
+        .get(&name)
+        .map(|t| Json(t.into()))
+        .ok_or_else(|| ApiError::not_found(format!("sync task '{name}' not found")))
+}
+
+/// What `POST /api/v1/sync/tasks` takes.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CreateBody {
+    name: String,
+    source: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    services: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    paused: bool,
+    #[serde(default)]
+    reconcile_secs: Option<u64>,
+    #[serde(default)]
+    hold_share: Option<f64>,
+    #[serde(default)]
+    hold_min: Option<usize>,
+    #[serde(default)]
+    hold_secs: Option<u64>,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<(StatusCode, Json<TaskView>), ApiError> {
+    caller.require_admin()?;
+    let body: CreateBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    let spec = validate(&state, body)?;
+    let name = spec.name.clone();
+    state.store.propose(CommandV1::CreateSyncTask(spec)).await?;
+    let view = read_back(&state, &name, |_| true).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Checks every field and builds the task; the first problem is the answer.
+fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
+    let name = body.name.trim().to_string();
+    let name_ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !name_ok {
+        return Err(ApiError::illegal(
+            "name",
+            "use 1 to 64 letters, digits, '-', '_' or '.'",
+        ));
+    }
+    let url: SourceUrl = body
+        .source
+        .parse()
+        .map_err(|e: String| ApiError::illegal("source", e))?;
+    let namespace = non_empty(body.namespace);
+    if let Some(ns) = &namespace {
+        if ns != PUBLIC_NAMESPACE
+            && state
+                .registry
+                .namespace(ns)
+                .and_then(|n| n.info())
+                .is_none()
+        {
+            return Err(ApiError::illegal(
+                "namespace",
+                format!("namespace '{ns}' does not exist; create it first"),
+            ));
+        }
+    }
+    let group = non_empty(body.group);
+    if group.as_deref().is_some_and(|g| g.contains("@@")) {
+        return Err(ApiError::illegal("group", "it must not contain '@@'"));
+    }
+    let services = non_empty(body.services);
+    Filter::parse(services.as_deref()).map_err(|e| ApiError::illegal("services", e))?;
+    let reconcile_secs = body
+        .reconcile_secs
+        .unwrap_or_else(roster_sync::default_reconcile_secs);
+    if !(5..=86_400).contains(&reconcile_secs) {
+        return Err(ApiError::illegal(
+            "reconcileSecs",
+            "it must be between 5 and 86400",
+        ));
+    }
+    let hold_share = body
+        .hold_share
+        .unwrap_or_else(roster_sync::default_hold_share);
+    if !(hold_share > 0.0 && hold_share <= 1.0) {
+        return Err(ApiError::illegal(
+            "holdShare",
+            "it must be above 0 and at most 1",
+        ));
+    }
+    let hold_min = body.hold_min.unwrap_or_else(roster_sync::default_hold_min);
+    if hold_min == 0 {
+        return Err(ApiError::illegal("holdMin", "it must be at least 1"));
+    }
+    let hold_secs = body
+        .hold_secs
+        .unwrap_or_else(roster_sync::default_hold_secs);
+    if !(1..=604_800).contains(&hold_secs) {
+        return Err(ApiError::illegal(
+            "holdSecs",
+            "it must be between 1 and 604800",
+        ));
+    }
+    Ok(TaskSpec {
+        name,
+        source: url.to_string(),
+        namespace,
+        group,
+        services,
+        dry_run: body.dry_run,
+        paused: body.paused,
+        reconcile_secs,
+        hold_share,
+        hold_min,
+        hold_secs,
+        created_ms: now_ms(),
+    })
+}
+
+fn non_empty(v: Option<String>) -> Option<String> {
+    v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+async fn pause(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    set_paused(state, caller, name, true).await
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    set_paused(state, caller, name, false).await
+}
+
+async fn set_paused(
+    state: AppState,
+    caller: Caller,
+    name: String,
+    paused: bool,
+) -> Result<Json<TaskView>, ApiError> {
+    caller.require_admin()?;
+    state
+        .store
+        .propose(CommandV1::SetSyncTaskPaused {
+            name: name.clone(),
+            paused,
+        })
+        .await?;
+    Ok(Json(
+        read_back(&state, &name, |t| t.spec.paused == paused).await?,
+    ))
+}
+
+/// `DELETE /api/v1/sync/tasks/{name}` answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Deleted {
+    deleted: String,
+    removed_instances: usize,
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Deleted>, ApiError> {
+    caller.require_admin()?;
+    let removed_instances = state.registry.owned_by(&name).len();
+    state
+        .store
+        .propose(CommandV1::DeleteSyncTask {
+            name: name.clone(),
+            at_ms: now_ms(),
+        })
+        .await?;
+    Ok(Json(Deleted {
+        deleted: name,
+        removed_instances,
+    }))
+}
+
+/// The task as this node holds it, once `ready` says the write reached it (a follower
+/// applies a committed write a moment after the leader).
+async fn read_back(
+    state: &AppState,
+    name: &str,
+    ready: impl Fn(&StoredTask) -> bool,
+) -> Result<TaskView, ApiError> {
+    for _ in 0..100 {
+        if let Some(t) = state.tasks.get(name).filter(&ready) {
+            return Ok(t.into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(ApiError::unavailable(
+        "the change was committed but has not reached this node yet; read it again",
+    ))
+}

@@ -1,0 +1,341 @@
+//! Sync tasks on a node: the Raft-held task table ([`SyncTasks`]), the [`Sink`] that
+//! writes a task's imports through Raft, and the [`supervise`] worker that runs every
+//! unpaused task while this node is the Raft leader — so exactly one runner per task in
+//! the cluster, taken over by the next leader, which reconciles against the imports the
+//! old one committed (they are Raft state), so nothing is duplicated or lost.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use roster_sync::{
+    Applied, Owned, Sink, SinkError, SourceInstance, Target, TargetKey, TaskSpec, TaskState,
+    TaskStatus, SOURCE_INSTANCE_ID_KEY,
+};
+
+use crate::app::AppState;
+use crate::clock::now_ms;
+use crate::registry::service::ServiceKey;
+use crate::registry::{Registration, Registry};
+use crate::store::command::{CommandV1, Outcome, Rejection};
+use crate::store::Store;
+
+/// A task as Raft holds it: what it is and what its runner last reported.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoredTask {
+    /// The task.
+    pub spec: TaskSpec,
+    /// Its last reported status.
+    #[serde(default)]
+    pub status: TaskStatus,
+}
+
+/// The sync task table, written only by the Raft state machine. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct SyncTasks {
+    tasks: Arc<RwLock<BTreeMap<String, StoredTask>>>,
+    changed: Arc<Notify>,
+}
+
+impl SyncTasks {
+    /// Every task, by name.
+    pub fn all(&self) -> Vec<StoredTask> {
+        self.tasks.read().values().cloned().collect()
+    }
+
+    /// The task `name`.
+    pub fn get(&self, name: &str) -> Option<StoredTask> {
+        self.tasks.read().get(name).cloned()
+    }
+
+    /// Whether task `name` exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tasks.read().contains_key(name)
+    }
+
+    /// Stores a new task.
+    pub fn create(&self, spec: TaskSpec) -> Outcome {
+        let mut tasks = self.tasks.write();
+        if tasks.contains_key(&spec.name) {
+            return Err(Rejection::SyncTaskExists(spec.name));
+        }
+        let status = TaskStatus {
+            state: if spec.paused {
+                TaskState::Paused
+            } else {
+                TaskState::Pending
+            },
+            ..TaskStatus::default()
+        };
+        tasks.insert(spec.name.clone(), StoredTask { spec, status });
+        drop(tasks);
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Pauses or resumes task `name`.
+    pub fn set_paused(&self, name: &str, paused: bool) -> Outcome {
+        self.edit(name, |t| {
+            t.spec.paused = paused;
+            t.status.state = if paused {
+                TaskState::Paused
+            } else {
+                TaskState::Pending
+            };
+            t.status.runner = None;
+        })
+    }
+
+    /// Records task `name`'s status. A paused task keeps saying so (a report can race
+    /// with the pause).
+    pub fn set_status(&self, name: &str, status: TaskStatus) -> Outcome {
+        self.edit(name, |t| {
+            if !t.spec.paused {
+                t.status = status;
+            }
+        })
+    }
+
+    /// Deletes task `name`.
+    pub fn delete(&self, name: &str) -> Outcome {
+        let removed = self.tasks.write().remove(name);
+        match removed {
+            Some(_) => {
+                self.changed.notify_waiters();
+                Ok(())
+            }
+            None => Err(Rejection::SyncTaskNotFound(name.to_string())),
+        }
+    }
+
+    /// Replaces the table (snapshot restore).
+    pub fn restore(&self, tasks: Vec<StoredTask>) {
+        *self.tasks.write() = tasks
+            .into_iter()
+            .map(|t| (t.spec.name.clone(), t))
+            .collect();
+        self.changed.notify_waiters();
+    }
+
+    fn edit(&self, name: &str, f: impl FnOnce(&mut StoredTask)) -> Outcome {
+        let mut tasks = self.tasks.write();
+        let task = tasks
+            .get_mut(name)
+            .ok_or_else(|| Rejection::SyncTaskNotFound(name.to_string()))?;
+        let before = task.spec.clone();
+        f(task);
+        let spec_changed = task.spec != before;
+        drop(tasks);
+        if spec_changed {
+            self.changed.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// Unpaused tasks.
+    fn runnable(&self) -> BTreeMap<String, TaskSpec> {
+        self.tasks
+            .read()
+            .values()
+            .filter(|t| !t.spec.paused)
+            .map(|t| (t.spec.name.clone(), t.spec.clone()))
+            .collect()
+    }
+}
+
+/// Writes a task's imports through Raft, from the leader only.
+pub struct RaftSink {
+    registry: Registry,
+    store: Store,
+}
+
+impl RaftSink {
+    /// A sink over this node's registry and store.
+    pub fn new(registry: Registry, store: Store) -> Self {
+        Self { registry, store }
+    }
+
+    fn check_leader(&self) -> Result<(), SinkError> {
+        if self.store.is_leader() {
+            Ok(())
+        } else {
+            Err(SinkError("this node is no longer the Raft leader".into()))
+        }
+    }
+
+    async fn propose(&self, command: CommandV1) -> Result<(), SinkError> {
+        self.store
+            .propose(command)
+            .await
+            .map_err(|e| SinkError(e.to_string()))
+    }
+}
+
+/// Whether `name` can be a roster group or service name.
+fn valid_name(name: &str) -> bool {
+    !name.trim().is_empty() && !name.contains("@@") && name.len() <= 512
+}
+
+#[async_trait::async_trait]
+impl Sink for RaftSink {
+    async fn owned(&self, task: &str) -> Result<Vec<Owned>, SinkError> {
+        Ok(self
+            .registry
+            .owned_by(task)
+            .into_iter()
+            .map(|(key, inst)| Owned {
+                target: Target {
+                    namespace: key.namespace.to_string(),
+                    group: key.group.to_string(),
+                    service: key.name.to_string(),
+                    instance: SourceInstance {
+                        cluster: inst.cluster.to_string(),
+                        ip: inst.ip.to_string(),
+                        port: inst.port,
+                        weight: inst.weight,
+                        healthy: inst.healthy,
+                        enabled: inst.enabled,
+                        source_id: inst
+                            .metadata
+                            .get(SOURCE_INSTANCE_ID_KEY)
+                            .cloned()
+                            .unwrap_or_default(),
+                        metadata: inst.metadata.as_ref().clone(),
+                    },
+                },
+                pinned_weight: inst.pinned.weight,
+                pinned_enabled: inst.pinned.enabled,
+                pinned_metadata: inst.pinned.metadata,
+            })
+            .collect())
+    }
+
+    async fn apply(
+        &self,
+        task: &str,
+        upserts: Vec<Target>,
+        removals: Vec<TargetKey>,
+    ) -> Result<Applied, SinkError> {
+        self.check_leader()?;
+        let mut applied = Applied::default();
+        let mut regs = Vec::with_capacity(upserts.len());
+        for t in upserts {
+            let key = ServiceKey::new(&t.namespace, &t.group, &t.service);
+            let held_by_other = self
+                .registry
+                .service_by_key(&key)
+                .and_then(|s| {
+                    let view = s.view();
+                    let addr = crate::registry::instance::addr_key(&t.instance.ip, t.instance.port);
+                    view.instances
+                        .get(&addr)
+                        .map(|i| i.owner.as_deref() != Some(task))
+                })
+                .unwrap_or(false);
+            if held_by_other || !valid_name(&t.group) || !valid_name(&t.service) {
+                applied.skipped += 1;
+                continue;
+            }
+            let i = t.instance;
+            regs.push((
+                key,
+                Registration {
+                    ip: i.ip,
+                    port: i.port,
+                    cluster: i.cluster,
+                    weight: i.weight,
+                    healthy: i.healthy,
+                    enabled: i.enabled,
+                    ephemeral: false,
+                    metadata: i.metadata,
+                    instance_id: None,
+                    client: None,
+                    owner: Some(task.to_string()),
+                },
+            ));
+        }
+        let removals: Vec<(ServiceKey, String, u16)> = removals
+            .into_iter()
+            .map(|k| {
+                (
+                    ServiceKey::new(&k.namespace, &k.group, &k.service),
+                    k.ip,
+                    k.port,
+                )
+            })
+            .collect();
+        if regs.is_empty() && removals.is_empty() {
+            return Ok(applied);
+        }
+        self.propose(CommandV1::SyncApply {
+            task: task.to_string(),
+            upserts: regs,
+            removals,
+            at_ms: now_ms(),
+        })
+        .await?;
+        Ok(applied)
+    }
+
+    async fn report(&self, task: &str, status: &TaskStatus) -> Result<(), SinkError> {
+        self.check_leader()?;
+        self.propose(CommandV1::SyncStatus {
+            name: task.to_string(),
+            status: status.clone(),
+        })
+        .await
+    }
+}
+
+/// Runs every unpaused sync task while this node is the ready Raft leader; stops them
+/// when it is not, or when a task is paused, changed or deleted.
+pub async fn supervise(state: AppState, tasks: SyncTasks, mut stopping: watch::Receiver<bool>) {
+    let sink: Arc<dyn Sink> = Arc::new(RaftSink::new(state.registry.clone(), state.store.clone()));
+    let node = state.store.id();
+    let mut running: HashMap<String, (TaskSpec, JoinHandle<()>)> = HashMap::new();
+    loop {
+        let changed = tasks.changed.notified();
+        let leading = state.ready.is_ready() && state.store.is_leader();
+        let wanted = if leading {
+            tasks.runnable()
+        } else {
+            BTreeMap::new()
+        };
+        running.retain(|name, (spec, handle)| {
+            let keep = wanted.get(name) == Some(spec) && !handle.is_finished();
+            if !keep {
+                tracing::info!(task = %name, "sync task stopped here");
+                handle.abort();
+            }
+            keep
+        });
+        for (name, spec) in wanted {
+            if let std::collections::hash_map::Entry::Vacant(slot) = running.entry(name) {
+                tracing::info!(task = %slot.key(), source = %redacted(&spec.source), "sync task starting here");
+                let run = roster_sync::runner::run(spec.clone(), sink.clone(), Some(node));
+                slot.insert((spec, tokio::spawn(run)));
+            }
+        }
+        tokio::select! {
+            _ = changed => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = stopping.changed() => break,
+        }
+    }
+    for (_, (_, handle)) in running {
+        handle.abort();
+    }
+}
+
+/// The source URL with its secrets hidden.
+pub fn redacted(source: &str) -> String {
+    source
+        .parse::<roster_sync::SourceUrl>()
+        .map(|u| u.redacted())
+        .unwrap_or_else(|_| "(unreadable source URL)".into())
+}
