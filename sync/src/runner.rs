@@ -442,17 +442,24 @@ async fn pump(
 ) {
     let mut backoff = Duration::from_secs(1);
     let mut source: Option<Box<dyn Source>> = None;
+    // Reports a failure and waits out the backoff; false once the runner is gone.
+    async fn failed(tx: &mpsc::Sender<Event>, e: SourceError, backoff: &mut Duration) -> bool {
+        if tx.send(Event::Failed(e)).await.is_err() {
+            return false;
+        }
+        sleep(*backoff).await;
+        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+        true
+    }
     loop {
         let src = match source.as_mut() {
             Some(s) => s,
             None => match opener(&url, &filter) {
                 Ok(s) => source.insert(s),
                 Err(e) => {
-                    if tx.send(Event::Failed(e)).await.is_err() {
+                    if !failed(&tx, e, &mut backoff).await {
                         return;
                     }
-                    sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             },
@@ -465,30 +472,25 @@ async fn pump(
                 }
             }
             Err(e) => {
-                if tx.send(Event::Failed(e)).await.is_err() {
+                if !failed(&tx, e, &mut backoff).await {
                     return;
                 }
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
         }
         let next_full = Instant::now() + reconcile;
         loop {
             match timeout_at(next_full, src.watch()).await {
-                Err(_) => break,
+                Err(_) | Ok(Ok(Update::Resync)) => break,
                 Ok(Ok(Update::Services(changes))) => {
                     if !changes.is_empty() && tx.send(Event::Changes(changes)).await.is_err() {
                         return;
                     }
                 }
-                Ok(Ok(Update::Resync)) => break,
                 Ok(Err(e)) => {
-                    if tx.send(Event::Failed(e)).await.is_err() {
+                    if !failed(&tx, e, &mut backoff).await {
                         return;
                     }
-                    sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     break;
                 }
             }

@@ -91,6 +91,22 @@ pub fn wait_addrs(
     })
 }
 
+/// Waits until the `index`th instance (by `ip:port`) of the service satisfies `check`.
+pub fn wait_host(
+    node: &Node,
+    (namespace, group, service): (&str, &str, &str),
+    index: usize,
+    check: impl Fn(&Value) -> bool,
+) {
+    eventually(Duration::from_secs(30), || {
+        let h = hosts(node, namespace, group, service);
+        match h.get(index) {
+            Some(host) if check(host) => Ok(()),
+            other => Err(format!("{service}[{index}]: {other:?}")),
+        }
+    });
+}
+
 /// Waits until the task reports `state`.
 pub fn wait_state(node: &Node, name: &str, state: &str) -> Value {
     eventually(Duration::from_secs(30), || {
@@ -284,12 +300,8 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
             &format!("serviceName={svc}&ip=10.1.0.1&port=8080&ephemeral=false&weight=5"),
         )
         .expect(200);
-    eventually(Duration::from_secs(20), || {
-        let h = hosts(&node, "public", "DEFAULT_GROUP", &svc);
-        match h.first() {
-            Some(first) if first["weight"] == 5.0 => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
+    wait_host(&node, ("public", "DEFAULT_GROUP", &svc), 0, |first| {
+        first["weight"] == 5.0
     });
     source
         .call(
@@ -495,12 +507,8 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
         &micro_key("greeter", "greeter-1"),
         &micro("greeter", "greeter-1", "10.4.0.1:8080", "b"),
     );
-    eventually(Duration::from_secs(20), || {
-        let h = hosts(&node, "public", "DEFAULT_GROUP", "greeter");
-        match h.first() {
-            Some(first) if first["metadata"]["zone"] == "b" => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
+    wait_host(&node, ("public", "DEFAULT_GROUP", "greeter"), 0, |first| {
+        first["metadata"]["zone"] == "b"
     });
     etcd.delete(&micro_key("greeter", "greeter-2"));
     wait_addrs(
@@ -767,12 +775,8 @@ fn sync_consul_fake_follows_registrations_and_health() {
     );
     let second = ConsulService::new("payments", "10.6.0.2", 8080);
     assert!(consul.set_status(&second.node, &second.id, "critical"));
-    eventually(Duration::from_secs(20), || {
-        let h = hosts(&node, "public", "DEFAULT_GROUP", "payments");
-        match h.get(1) {
-            Some(s) if s["healthy"] == false => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
+    wait_host(&node, ("public", "DEFAULT_GROUP", "payments"), 1, |s| {
+        s["healthy"] == false
     });
     assert!(consul.deregister(&second.node, &second.id));
     wait_addrs(
@@ -811,12 +815,8 @@ fn sync_eureka_fake_follows_registrations_and_status() {
         &["10.7.0.1:8080", "10.7.0.2:8080"],
     );
     assert!(eureka.set_status("INVENTORY", &id, "DOWN"));
-    eventually(Duration::from_secs(30), || {
-        let h = hosts(&node, "public", "DEFAULT_GROUP", "inventory");
-        match h.get(1) {
-            Some(s) if s["healthy"] == false => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
+    wait_host(&node, ("public", "DEFAULT_GROUP", "inventory"), 1, |s| {
+        s["healthy"] == false
     });
     assert!(eureka.cancel("INVENTORY", &id));
     wait_addrs(

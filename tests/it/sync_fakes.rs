@@ -9,6 +9,7 @@ use roster_sync::{Filter, ServiceName, Services, Source, SourceError, SourceInst
 use roster_tests::fixtures::{
     ConsulOptions, ConsulService, EurekaInstance, EurekaOptions, FakeConsul, FakeEureka,
 };
+use roster_tests::source_addrs as addrs;
 use tokio::time::{sleep, timeout, Instant};
 
 /// The longest a change may take to show up in a watch (Eureka polls every 5 s).
@@ -19,16 +20,6 @@ fn open(url: &str, filter: Option<&str>) -> Box<dyn Source> {
     let url = url.parse().unwrap_or_else(|e| panic!("{url}: {e}"));
     let filter = Filter::parse(filter).unwrap();
     roster_sync::open(&url, &filter).unwrap_or_else(|e| panic!("open: {e}"))
-}
-
-/// `ip:port` of each instance, sorted.
-fn addrs(instances: &[SourceInstance]) -> Vec<String> {
-    let mut out: Vec<String> = instances
-        .iter()
-        .map(|i| format!("{}:{}", i.ip, i.port))
-        .collect();
-    out.sort();
-    out
 }
 
 /// The instance at `ip:port` of `service`.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use roster_sync::{Filter, ServiceName, Source, SourceError, SourceInstance, Update};
 use roster_tests::foreign::{zk_create, zk_delete, Etcd, ExpiringSession, ZooKeeper};
+use roster_tests::source_addrs as addrs;
 use roster_tests::{enc, free_port};
 use serde_json::json;
 use tokio::time::Instant;
@@ -19,16 +20,6 @@ const CHANGE_WITHIN: Duration = Duration::from_secs(20);
 fn open(url: &str) -> Box<dyn Source> {
     let url = url.parse().unwrap_or_else(|e| panic!("{url}: {e}"));
     roster_sync::open(&url, &Filter::all()).unwrap_or_else(|e| panic!("open: {e}"))
-}
-
-/// `ip:port` of each instance, sorted.
-fn addrs(instances: &[SourceInstance]) -> Vec<String> {
-    let mut out: Vec<String> = instances
-        .iter()
-        .map(|i| format!("{}:{}", i.ip, i.port))
-        .collect();
-    out.sort();
-    out
 }
 
 /// The instance at `ip` (panics if there is none).

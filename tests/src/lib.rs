@@ -631,3 +631,13 @@ impl Cluster {
             .expect("a running follower")
     }
 }
+
+/// `ip:port` of each instance a sync source reported, sorted.
+pub fn source_addrs(instances: &[roster_sync::SourceInstance]) -> Vec<String> {
+    let mut out: Vec<String> = instances
+        .iter()
+        .map(|i| format!("{}:{}", i.ip, i.port))
+        .collect();
+    out.sort();
+    out
+}
