@@ -59,6 +59,13 @@ const SVC = args.service;
 const GROUP = 'DEFAULT_GROUP';
 const PORT = Number(args.server.split(':').pop());
 const ADDR = `127.0.0.1:${PORT}`;
+// Sync tasks: the source is a closed loopback port, so the runner reports "error".
+const TASK = `${NS}-sync`;
+const TASK_DRY = `${NS}-dry`;
+const SOURCE = 'etcd://127.0.0.1:1?layout=go-micro';
+const BAD_SOURCE = 'nosuch://127.0.0.1:1';
+const FILTER = 'helloworld*,!*-canary';
+const STATE_MS = 30_000;
 const ACTION_MS = 10_000;
 fs.mkdirSync(args.shots, { recursive: true });
 
@@ -158,6 +165,16 @@ async function namespaceIds() {
   return (r.json?.data ?? []).map((n) => n.namespace);
 }
 
+const taskPath = (name) => `/api/v1/sync/tasks/${encodeURIComponent(name)}`;
+
+/** The task as the API shows it, or null when there is none. */
+async function syncTask(name) {
+  const r = await api('GET', taskPath(name), {}, { allowError: true });
+  if (r.status === 404) return null;
+  check(r.status === 200, `GET ${taskPath(name)} answered ${r.status}: ${r.text}`);
+  return r.json;
+}
+
 async function listHosts() {
   const r = await api('GET', '/nacos/v1/ns/instance/list', { namespaceId: NS, serviceName: SVC });
   return r.json?.hosts ?? [];
@@ -167,6 +184,17 @@ async function listHosts() {
 
 const tid = (id) => page.locator(`[data-testid="${id}"]`);
 const row = (key) => page.locator(`tr[data-row-key="${key}"]`);
+
+/** Clicks a control inside a dialog once the dialog's opening animation is over: a click
+ *  that lands while antd is still zooming the dialog in can be lost. */
+async function clickInDialog(locator) {
+  await page.waitForFunction(
+    () => !document.querySelector('.ant-zoom-appear, .ant-zoom-enter, .ant-zoom-leave'),
+    null,
+    { timeout: ACTION_MS },
+  );
+  await locator.click();
+}
 
 async function expectVisible(locator, what, timeout = ACTION_MS) {
   try {
@@ -206,13 +234,66 @@ async function expectUrl(re, what) {
   }
 }
 
+/** Fills the new-sync-task dialog and submits it; the row appears, the dialog closes. */
+async function createTaskInUi(name, { namespace, filter, dryRun }) {
+  await tid('sync-create').click();
+  await expectVisible(tid('sync-form-name'), 'the new-sync-task dialog');
+  await tid('sync-form-name').fill(name);
+  await tid('sync-form-source').fill(SOURCE);
+  if (namespace) {
+    await clickInDialog(tid('sync-form-namespace'));
+    await page.keyboard.type(namespace);
+    await tid(`sync-ns-option-${namespace}`).click();
+  }
+  if (filter) await tid('sync-form-services').fill(filter);
+  if (dryRun) await tid('sync-form-dry-run').check();
+  await clickInDialog(tid('sync-form-submit'));
+  const err = tid('sync-form-error');
+  const outcome = await Promise.race([
+    row(name)
+      .waitFor({ state: 'visible', timeout: ACTION_MS })
+      .then(() => 'ok')
+      .catch(() => 'timeout'),
+    err
+      .waitFor({ state: 'visible', timeout: ACTION_MS })
+      .then(() => 'error')
+      .catch(() => 'timeout'),
+  ]);
+  if (outcome === 'error') throw new CheckFailed(`creating sync task ${name} was refused: ${await err.textContent()}`);
+  check(outcome === 'ok', `sync task ${name} did not appear in the table`);
+  await expectHidden(tid('sync-form-form'), 'the new-sync-task dialog');
+}
+
+/** The state tag of a task reaches `state` (the page polls; no reload). */
+async function expectState(name, state, timeout = ACTION_MS) {
+  const sel = state.startsWith('!')
+    ? `[data-testid="sync-state-${name}"]:not([data-state="${state.slice(1)}"])`
+    : `[data-testid="sync-state-${name}"][data-state="${state}"]`;
+  try {
+    await page.locator(sel).waitFor({ state: 'visible', timeout });
+  } catch {
+    const seen = await tid(`sync-state-${name}`).getAttribute('data-state').catch(() => null);
+    throw new CheckFailed(`state of sync task ${name}: expected ${state} within ${timeout / 1000} s, saw ${seen}`);
+  }
+}
+
+async function deleteTaskInUi(name, body) {
+  await tid(`sync-delete-${name}`).click();
+  await expectVisible(tid('confirm-dialog'), `the confirmation to delete ${name}`);
+  await expectText(tid('confirm-dialog'), body, `the confirmation to delete ${name}`);
+  await clickInDialog(tid('confirm-ok'));
+  await expectHidden(tid('confirm-dialog'), `the confirmation to delete ${name}`);
+  await expectHidden(row(name), `the row of ${name}`);
+  check((await syncTask(name)) === null, `sync task ${name} still exists in the API`);
+}
+
 async function createNamespaceInUi(id, name) {
   await tid('ns-create').click();
   await expectVisible(tid('ns-form-id'), 'the create-namespace dialog');
   await tid('ns-form-id').fill(id);
   await tid('ns-form-name').fill(name);
   await tid('ns-form-desc').fill('created by the console browser test');
-  await tid('ns-form-submit').click();
+  await clickInDialog(tid('ns-form-submit'));
   const err = tid('ns-form-error');
   const outcome = await Promise.race([
     row(id)
@@ -235,6 +316,11 @@ async function main() {
   await step('prepare', async () => {
     await apiLogin();
     const removed = [];
+    // sync tasks first: one may import into NSID
+    for (const name of [TASK, TASK_DRY]) {
+      const d = await api('DELETE', taskPath(name), {}, { allowError: true });
+      if (d.status === 200) removed.push(`sync task ${name}`);
+    }
     const ids = await namespaceIds();
     // leftovers of an earlier run against the same server
     if (ids.includes(NS)) {
@@ -344,7 +430,7 @@ async function main() {
     const weight = tid('inst-form-weight');
     await expectVisible(weight, 'the edit-instance dialog');
     await weight.fill('3');
-    await tid('inst-form-submit').click();
+    await clickInDialog(tid('inst-form-submit'));
     await expectHidden(tid('inst-form-form'), 'the edit-instance dialog');
     await expectText(tid(`inst-weight-${ADDR}`), '3', `weight of ${ADDR} in the table`);
     const h = (await listHosts()).find((x) => x.ip === '127.0.0.1' && x.port === PORT);
@@ -368,6 +454,7 @@ async function main() {
     await tid('lang-zh').click();
     await expectText(tid('nav-namespaces'), '命名空间', 'the namespaces menu item in Chinese');
     await expectText(tid('nav-services'), '服务列表', 'the services menu item in Chinese');
+    await expectText(tid('nav-sync'), '同步任务', 'the sync tasks menu item in Chinese');
     await expectText(tid(`inst-enabled-${ADDR}`), '已下线', 'the instance status in Chinese');
     await expectText(tid('logout'), /退出登录/, 'the logout button in Chinese');
     await shot('service-detail-zh');
@@ -394,12 +481,12 @@ async function main() {
     await expectText(tid(`ns-service-count-${NS}`), '1', `service count of ${NS}`);
     await tid(`ns-delete-${NS}`).click();
     await expectVisible(tid('confirm-dialog'), 'the delete confirmation');
-    await tid('confirm-ok').click();
+    await clickInDialog(tid('confirm-ok'));
     await expectVisible(tid('confirm-error'), 'the refusal message');
     const msg = ((await tid('confirm-error').textContent()) ?? '').trim();
     check(msg.includes(NS), `the refusal message does not name the namespace: ${JSON.stringify(msg)}`);
     await shot('namespace-delete-refused');
-    await tid('confirm-cancel').click();
+    await clickInDialog(tid('confirm-cancel'));
     await expectHidden(tid('confirm-dialog'), 'the delete confirmation');
     await expectVisible(row(NS), `namespace ${NS} row`);
     check((await namespaceIds()).includes(NS), `namespace ${NS} is gone from the API`);
@@ -411,11 +498,64 @@ async function main() {
     check((await namespaceIds()).includes(NS_EMPTY), `the API does not list ${NS_EMPTY}`);
     await tid(`ns-delete-${NS_EMPTY}`).click();
     await expectVisible(tid('confirm-dialog'), 'the delete confirmation');
-    await tid('confirm-ok').click();
+    await clickInDialog(tid('confirm-ok'));
     await expectHidden(tid('confirm-dialog'), 'the delete confirmation');
     await expectHidden(row(NS_EMPTY), `the row of ${NS_EMPTY}`);
     check(!(await namespaceIds()).includes(NS_EMPTY), `namespace ${NS_EMPTY} still exists in the API`);
     return { deleted: NS_EMPTY };
+  });
+
+  await step('sync-tasks', async () => {
+    await tid('nav-sync').click();
+    await expectUrl(/#\/sync$/, 'the sync tasks menu');
+    await expectVisible(tid('sync-table'), 'the sync tasks table');
+
+    // A bad source URL: the server's 400 shows in the dialog, which stays open.
+    await tid('sync-create').click();
+    await expectVisible(tid('sync-form-name'), 'the new-sync-task dialog');
+    await tid('sync-form-name').fill(TASK);
+    await tid('sync-form-source').fill(BAD_SOURCE);
+    await clickInDialog(tid('sync-form-submit'));
+    await expectVisible(tid('sync-form-error'), "the server's refusal of a bad source URL");
+    const refusal = ((await tid('sync-form-error').textContent()) ?? '').trim();
+    check(/source/i.test(refusal), `the refusal does not name the source field: ${JSON.stringify(refusal)}`);
+    check((await syncTask(TASK)) === null, `a task was created from ${BAD_SOURCE}`);
+    await shot('sync-bad-source');
+    await clickInDialog(tid('sync-form-cancel'));
+    await expectHidden(tid('sync-form-form'), 'the new-sync-task dialog');
+
+    // A good one, into NSID, filtered.
+    await createTaskInUi(TASK, { namespace: NS, filter: FILTER });
+    const created = await syncTask(TASK);
+    check(created, `the API does not know sync task ${TASK}`);
+    check(created.source.startsWith('etcd://127.0.0.1:1'), `the API shows source ${created.source}`);
+    check(created.namespace === NS, `the API shows target namespace ${created.namespace}, expected ${NS}`);
+    check((created.services ?? '').includes('helloworld*'), `the API shows service filter ${created.services}`);
+    check(created.dryRun === false && created.paused === false, `the API shows dryRun ${created.dryRun}, paused ${created.paused}`);
+    // The runner cannot reach the closed port; the page polls, so the row follows.
+    await expectState(TASK, 'error', STATE_MS);
+    await expectVisible(tid(`sync-error-${TASK}`), `the last error of ${TASK}`);
+    await shot('sync');
+
+    await tid(`sync-pause-${TASK}`).click();
+    await expectVisible(tid(`sync-resume-${TASK}`), `the resume button of ${TASK}`);
+    await expectState(TASK, 'paused');
+    check((await syncTask(TASK)).paused === true, `the API does not show ${TASK} paused`);
+    await tid(`sync-resume-${TASK}`).click();
+    await expectVisible(tid(`sync-pause-${TASK}`), `the pause button of ${TASK}`);
+    await expectState(TASK, '!paused');
+    check((await syncTask(TASK)).paused === false, `the API still shows ${TASK} paused`);
+
+    // A dry run is marked and has an expandable report.
+    await createTaskInUi(TASK_DRY, { dryRun: true });
+    await expectVisible(tid(`sync-dry-${TASK_DRY}`), `the dry-run mark of ${TASK_DRY}`);
+    check((await syncTask(TASK_DRY))?.dryRun === true, `the API does not show ${TASK_DRY} as a dry run`);
+    await row(TASK_DRY).locator('.ant-table-row-expand-icon').click();
+    await expectVisible(tid(`sync-report-${TASK_DRY}`), `the dry-run report of ${TASK_DRY}`);
+
+    await deleteTaskInUi(TASK_DRY, /imported nothing/);
+    await deleteTaskInUi(TASK, /instances it imported are removed/);
+    return { refusal, state: 'error' };
   });
 
   await step('cluster-and-users', async () => {

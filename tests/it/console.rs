@@ -2,7 +2,7 @@
 //! credentials needed for the files but still for the API), the event stream it listens
 //! to, and the whole console driven in Debian's Chromium by `tests/console/` (playwright
 //! -core): log in, namespaces, a live registration, edits read back through the API,
-//! Chinese, refusals. Screenshots land in `target/console-screenshots/`.
+//! Chinese, refusals, sync tasks. Screenshots land in `target/console-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -257,11 +257,19 @@ fn the_console_works_in_a_real_browser() {
         !ids.contains(&"console-ns-empty"),
         "the empty one was deleted: {ids:?}"
     );
+    // The sync tasks made in the browser were deleted there.
+    let tasks = node.call("GET", "/api/v1/sync/tasks").expect(200).json();
+    assert_eq!(
+        tasks["tasks"].as_array().map(Vec::len),
+        Some(0),
+        "sync tasks left behind: {tasks}"
+    );
     for page in [
         "login",
         "namespaces",
         "services",
         "service-detail",
+        "sync",
         "cluster",
         "users",
     ] {

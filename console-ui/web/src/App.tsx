@@ -9,6 +9,7 @@ import {
   DownOutlined,
   KeyOutlined,
   LogoutOutlined,
+  SyncOutlined,
   TeamOutlined,
   UserOutlined,
 } from '@ant-design/icons';
@@ -22,6 +23,7 @@ import { LoginPage } from './pages/Login';
 import { NamespacesPage } from './pages/Namespaces';
 import { ServicesPage } from './pages/Services';
 import { ServiceDetailPage } from './pages/ServiceDetail';
+import { SyncPage } from './pages/Sync';
 import { ClusterPage } from './pages/Cluster';
 import { PasswordDialog, UsersPage } from './pages/Users';
 import { useDialog } from './hooks';
@@ -71,6 +73,7 @@ const titles: Record<string, MessageKey> = {
   namespaces: 'nav.namespaces',
   services: 'nav.services',
   service: 'detail.title',
+  sync: 'nav.sync',
   cluster: 'nav.cluster',
   users: 'nav.users',
 };
@@ -96,6 +99,7 @@ function Shell({ route }: { route: Route }) {
   const items = [
     { key: 'namespaces', icon: <AppstoreOutlined />, label: <span data-testid="nav-namespaces">{t('nav.namespaces')}</span> },
     { key: 'services', icon: <CloudServerOutlined />, label: <span data-testid="nav-services">{t('nav.services')}</span> },
+    { key: 'sync', icon: <SyncOutlined />, label: <span data-testid="nav-sync">{t('nav.sync')}</span> },
     { key: 'cluster', icon: <ClusterOutlined />, label: <span data-testid="nav-cluster">{t('nav.cluster')}</span> },
     ...(isAdmin
       ? [{ key: 'users', icon: <TeamOutlined />, label: <span data-testid="nav-users">{t('nav.users')}</span> }]
@@ -113,6 +117,9 @@ function Shell({ route }: { route: Route }) {
       break;
     case 'service':
       page = <ServiceDetailPage route={route} />;
+      break;
+    case 'sync':
+      page = <SyncPage />;
       break;
     case 'cluster':
       page = <ClusterPage />;

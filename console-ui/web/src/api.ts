@@ -1,7 +1,8 @@
 // Thin fetch wrapper for roster's HTTP API.
 //
-// Every call carries the session token as `Authorization: Bearer`. Errors are
-// thrown as ApiError whose message is the server's plain-text body, verbatim.
+// Every call carries the session token as `Authorization: Bearer`. Parameters go
+// in the query (GET, DELETE) or as a form body; `json` sends a JSON body instead.
+// Errors are thrown as ApiError whose message is the server's plain-text body, verbatim.
 // A 401, or a 403 that says the token is invalid or expired, ends the session.
 
 export class ApiError extends Error {
@@ -54,6 +55,8 @@ export interface CallOptions {
   /** do not attach the token nor treat 401/403 as an expired session (login) */
   anonymous?: boolean;
   signal?: AbortSignal;
+  /** a JSON request body (roster's own API); `params` then only go in the query */
+  json?: unknown;
 }
 
 export async function call<T = unknown>(
@@ -64,14 +67,18 @@ export async function call<T = unknown>(
 ): Promise<T> {
   const qs = encode(params);
   let url = path;
-  let body: URLSearchParams | undefined;
-  if (method === 'GET' || method === 'DELETE') {
+  let body: URLSearchParams | string | undefined;
+  const headers: Record<string, string> = { Accept: 'application/json, text/plain;q=0.9' };
+  if (method === 'GET' || method === 'DELETE' || opts.json !== undefined) {
     const s = qs.toString();
     if (s) url += (url.includes('?') ? '&' : '?') + s;
   } else {
     body = qs;
   }
-  const headers: Record<string, string> = { Accept: 'application/json, text/plain;q=0.9' };
+  if (opts.json !== undefined) {
+    body = JSON.stringify(opts.json);
+    headers['Content-Type'] = 'application/json';
+  }
   const token = opts.anonymous ? null : hooks.token();
   if (token) headers.Authorization = `Bearer ${token}`;
 
@@ -232,4 +239,45 @@ export interface UsersPage {
   totalCount: number;
   pageNumber?: number;
   pagesAvailable?: number;
+}
+
+/** What a sync task is doing (`paused` by an operator; `holding`: deletions held back). */
+export type SyncState = 'pending' | 'starting' | 'running' | 'holding' | 'error' | 'paused';
+
+/** A dry run's findings: what the task would change, and some of the instances. */
+export interface SyncDryRun {
+  wouldAdd: number;
+  wouldUpdate: number;
+  wouldRemove: number;
+  /** `namespace/group/service ip:port` */
+  sample: string[];
+}
+
+export interface SyncStatus {
+  state: SyncState;
+  services: number;
+  instances: number;
+  heldDeletions: number;
+  holdReasons?: string[];
+  skipped: number;
+  copiesIgnored?: number;
+  lastError?: string | null;
+  lastSyncMs?: number | null;
+  lastChangeMs?: number | null;
+  runner?: number | null;
+  dryRun?: SyncDryRun | null;
+}
+
+/** A sync task of GET /api/v1/sync/tasks; `source` comes redacted. */
+export interface SyncTask {
+  name: string;
+  source: string;
+  namespace?: string | null;
+  group?: string | null;
+  services?: string | null;
+  dryRun: boolean;
+  paused: boolean;
+  reconcileSecs?: number;
+  createdMs?: number;
+  status?: SyncStatus | null;
 }

@@ -24,3 +24,24 @@ export function clock(d: Date): string {
   const p = (x: number) => String(x).padStart(2, '0');
   return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 }
+
+/** Local date and time, `2025-11-29 14:03:07`. */
+export function dateTime(d: Date): string {
+  const p = (x: number) => String(x).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${clock(d)}`;
+}
+
+/** The time of day when `d` is today, else the date and time. */
+export function moment(d: Date, now: Date): string {
+  return d.toDateString() === now.toDateString() ? clock(d) : dateTime(d);
+}
+
+/** How long before `now` the instant `ms` was, in the largest whole unit. */
+export function ago(ms: number, now: number, t: Translate): string {
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 5) return t('time.justNow');
+  if (s < 60) return t('time.secondsAgo', { count: s });
+  if (s < 3600) return t('time.minutesAgo', { count: Math.floor(s / 60) });
+  if (s < 86400) return t('time.hoursAgo', { count: Math.floor(s / 3600) });
+  return t('time.daysAgo', { count: Math.floor(s / 86400) });
+}
