@@ -123,7 +123,22 @@ pub struct SubscriberView {
 struct Ack {
     #[serde(rename = "type")]
     kind: String,
+    /// The Java 1.x and Go v1 clients send it as a string, others as a number.
+    #[serde(deserialize_with = "number_or_string")]
     last_ref_time: u64,
+}
+
+fn number_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Number(u64),
+        Text(String),
+    }
+    match Either::deserialize(d)? {
+        Either::Number(n) => Ok(n),
+        Either::Text(s) => s.trim().parse().map_err(serde::de::Error::custom),
+    }
 }
 
 impl UdpPush {
@@ -376,6 +391,23 @@ mod tests {
     use std::io::Read;
 
     use super::*;
+
+    #[test]
+    fn acks_carry_last_ref_time_as_a_number_or_a_string() {
+        for raw in [
+            r#"{"type":"push-ack","lastRefTime":1700000000123,"data":""}"#,
+            r#"{"type":"push-ack","lastRefTime":"1700000000123","data":""}"#,
+        ] {
+            let ack: Ack = serde_json::from_slice(raw.as_bytes()).expect(raw);
+            assert_eq!(
+                (ack.kind.as_str(), ack.last_ref_time),
+                ("push-ack", 1_700_000_000_123)
+            );
+        }
+        assert!(
+            serde_json::from_slice::<Ack>(br#"{"type":"push-ack","lastRefTime":"x"}"#).is_err()
+        );
+    }
 
     #[test]
     fn agents_that_get_pushes() {
