@@ -1,0 +1,354 @@
+//! roster-bench: runs roster and r-nacos side by side on this machine, with the same
+//! data and the same load, one after the other for each metric, and reports both
+//! figures, their ratio and the target (`bench/run` builds everything and calls this).
+//!
+//! Modules: `procs` (every child process, killed on exit, panic or signal), `servers`
+//! (single nodes and three-node clusters of both systems), `api` (the Nacos v1 calls and
+//! bulk registration), `wrk` (the load generator and its report), `machine` (CPU,
+//! kernel, versions, RSS), `report` (rows, targets, markdown and JSON), and one module
+//! per metric group: `list` (with the bare-axum ceiling), `writes` (registrations and
+//! beats), `memory`, `cluster`, `push`.
+
+mod api;
+mod cluster;
+mod list;
+mod machine;
+mod memory;
+mod procs;
+mod push;
+mod report;
+mod servers;
+mod writes;
+mod wrk;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+
+use crate::machine::Machine;
+use crate::report::Report;
+use crate::servers::Setup;
+use crate::wrk::{Figures, Load};
+
+/// Benchmark roster against r-nacos on this machine.
+#[derive(Debug, Parser)]
+#[command(name = "roster-bench")]
+struct Args {
+    /// Metric groups to run, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<Group>,
+    /// Shorter runs and less data, to try the bench out; figures are not comparable
+    /// with a full run.
+    #[arg(long)]
+    quick: bool,
+    /// The roster binary (default: target/release/roster).
+    #[arg(long)]
+    roster_bin: Option<PathBuf>,
+    /// The r-nacos binary (default: target/bench/rnacos/bin/rnacos).
+    #[arg(long)]
+    rnacos_bin: Option<PathBuf>,
+}
+
+/// A group of metrics that run together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Group {
+    /// Instance-list QPS and latency (10 and 100 instances) and the bare-axum ceiling.
+    List,
+    /// Ephemeral registrations per second, distinct instances.
+    Register,
+    /// Heartbeats per second over 10,000 instances.
+    Beat,
+    /// Resident memory idle, at 10,000 and at 100,000 instances.
+    Rss,
+    /// Three-node persistent registrations through a follower.
+    Cluster,
+    /// UDP push latency to 100 subscribers (roster only).
+    Push,
+}
+
+impl Group {
+    const ALL: [Group; 6] = [
+        Group::List,
+        Group::Register,
+        Group::Beat,
+        Group::Rss,
+        Group::Cluster,
+        Group::Push,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Group::List => "list",
+            Group::Register => "register",
+            Group::Beat => "beat",
+            Group::Rss => "rss",
+            Group::Cluster => "cluster",
+            Group::Push => "push",
+        }
+    }
+}
+
+/// Durations and sizes of a run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Measured wrk runs, seconds.
+    pub secs: u64,
+    /// wrk warm-up before list and beat runs, seconds.
+    pub warm_up_secs: u64,
+    /// Instances registered before the beat run.
+    pub beat_instances: usize,
+    /// Instance counts at which RSS is measured.
+    pub rss_counts: [usize; 2],
+    /// Push rounds.
+    pub push_rounds: usize,
+    /// UDP subscribers.
+    pub push_subscribers: usize,
+    /// How long a cluster may take to hold every acknowledged write after the run.
+    pub converge: Duration,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                secs: 3,
+                warm_up_secs: 1,
+                beat_instances: 10_000,
+                rss_counts: [10_000, 30_000],
+                push_rounds: 5,
+                push_subscribers: 100,
+                converge: Duration::from_secs(20),
+            }
+        } else {
+            Self {
+                secs: 10,
+                warm_up_secs: 2,
+                beat_instances: 10_000,
+                rss_counts: [10_000, 100_000],
+                push_rounds: 20,
+                push_subscribers: 100,
+                converge: Duration::from_secs(60),
+            }
+        }
+    }
+}
+
+/// What every metric needs: the binaries, the plan, where scripts and reports are.
+pub struct Bench {
+    /// Binaries and scratch directory.
+    pub setup: Setup,
+    /// Durations and sizes.
+    pub plan: Plan,
+    /// `bench/lua`.
+    pub lua: PathBuf,
+    /// Where wrk's raw reports go.
+    pub wrk_dir: PathBuf,
+}
+
+impl Bench {
+    /// The Lua script `name` in `bench/lua`.
+    pub fn script(&self, name: &str) -> PathBuf {
+        self.lua.join(name)
+    }
+
+    /// Runs wrk; its report is kept as `<name>.txt`.
+    pub async fn wrk(&self, name: &str, load: Load) -> Result<Figures> {
+        let figures = wrk::run(&load, &self.wrk_dir.join(format!("{name}.txt"))).await?;
+        eprintln!(
+            "  {name}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms{}",
+            figures.ok_per_sec(),
+            figures.p50_ms,
+            figures.p99_ms,
+            match figures.failures() {
+                f if f.is_empty() => String::new(),
+                f => format!(" ({f})"),
+            }
+        );
+        Ok(figures)
+    }
+
+    /// A warm-up run of `load` for the plan's warm-up time (not reported).
+    pub async fn warm_up(&self, name: &str, load: Load) -> Result<()> {
+        let load = Load {
+            secs: self.plan.warm_up_secs,
+            ..load
+        };
+        wrk::run(&load, &self.wrk_dir.join(format!("{name}-warm-up.txt"))).await?;
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // A panic anywhere (a bug) still takes the servers down with it.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        procs::kill_all();
+        default_hook(info);
+    }));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("roster-bench: no runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        tokio::select! {
+            r = run(args) => r,
+            signal = stopped() => bail!("stopped by {signal}"),
+        }
+    });
+    // The run future (and every Node in it) is dropped by now; this catches the rest.
+    procs::kill_all();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roster-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM, naming it.
+async fn stopped() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    let started = Instant::now();
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("bench/ has a parent")?
+        .to_path_buf();
+    let out = workspace.join("target/bench");
+    let scratch = out.join("tmp");
+    let _ = std::fs::remove_dir_all(&scratch);
+    procs::init(&scratch.join("pids"))?;
+    let wrk_dir = scratch.join("wrk");
+    std::fs::create_dir_all(&wrk_dir)?;
+    let setup = Setup {
+        roster: args
+            .roster_bin
+            .unwrap_or_else(|| workspace.join("target/release/roster")),
+        rnacos: args
+            .rnacos_bin
+            .unwrap_or_else(|| out.join("rnacos/bin/rnacos")),
+        scratch: scratch.clone(),
+    };
+    for bin in [&setup.roster, &setup.rnacos] {
+        if !bin.is_file() {
+            bail!("{} is missing (bench/run builds it)", bin.display());
+        }
+    }
+    let machine = Machine::describe(&workspace, &setup.roster, &setup.rnacos);
+    eprintln!(
+        "machine: {}, {} cores, Linux {}; roster {}, {}",
+        machine.cpu, machine.cores, machine.kernel, machine.roster_commit, machine.rnacos_version
+    );
+    let bench = Bench {
+        setup,
+        plan: Plan::new(args.quick),
+        lua: workspace.join("bench/lua"),
+        wrk_dir,
+    };
+    let groups: Vec<Group> = if args.only.is_empty() {
+        Group::ALL.to_vec()
+    } else {
+        Group::ALL
+            .into_iter()
+            .filter(|g| args.only.contains(g))
+            .collect()
+    };
+
+    let mut report = Report::default();
+    for group in &groups {
+        let t = Instant::now();
+        eprintln!("[{}]", group.name());
+        // Nothing of ours runs now: what keeps the CPU busy is someone else's work.
+        if let Some(busy) = machine::busy_share(Duration::from_secs(1)).await {
+            report.check(format!(
+                "CPU busy before {}: {:.0}% (other processes; 0% is a quiet machine)",
+                group.name(),
+                busy * 100.0
+            ));
+        }
+        let outcome = match group {
+            Group::List => list::run(&bench, &mut report).await,
+            Group::Register => writes::register(&bench, &mut report).await,
+            Group::Beat => writes::beat(&bench, &mut report).await,
+            Group::Rss => memory::run(&bench, &mut report).await,
+            Group::Cluster => cluster::run(&bench, &mut report).await,
+            Group::Push => push::run(&bench, &mut report).await,
+        };
+        // One group failing does not lose the others' figures.
+        if let Err(e) = outcome {
+            report.check(format!("{} FAILED: {e:#}", group.name()));
+        }
+        eprintln!("[{}] {:.0} s", group.name(), t.elapsed().as_secs_f64());
+    }
+
+    let context = report::Context {
+        machine: &machine,
+        quick: args.quick,
+        groups: groups.iter().map(|g| g.name()).collect(),
+        elapsed_secs: started.elapsed().as_secs_f64(),
+        notes: notes(&bench.plan),
+    };
+    let markdown = report::markdown(&report, &context);
+    let json = serde_json::to_string_pretty(&report::json(&report, &context))?;
+    std::fs::write(out.join("results.md"), &markdown)?;
+    std::fs::write(out.join("results.json"), json + "\n")?;
+    println!("{markdown}");
+    eprintln!(
+        "wrote {} and {}",
+        out.join("results.md").display(),
+        out.join("results.json").display()
+    );
+    Ok(())
+}
+
+/// How the figures were made, printed under the table.
+fn notes(plan: &Plan) -> Vec<String> {
+    vec![
+        "Both systems without authentication: roster with `--no-auth`; r-nacos with its \
+         open-API auth off (its default, `RNACOS_ENABLE_OPEN_API_AUTH=false`)."
+            .to_string(),
+        format!(
+            "Loopback only, logs at warn, a fresh server (or cluster) per metric group, roster \
+             first, then r-nacos. Load: wrk -t{} -c{} --latency, {} s measured ({} s warm-up \
+             before list and beat runs); bulk loading by the driver (32 requests in flight).",
+            wrk::THREADS,
+            wrk::CONNECTIONS,
+            plan.secs,
+            plan.warm_up_secs
+        ),
+        "The load generator shares the 2 cores with the server(s) (and, for the cluster, \
+         three servers share them): every figure is a lower bound of what the server alone \
+         could do, and the ratios compare the systems under the same handicap."
+            .to_string(),
+        "Rates count 2xx answers only; p50/p99 are wrk's latency percentiles.".to_string(),
+        "r-nacos has no UDP push (its 1.x UDP listener is commented out in 0.8.x): push rows \
+         are roster only."
+            .to_string(),
+        "Persistent list instances point at TCP listeners the driver keeps open, so both \
+         systems' TCP health checks pass and the lists stay complete."
+            .to_string(),
+    ]
+}

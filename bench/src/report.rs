@@ -1,0 +1,364 @@
+//! The results: one row per figure (roster, r-nacos, their ratio, the target and
+//! whether it is met), checks made along the way, notes; rendered as a markdown table
+//! and as JSON.
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::machine::Machine;
+
+/// How a figure is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Unit {
+    /// Operations per second.
+    PerSec,
+    /// Milliseconds.
+    Ms,
+    /// Mebibytes.
+    MiB,
+}
+
+/// A goal a row is checked against.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind", content = "value")]
+pub enum Target {
+    /// The ratio must be at least this.
+    RatioAtLeast(f64),
+    /// The ratio must be at most this.
+    RatioAtMost(f64),
+    /// roster's figure must be at least this.
+    AtLeast(f64),
+    /// roster's figure must be below this.
+    Below(f64),
+}
+
+/// What the ratio column compares roster with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Versus {
+    /// roster / r-nacos.
+    RNacos,
+    /// roster / the bare-axum ceiling.
+    Ceiling,
+}
+
+/// One line of the table.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// Metric group (`list`, `register`, ...).
+    pub group: &'static str,
+    /// What is measured.
+    pub metric: String,
+    /// Unit of both figures.
+    pub unit: Unit,
+    /// roster's figure.
+    pub roster: Option<f64>,
+    /// r-nacos' figure (absent where it has no such feature).
+    pub rnacos: Option<f64>,
+    /// What the ratio compares with.
+    pub versus: Versus,
+    /// roster over the comparison figure.
+    pub ratio: Option<f64>,
+    /// The goal, if any.
+    pub target: Option<Target>,
+    /// Whether the goal is met (absent without a goal or a figure).
+    pub pass: Option<bool>,
+    /// Counts, checks and failures behind the figures.
+    pub note: String,
+}
+
+impl Row {
+    /// A roster-vs-r-nacos row; the ratio and verdict are computed.
+    pub fn pair(
+        group: &'static str,
+        metric: impl Into<String>,
+        unit: Unit,
+        roster: Option<f64>,
+        rnacos: Option<f64>,
+        target: Option<Target>,
+        note: impl Into<String>,
+    ) -> Self {
+        let ratio = match (roster, rnacos) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        Self::finish(Self {
+            group,
+            metric: metric.into(),
+            unit,
+            roster,
+            rnacos,
+            versus: Versus::RNacos,
+            ratio,
+            target,
+            pass: None,
+            note: note.into(),
+        })
+    }
+
+    /// A row comparing roster with the bare-axum ceiling.
+    pub fn ceiling(
+        group: &'static str,
+        metric: impl Into<String>,
+        roster: Option<f64>,
+        ceiling: Option<f64>,
+        target: Target,
+        note: impl Into<String>,
+    ) -> Self {
+        let ratio = match (roster, ceiling) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        Self::finish(Self {
+            group,
+            metric: metric.into(),
+            unit: Unit::PerSec,
+            roster,
+            rnacos: None,
+            versus: Versus::Ceiling,
+            ratio,
+            target: Some(target),
+            pass: None,
+            note: note.into(),
+        })
+    }
+
+    fn finish(mut self) -> Self {
+        self.pass = match self.target {
+            Some(Target::RatioAtLeast(t)) => self.ratio.map(|r| r >= t),
+            Some(Target::RatioAtMost(t)) => self.ratio.map(|r| r <= t),
+            Some(Target::AtLeast(t)) => self.roster.map(|v| v >= t),
+            Some(Target::Below(t)) => self.roster.map(|v| v < t),
+            None => None,
+        };
+        self
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The table.
+    pub rows: Vec<Row>,
+    /// Checks made along the way (counts held, convergence, acks).
+    pub checks: Vec<String>,
+    /// Raw figures per run, for the JSON.
+    pub raw: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Report {
+    /// Records a check, and prints it as progress.
+    pub fn check(&mut self, text: String) {
+        eprintln!("  check: {text}");
+        self.checks.push(text);
+    }
+
+    /// Keeps a raw figure under `key`.
+    pub fn raw(&mut self, key: impl Into<String>, value: impl Serialize) {
+        let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.raw.insert(key.into(), value);
+    }
+}
+
+/// How the run was made, for the header and the notes.
+pub struct Context<'a> {
+    /// Machine and versions.
+    pub machine: &'a Machine,
+    /// Shortened run.
+    pub quick: bool,
+    /// Metric groups run.
+    pub groups: Vec<&'static str>,
+    /// Wall time of the run, seconds.
+    pub elapsed_secs: f64,
+    /// Fixed notes on method.
+    pub notes: Vec<String>,
+}
+
+fn figure(value: Option<f64>, unit: Unit) -> String {
+    match value {
+        None => "—".to_string(),
+        Some(v) => match unit {
+            Unit::PerSec => thousands(v.round() as u64),
+            Unit::Ms => format!("{v:.2}"),
+            Unit::MiB => format!("{v:.1}"),
+        },
+    }
+}
+
+fn unit_name(unit: Unit) -> &'static str {
+    match unit {
+        Unit::PerSec => "/s",
+        Unit::Ms => "ms",
+        Unit::MiB => "MiB",
+    }
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn ratio_text(row: &Row) -> String {
+    match (row.ratio, row.versus) {
+        (None, _) => "—".to_string(),
+        (Some(r), Versus::RNacos) => format!("{r:.2}x"),
+        (Some(r), Versus::Ceiling) => format!("{:.0}% of ceiling", r * 100.0),
+    }
+}
+
+fn target_text(target: Option<Target>, unit: Unit, versus: Versus) -> String {
+    match (target, versus) {
+        (None, _) => String::new(),
+        (Some(Target::RatioAtLeast(t)), Versus::Ceiling) => {
+            format!(">= {:.0}% of ceiling", t * 100.0)
+        }
+        (Some(Target::RatioAtMost(t)), Versus::Ceiling) => {
+            format!("<= {:.0}% of ceiling", t * 100.0)
+        }
+        (Some(Target::RatioAtLeast(t)), Versus::RNacos) => format!(">= {t:.1}x r-nacos"),
+        (Some(Target::RatioAtMost(t)), Versus::RNacos) => format!("<= {t:.1}x r-nacos"),
+        (Some(Target::AtLeast(t)), _) => {
+            format!(">= {} {}", figure(Some(t), unit), unit_name(unit))
+        }
+        (Some(Target::Below(t)), _) => format!("< {} {}", figure(Some(t), unit), unit_name(unit)),
+    }
+}
+
+fn verdict(pass: Option<bool>, target: Option<Target>) -> &'static str {
+    match (pass, target) {
+        (Some(true), _) => "PASS",
+        (Some(false), _) => "FAIL",
+        (None, Some(_)) => "no figure",
+        (None, None) => "",
+    }
+}
+
+/// The markdown report: header, table, checks and notes.
+pub fn markdown(report: &Report, context: &Context<'_>) -> String {
+    let m = context.machine;
+    let mut out = String::new();
+    out.push_str("## roster vs r-nacos, side by side\n\n");
+    out.push_str(&format!(
+        "Machine: {}, {} cores, Linux {}; {}. roster {} (`{}`), {}, {}.{}\n\n",
+        m.cpu,
+        m.cores,
+        m.kernel,
+        m.date,
+        m.roster_commit,
+        m.roster_version,
+        m.rnacos_version,
+        m.wrk_version,
+        if context.quick {
+            " **Quick run (`--quick`): shortened, not comparable with a full run.**"
+        } else {
+            ""
+        }
+    ));
+    out.push_str("| Metric | roster | r-nacos | ratio | Target | Result | Notes |\n");
+    out.push_str("|---|---:|---:|---:|---|---|---|\n");
+    for row in &report.rows {
+        let rnacos = match (row.rnacos, row.versus) {
+            (None, Versus::RNacos) => "n/a".to_string(),
+            (None, Versus::Ceiling) => "—".to_string(),
+            (v, _) => figure(v, row.unit),
+        };
+        out.push_str(&format!(
+            "| {} ({}) | {} | {} | {} | {} | {} | {} |\n",
+            row.metric,
+            unit_name(row.unit),
+            figure(row.roster, row.unit),
+            rnacos,
+            ratio_text(row),
+            target_text(row.target, row.unit, row.versus),
+            verdict(row.pass, row.target),
+            row.note.replace('|', "/"),
+        ));
+    }
+    if !report.checks.is_empty() {
+        out.push_str("\nChecks:\n\n");
+        for check in &report.checks {
+            out.push_str(&format!("- {check}\n"));
+        }
+    }
+    out.push_str("\nNotes:\n\n");
+    for note in &context.notes {
+        out.push_str(&format!("- {note}\n"));
+    }
+    out.push_str(&format!(
+        "- Metric groups run: {}; bench wall time {:.0} s.\n",
+        context.groups.join(", "),
+        context.elapsed_secs
+    ));
+    out
+}
+
+/// The JSON report.
+pub fn json(report: &Report, context: &Context<'_>) -> serde_json::Value {
+    json!({
+        "machine": context.machine,
+        "quick": context.quick,
+        "groups": context.groups,
+        "elapsedSecs": context.elapsed_secs,
+        "rows": report.rows,
+        "checks": report.checks,
+        "notes": context.notes,
+        "raw": report.raw,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_follow_the_target_direction() {
+        let more = Row::pair(
+            "g",
+            "qps",
+            Unit::PerSec,
+            Some(30.0),
+            Some(10.0),
+            Some(Target::RatioAtLeast(2.0)),
+            "",
+        );
+        assert_eq!(more.pass, Some(true));
+        let less = Row::pair(
+            "g",
+            "rss",
+            Unit::MiB,
+            Some(60.0),
+            Some(100.0),
+            Some(Target::RatioAtMost(0.5)),
+            "",
+        );
+        assert_eq!(less.pass, Some(false));
+        let missing = Row::pair(
+            "g",
+            "push",
+            Unit::Ms,
+            None,
+            None,
+            Some(Target::Below(100.0)),
+            "",
+        );
+        assert_eq!(missing.pass, None);
+    }
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(41_602), "41,602");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+}
