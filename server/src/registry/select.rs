@@ -143,6 +143,7 @@ mod tests {
 
     fn view(settings: Option<ServiceSettings>, instances: &[Arc<Instance>]) -> ServiceView {
         ServiceView {
+            list_cache: Default::default(),
             settings: settings.map(Arc::new),
             instances: instances.iter().map(|i| (i.addr(), i.clone())).collect(),
             revision: 1,

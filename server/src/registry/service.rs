@@ -154,6 +154,32 @@ pub struct ServiceView {
     pub revision: u64,
     /// Wall-clock milliseconds of the last change.
     pub modified_ms: u64,
+    /// The serialized answer to the plain instance-list query (no clusters, selector,
+    /// lanes or `healthyOnly`), made by the first reader of this view.
+    pub list_cache: ListCache,
+}
+
+/// A per-view cache of a serialized list answer, split around `lastRefTime` (the one
+/// field that changes per request). Cloning a view for a change yields an empty cache,
+/// so a cached answer never outlives the view it was made from.
+#[derive(Debug, Default)]
+pub struct ListCache(std::sync::OnceLock<(bytes::Bytes, bytes::Bytes)>);
+
+impl Clone for ListCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl ListCache {
+    /// The cached answer's parts before and after the `lastRefTime` value, made by
+    /// `make` on first use.
+    pub fn get_or_init(
+        &self,
+        make: impl FnOnce() -> (bytes::Bytes, bytes::Bytes),
+    ) -> &(bytes::Bytes, bytes::Bytes) {
+        self.0.get_or_init(make)
+    }
 }
 
 impl ServiceView {
@@ -212,6 +238,7 @@ impl Service {
             key,
             grouped,
             view: ArcSwap::from_pointee(ServiceView {
+                list_cache: ListCache::default(),
                 settings: None,
                 instances: imbl::OrdMap::new(),
                 revision: 0,

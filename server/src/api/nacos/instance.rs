@@ -281,26 +281,51 @@ pub async fn query<'p>(
     }
     let view = state.registry.service_by_key(&key).map(|s| s.view());
     let grouped = key.grouped();
-    let body = service_info(
-        view.as_deref(),
-        &ListRequest {
-            grouped: &grouped,
-            group: Some(&key.group),
-            clusters_raw,
-            query: Query {
-                clusters: &clusters,
-                healthy_only,
-                selector: selector.as_ref(),
-                lanes: lanes.as_deref(),
-            },
-            now_ms: now_ms(),
+    let request = ListRequest {
+        grouped: &grouped,
+        group: Some(&key.group),
+        clusters_raw,
+        query: Query {
+            clusters: &clusters,
+            healthy_only,
+            selector: selector.as_ref(),
+            lanes: lanes.as_deref(),
         },
-    );
+        now_ms: now_ms(),
+    };
+    let plain = clusters_raw.is_empty() && !healthy_only && selector.is_none() && lanes.is_none();
+    let body = match view.as_deref() {
+        // The plain query of a known service: serialized once per service version.
+        Some(v) if plain => {
+            let (head, tail) = v
+                .list_cache
+                .get_or_init(|| split_at_ref_time(service_info(Some(v), &ListRequest { now_ms: 0, ..request })));
+            let mut body = Vec::with_capacity(head.len() + tail.len() + 16);
+            body.extend_from_slice(head);
+            body.extend_from_slice(request.now_ms.to_string().as_bytes());
+            body.extend_from_slice(tail);
+            body
+        }
+        view => service_info(view, &request),
+    };
     Ok(Listed {
         key,
         clusters_raw,
         body,
     })
+}
+
+/// Splits a `ServiceInfo` serialized with `lastRefTime` 0 around that value. The
+/// top-level key comes after `hosts`, so its last occurrence is the one (a metadata
+/// value is a string and would read `"lastRefTime":"0"`).
+fn split_at_ref_time(body: Vec<u8>) -> (bytes::Bytes, bytes::Bytes) {
+    const KEY: &[u8] = b",\"lastRefTime\":";
+    let at = body
+        .windows(KEY.len() + 1)
+        .rposition(|w| w.starts_with(KEY) && w[KEY.len()] == b'0')
+        .expect("ServiceInfo has lastRefTime");
+    let body = bytes::Bytes::from(body);
+    (body.slice(..at + KEY.len()), body.slice(at + KEY.len() + 1..))
 }
 
 /// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
