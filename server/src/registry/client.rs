@@ -5,7 +5,7 @@
 //! revision that grows with every change made here, so that copies on other nodes can be
 //! compared and replaced wholesale.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -16,6 +16,67 @@ use tokio::sync::Notify;
 use super::instance::Instance;
 use super::service::ServiceKey;
 
+/// A client's instances: service and address, sorted. Most clients hold one, so this
+/// is a sorted vector rather than a `BTreeSet` (whose first node alone takes about
+/// 720 bytes for these 64-byte entries — most of a registered instance's footprint).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Entries(Vec<(ServiceKey, Arc<str>)>);
+
+impl Entries {
+    /// Adds an entry (no duplicates).
+    pub fn insert(&mut self, entry: (ServiceKey, Arc<str>)) {
+        if let Err(at) = self.0.binary_search(&entry) {
+            self.0.insert(at, entry);
+            self.0.shrink_to_fit();
+        }
+    }
+
+    /// Removes an entry if present.
+    pub fn remove(&mut self, entry: &(ServiceKey, Arc<str>)) {
+        if let Ok(at) = self.0.binary_search(entry) {
+            self.0.remove(at);
+            self.0.shrink_to_fit();
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The entries, in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, (ServiceKey, Arc<str>)> {
+        self.0.iter()
+    }
+
+    /// Entries of `self` that `other` lacks.
+    pub fn difference<'a>(
+        &'a self,
+        other: &'a Entries,
+    ) -> impl Iterator<Item = &'a (ServiceKey, Arc<str>)> + 'a {
+        self.0.iter().filter(|e| other.0.binary_search(e).is_err())
+    }
+}
+
+impl FromIterator<(ServiceKey, Arc<str>)> for Entries {
+    fn from_iter<I: IntoIterator<Item = (ServiceKey, Arc<str>)>>(iter: I) -> Self {
+        let mut v: Vec<_> = iter.into_iter().collect();
+        v.sort();
+        v.dedup();
+        v.shrink_to_fit();
+        Self(v)
+    }
+}
+
+impl<'a> IntoIterator for &'a Entries {
+    type Item = &'a (ServiceKey, Arc<str>);
+    type IntoIter = std::slice::Iter<'a, (ServiceKey, Arc<str>)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
 /// What the registry knows of one client.
 #[derive(Clone, Debug, Default)]
 pub struct ClientRecord {
@@ -23,7 +84,7 @@ pub struct ClientRecord {
     pub revision: u64,
     /// The client's ephemeral instances: service and address (empty: a deletion, kept a
     /// while so that the deletion replicates).
-    pub entries: BTreeSet<(ServiceKey, Arc<str>)>,
+    pub entries: Entries,
     /// When this copy was last written or confirmed by its owner, wall-clock ms.
     pub confirmed_ms: u64,
 }
@@ -91,13 +152,7 @@ impl Clients {
     }
 
     /// Sets a client's record from a copy received from its owner.
-    pub(crate) fn replace(
-        &self,
-        id: &Arc<str>,
-        revision: u64,
-        entries: BTreeSet<(ServiceKey, Arc<str>)>,
-        now_ms: u64,
-    ) {
+    pub(crate) fn replace(&self, id: &Arc<str>, revision: u64, entries: Entries, now_ms: u64) {
         self.records.insert(
             id.clone(),
             ClientRecord {
@@ -190,7 +245,7 @@ mod tests {
         let rev = c.get("10.0.0.1:80").unwrap().revision;
         assert!(c.confirm("10.0.0.1:80", rev, 2));
         assert!(!c.confirm("10.0.0.1:80", rev + 1, 2));
-        c.replace(&id, rev + 7, BTreeSet::new(), 3);
+        c.replace(&id, rev + 7, Entries::default(), 3);
         assert!(c.drain_changed().is_empty());
         c.forget_deleted(10, 12);
         assert!(c.get("10.0.0.1:80").is_some());

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -169,6 +169,27 @@ impl Instance {
 /// one instance per service, as in Nacos 2.x.
 pub fn addr_key(ip: &str, port: u16) -> Arc<str> {
     Arc::from(format!("{ip}:{port}"))
+}
+
+/// `metadata` as an `Arc`, the one shared empty map when it is empty (most instances
+/// have none; an `Arc` each would cost ~50 bytes per instance).
+pub fn shared_metadata(metadata: &Metadata) -> Arc<Metadata> {
+    static EMPTY: LazyLock<Arc<Metadata>> = LazyLock::new(|| Arc::new(Metadata::new()));
+    if metadata.is_empty() {
+        EMPTY.clone()
+    } else {
+        Arc::new(metadata.clone())
+    }
+}
+
+/// A cluster name as an `Arc`, the one shared `DEFAULT` for the usual case.
+pub fn cluster_name(name: &str) -> Arc<str> {
+    static DEFAULT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("DEFAULT"));
+    if name == "DEFAULT" {
+        DEFAULT.clone()
+    } else {
+        Arc::from(name)
+    }
 }
 
 /// Nacos' default instance id.

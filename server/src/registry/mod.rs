@@ -19,7 +19,7 @@ pub mod select;
 pub mod selector;
 pub mod service;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -403,7 +403,7 @@ impl Registry {
             let keep = |flag: bool| existing.as_ref().filter(|_| flag);
             let metadata = match keep(pinned.metadata) {
                 Some(e) => e.metadata.clone(),
-                None => Arc::new(reg.metadata.clone()),
+                None => instance::shared_metadata(&reg.metadata),
             };
             let heartbeat = Heartbeat::from_metadata(&metadata);
             // Address clients live by beats; a connection client lives as long as its
@@ -426,7 +426,7 @@ impl Registry {
                 },
                 ip: reg.ip.as_str().into(),
                 port: reg.port,
-                cluster: reg.cluster.as_str().into(),
+                cluster: instance::cluster_name(&reg.cluster),
                 weight: keep(pinned.weight).map(|e| e.weight).unwrap_or(reg.weight),
                 // A registration is proof of life for an ephemeral instance.
                 healthy: if reg.ephemeral { true } else { reg.healthy },
@@ -925,7 +925,7 @@ impl Registry {
         if old.as_ref().is_some_and(|r| r.revision >= data.revision) {
             return false;
         }
-        let entries: BTreeSet<(ServiceKey, Arc<str>)> = data
+        let entries: client::Entries = data
             .instances
             .iter()
             .map(|(k, i)| (k.clone(), i.addr()))
@@ -992,7 +992,7 @@ impl Registry {
         }
         self.shared
             .clients
-            .replace(&id, record.revision, BTreeSet::new(), now_ms);
+            .replace(&id, record.revision, client::Entries::default(), now_ms);
     }
 
     /// Removes every instance of client `id` here as a local change (a gRPC connection

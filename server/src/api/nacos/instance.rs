@@ -297,9 +297,15 @@ pub async fn query<'p>(
     let body = match view.as_deref() {
         // The plain query of a known service: serialized once per service version.
         Some(v) if plain => {
-            let (head, tail) = v
-                .list_cache
-                .get_or_init(|| split_at_ref_time(service_info(Some(v), &ListRequest { now_ms: 0, ..request })));
+            let (head, tail) = v.list_cache.get_or_init(|| {
+                split_at_ref_time(service_info(
+                    Some(v),
+                    &ListRequest {
+                        now_ms: 0,
+                        ..request
+                    },
+                ))
+            });
             let mut body = Vec::with_capacity(head.len() + tail.len() + 16);
             body.extend_from_slice(head);
             body.extend_from_slice(request.now_ms.to_string().as_bytes());
@@ -325,7 +331,10 @@ fn split_at_ref_time(body: Vec<u8>) -> (bytes::Bytes, bytes::Bytes) {
         .rposition(|w| w.starts_with(KEY) && w[KEY.len()] == b'0')
         .expect("ServiceInfo has lastRefTime");
     let body = bytes::Bytes::from(body);
-    (body.slice(..at + KEY.len()), body.slice(at + KEY.len() + 1..))
+    (
+        body.slice(..at + KEY.len()),
+        body.slice(at + KEY.len() + 1..),
+    )
 }
 
 /// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
