@@ -303,7 +303,14 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
     async fn propose_bytes(&self, bytes: Vec<u8>) -> Result<Payload, WriteError> {
         let started = Instant::now();
         loop {
-            let redirect = match self.propose_here(bytes.clone()).await {
+            // A follower that knows the leader forwards at once, rather than asking its
+            // own Raft core first only to be told to forward.
+            let known = self.leader().filter(|(id, _)| *id != self.id());
+            let outcome = match known {
+                Some((id, addr)) => Ok(Err(Redirect::Leader(id, addr))),
+                None => self.propose_here(bytes.clone()).await,
+            };
+            let redirect = match outcome {
                 Ok(Ok(reply)) => return Ok(reply),
                 Ok(Err(redirect)) => redirect,
                 Err(WriteError::NoLeader(why)) if started.elapsed() < LEADER_WAIT => {
