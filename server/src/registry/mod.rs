@@ -381,12 +381,15 @@ impl Registry {
             // conflicts depends on ephemeral (node-local) state, which the Raft state
             // machine must not consult; the API checks it before proposing. Imports
             // mix with either kind.
+            // Natives never mix, so the first native instance tells the service's kind
+            // (scanning them all made a registration O(instances in the service)).
             let other_kind = reg.ephemeral
                 && owner.is_none()
                 && view
                     .instances
                     .values()
-                    .any(|i| !i.ephemeral && i.owner.is_none());
+                    .find(|i| i.owner.is_none())
+                    .is_some_and(|i| !i.ephemeral);
             if other_kind {
                 return (
                     Changed::No,
