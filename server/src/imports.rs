@@ -18,6 +18,11 @@ use roster_sync::{
     TaskStatus, SOURCE_INSTANCE_ID_KEY,
 };
 
+use crate::api::error::ApiError;
+use crate::api::params::{
+    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
+    check_service_name,
+};
 use crate::app::AppState;
 use crate::clock::now_ms;
 use crate::registry::service::ServiceKey;
@@ -152,12 +157,30 @@ impl SyncTasks {
 pub struct RaftSink {
     registry: Registry,
     store: Store,
+    max_metadata_bytes: usize,
 }
 
 impl RaftSink {
-    /// A sink over this node's registry and store.
-    pub fn new(registry: Registry, store: Store) -> Self {
-        Self { registry, store }
+    /// A sink over this node's registry and store; imports meet the API's metadata limit.
+    pub fn new(registry: Registry, store: Store, max_metadata_bytes: usize) -> Self {
+        Self {
+            registry,
+            store,
+            max_metadata_bytes,
+        }
+    }
+
+    /// Why roster's API would refuse this instance, if it would: imports meet the same
+    /// rules as registrations.
+    fn refusal(&self, t: &Target) -> Option<ApiError> {
+        let i = &t.instance;
+        check_namespace_id("namespaceId", &t.namespace)
+            .and_then(|_| check_group(&t.group))
+            .and_then(|_| check_service_name(&t.service))
+            .and_then(|_| check_cluster_name(&i.cluster))
+            .and_then(|_| check_ip("ip", &i.ip))
+            .and_then(|_| check_metadata("metadata", &i.metadata, self.max_metadata_bytes))
+            .err()
     }
 
     fn check_leader(&self) -> Result<(), SinkError> {
@@ -174,11 +197,6 @@ impl RaftSink {
             .await
             .map_err(|e| SinkError(e.to_string()))
     }
-}
-
-/// Whether `name` can be a roster group or service name.
-fn valid_name(name: &str) -> bool {
-    !name.trim().is_empty() && !name.contains("@@") && name.len() <= 512
 }
 
 #[async_trait::async_trait]
@@ -225,19 +243,18 @@ impl Sink for RaftSink {
         let mut applied = Applied::default();
         let mut regs = Vec::with_capacity(upserts.len());
         for t in upserts {
+            if let Some(refusal) = self.refusal(&t) {
+                tracing::debug!(task, service = %t.service, ip = %t.instance.ip, refusal = %refusal.message, "import skipped");
+                applied.skipped += 1;
+                continue;
+            }
             let key = ServiceKey::new(&t.namespace, &t.group, &t.service);
+            // A native instance (or another task's) holds the address: it stays.
             let held_by_other = self
                 .registry
-                .service_by_key(&key)
-                .and_then(|s| {
-                    let view = s.view();
-                    let addr = crate::registry::instance::addr_key(&t.instance.ip, t.instance.port);
-                    view.instances
-                        .get(&addr)
-                        .map(|i| i.owner.as_deref() != Some(task))
-                })
-                .unwrap_or(false);
-            if held_by_other || !valid_name(&t.group) || !valid_name(&t.service) {
+                .instance(&key, &t.instance.ip, t.instance.port)
+                .is_some_and(|i| i.owner.as_deref() != Some(task));
+            if held_by_other {
                 applied.skipped += 1;
                 continue;
             }
@@ -295,7 +312,11 @@ impl Sink for RaftSink {
 /// Runs every unpaused sync task while this node is the ready Raft leader; stops them
 /// when it is not, or when a task is paused, changed or deleted.
 pub async fn supervise(state: AppState, tasks: SyncTasks, mut stopping: watch::Receiver<bool>) {
-    let sink: Arc<dyn Sink> = Arc::new(RaftSink::new(state.registry.clone(), state.store.clone()));
+    let sink: Arc<dyn Sink> = Arc::new(RaftSink::new(
+        state.registry.clone(),
+        state.store.clone(),
+        state.limits.max_metadata_bytes,
+    ));
     let node = state.store.id();
     let mut running: HashMap<String, (TaskSpec, JoinHandle<()>)> = HashMap::new();
     loop {

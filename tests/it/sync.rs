@@ -158,6 +158,10 @@ fn sync_api_rejects_bad_input_and_changes_nothing() {
             "unknown field `colour`",
         ),
         (json!({"source": "etcd://h:1"}), "missing field `name`"),
+        (
+            json!({"name": "t", "source": "etcd://h:1", "group": "a b"}),
+            "'group'",
+        ),
     ] {
         let r = post(body.clone());
         assert_eq!(r.status, 400, "{body}: {}", r.body);
@@ -491,6 +495,24 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
         found[0]["metadata"]["sync.sourceInstanceId"],
         micro_key("greeter", "greeter-1")
     );
+    // What roster's API would refuse (whitespace in a service name) is not imported.
+    etcd.put(
+        &micro_key("bad name", "bad-1"),
+        &micro("bad name", "bad-1", "10.4.0.9:8080", "a"),
+    );
+    eventually(Duration::from_secs(20), || {
+        let t = task(&node, "micro");
+        if t["status"]["skipped"] == 1 {
+            Ok(())
+        } else {
+            Err(t.to_string())
+        }
+    });
+    let names = node
+        .call("GET", "/nacos/v1/ns/service/list?pageNo=1&pageSize=100")
+        .expect(200)
+        .json();
+    assert!(!names["doms"].to_string().contains("bad name"), "{names}");
     // Added, changed, deleted at the source: reflected within seconds (by the watch).
     etcd.put(
         &micro_key("greeter", "greeter-2"),

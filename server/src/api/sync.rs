@@ -17,6 +17,7 @@ use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
 
 use super::error::ApiError;
 use super::guard::Caller;
+use super::params::check_group;
 use crate::app::AppState;
 use crate::clock::now_ms;
 use crate::imports::{redacted, StoredTask};
@@ -156,8 +157,13 @@ fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
         }
     }
     let group = non_empty(body.group);
-    if group.as_deref().is_some_and(|g| g.contains("@@")) {
-        return Err(ApiError::illegal("group", "it must not contain '@@'"));
+    if let Some(g) = &group {
+        check_group(g).map_err(|_| {
+            ApiError::illegal(
+                "group",
+                "it should be up to 128 characters of letters, digits and '-_:.'.",
+            )
+        })?;
     }
     let services = non_empty(body.services);
     Filter::parse(services.as_deref()).map_err(|e| ApiError::illegal("services", e))?;

@@ -530,10 +530,15 @@ impl Registry {
         }
     }
 
+    /// The instance at `ip:port` in service `key`.
+    pub fn instance(&self, key: &ServiceKey, ip: &str, port: u16) -> Option<Arc<Instance>> {
+        let view = self.service_by_key(key)?.view();
+        view.instances.get(&addr_key(ip, port)).cloned()
+    }
+
     /// The sync task that owns the instance at `ip:port`, if one does.
     pub fn owner_of(&self, key: &ServiceKey, ip: &str, port: u16) -> Option<Arc<str>> {
-        let view = self.service_by_key(key)?.view();
-        view.instances.get(&addr_key(ip, port))?.owner.clone()
+        self.instance(key, ip, port)?.owner.clone()
     }
 
     /// The error deregistering the instance at `ip:port` meets if a sync task owns it.

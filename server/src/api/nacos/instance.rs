@@ -23,7 +23,7 @@ use crate::app::{AppState, Limits};
 use crate::clock::now_ms;
 use crate::distro::{EphemeralOp, OpReply};
 use crate::push::udp::push_capable;
-use crate::registry::instance::{addr_key, Instance, Metadata};
+use crate::registry::instance::{addr_key, Metadata};
 use crate::registry::select::Query;
 use crate::registry::service::{HealthChecker, ServiceKey};
 use crate::registry::{InstancePatch, Registration};
@@ -67,16 +67,6 @@ fn address(params: &Params) -> Result<(String, u16), ApiError> {
 }
 
 /// The instance at `ip:port` of `key`, if any.
-fn find(
-    state: &AppState,
-    key: &ServiceKey,
-    ip: &str,
-    port: u16,
-) -> Option<std::sync::Arc<Instance>> {
-    let view = state.registry.service_by_key(key)?.view();
-    view.instances.get(&addr_key(ip, port)).cloned()
-}
-
 /// `POST /nacos/v1/ns/instance`: register an instance.
 #[tracing::instrument(skip_all)]
 pub async fn register(
@@ -120,9 +110,9 @@ pub async fn deregister(
     // Validated for the sake of clear errors; the instance's own kind decides the path.
     params.boolean("ephemeral")?;
     let now = now_ms();
-    match find(&state, &key, &ip, port) {
+    match state.registry.instance(&key, &ip, port) {
+        // An import's deregistration is refused by the state machine (409).
         Some(i) if !i.ephemeral => {
-            state.registry.imported(&key, &ip, port)?;
             state
                 .store
                 .propose(CommandV1::Deregister {
@@ -170,7 +160,7 @@ pub async fn update(
             key.grouped()
         )));
     }
-    let instance = find(&state, &key, &ip, port).ok_or_else(|| {
+    let instance = state.registry.instance(&key, &ip, port).ok_or_else(|| {
         ApiError::not_found(format!(
             "instance {ip}:{port} not found in service {}",
             key.grouped()
