@@ -35,14 +35,21 @@ use tokio::time::Instant;
 // Serving
 
 /// A router served on a free loopback port by its own thread; stopped on drop.
-struct Served {
+pub struct Served {
     port: u16,
+    counters: Arc<Counters>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Served {
+    /// Serves `router`, counting every request and answering a forced failure if set.
     fn start(name: &str, router: Router) -> Self {
+        let counters = Arc::new(Counters::default());
+        let router = router.layer(axum::middleware::from_fn_with_state(
+            counters.clone(),
+            count_and_fail,
+        ));
         let port = crate::free_port();
         let listener = std::net::TcpListener::bind(("127.0.0.1", port))
             .unwrap_or_else(|e| panic!("{name}: cannot bind 127.0.0.1:{port}: {e}"));
@@ -70,9 +77,37 @@ impl Served {
             .expect("fake server thread");
         Self {
             port,
+            counters,
             stop: Some(stop),
             thread: Some(thread),
         }
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Makes every request answer `status` (`None`: serve normally again).
+    pub fn fail_with(&self, status: Option<u16>) {
+        self.counters
+            .fail
+            .store(status.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// Requests served so far.
+    pub fn requests(&self) -> u64 {
+        self.counters.total.load(Ordering::SeqCst)
+    }
+
+    /// Requests served so far for the exact `path`.
+    pub fn requests_to(&self, path: &str) -> u64 {
+        self.counters.by_path().get(path).copied().unwrap_or(0)
     }
 }
 
@@ -222,7 +257,6 @@ struct ConsulState {
     data: Mutex<ConsulData>,
     /// The index after each change; blocked queries wait on it.
     changed: tokio::sync::watch::Sender<u64>,
-    counters: Arc<Counters>,
     options: ConsulOptions,
 }
 
@@ -239,6 +273,15 @@ struct ConsulData {
     hidden: BTreeSet<String>,
 }
 
+impl std::ops::Deref for FakeConsul {
+    type Target = Served;
+
+    /// The server: port, address, request counts, forced failures.
+    fn deref(&self) -> &Served {
+        &self.served
+    }
+}
+
 impl FakeConsul {
     /// Starts a fake of datacenter `dc1` without ACLs.
     pub fn start() -> Self {
@@ -247,7 +290,6 @@ impl FakeConsul {
 
     /// Starts a fake with `options`.
     pub fn start_with(options: ConsulOptions) -> Self {
-        let counters = Arc::new(Counters::default());
         let state = Arc::new(ConsulState {
             data: Mutex::new(ConsulData {
                 // A real cluster has done some work before anyone registers.
@@ -258,31 +300,16 @@ impl FakeConsul {
                 hidden: BTreeSet::new(),
             }),
             changed: tokio::sync::watch::channel(10).0,
-            counters: counters.clone(),
             options,
         });
         let router = Router::new()
             .route("/v1/catalog/services", get(consul_services))
             .route("/v1/health/service/{name}", get(consul_health))
-            .with_state(state.clone())
-            .layer(axum::middleware::from_fn_with_state(
-                counters,
-                count_and_fail,
-            ));
+            .with_state(state.clone());
         Self {
             served: Served::start("fake-consul", router),
             state,
         }
-    }
-
-    /// The port it listens on (127.0.0.1).
-    pub fn port(&self) -> u16 {
-        self.served.port
-    }
-
-    /// `127.0.0.1:<port>`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
     }
 
     /// `consul://127.0.0.1:<port>`.
@@ -335,29 +362,6 @@ impl FakeConsul {
     /// then carry `X-Consul-Results-Filtered-By-ACLs: true`. Does not move the index.
     pub fn hide(&self, services: &[&str]) {
         lock(&self.state.data).hidden = services.iter().map(|s| s.to_string()).collect();
-    }
-
-    /// Makes every request answer `status` (`None`: serve normally again).
-    pub fn fail_with(&self, status: Option<u16>) {
-        self.state
-            .counters
-            .fail
-            .store(status.unwrap_or(0), Ordering::SeqCst);
-    }
-
-    /// Requests served so far.
-    pub fn requests(&self) -> u64 {
-        self.state.counters.total.load(Ordering::SeqCst)
-    }
-
-    /// Requests served so far for the exact `path`, e.g. `/v1/health/service/web`.
-    pub fn requests_to(&self, path: &str) -> u64 {
-        self.state
-            .counters
-            .by_path()
-            .get(path)
-            .copied()
-            .unwrap_or(0)
     }
 
     fn modify(&self, node: &str, id: &str, edit: impl FnOnce(&mut ConsulService)) -> bool {
@@ -664,7 +668,6 @@ pub struct FakeEureka {
 
 struct EurekaState {
     data: Mutex<EurekaData>,
-    counters: Arc<Counters>,
     options: EurekaOptions,
 }
 
@@ -695,6 +698,15 @@ struct Recent {
 /// How long a change stays in the delta (Eureka's `retentionTimeInMSInDeltaQueue`).
 const DELTA_RETENTION: Duration = Duration::from_secs(180);
 
+impl std::ops::Deref for FakeEureka {
+    type Target = Served;
+
+    /// The server: port, address, request counts, forced failures.
+    fn deref(&self) -> &Served {
+        &self.served
+    }
+}
+
 impl FakeEureka {
     /// Starts an open fake.
     pub fn start() -> Self {
@@ -703,13 +715,11 @@ impl FakeEureka {
 
     /// Starts a fake with `options`.
     pub fn start_with(options: EurekaOptions) -> Self {
-        let counters = Arc::new(Counters::default());
         let state = Arc::new(EurekaState {
             data: Mutex::new(EurekaData {
                 version: 1,
                 ..EurekaData::default()
             }),
-            counters: counters.clone(),
             options,
         });
         let router = Router::new()
@@ -717,25 +727,11 @@ impl FakeEureka {
             .route("/eureka/apps/", get(eureka_apps))
             .route("/eureka/apps/delta", get(eureka_delta))
             .route("/eureka/apps/{app}", get(eureka_app))
-            .with_state(state.clone())
-            .layer(axum::middleware::from_fn_with_state(
-                counters,
-                count_and_fail,
-            ));
+            .with_state(state.clone());
         Self {
             served: Served::start("fake-eureka", router),
             state,
         }
-    }
-
-    /// The port it listens on (127.0.0.1).
-    pub fn port(&self) -> u16 {
-        self.served.port
-    }
-
-    /// `127.0.0.1:<port>`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
     }
 
     /// `eureka://127.0.0.1:<port>/eureka`.
@@ -811,29 +807,6 @@ impl FakeEureka {
     /// The registry's reconcile hash, e.g. `DOWN_1_UP_2_`.
     pub fn hashcode(&self) -> String {
         lock(&self.state.data).hashcode()
-    }
-
-    /// Makes every request answer `status` (`None`: serve normally again).
-    pub fn fail_with(&self, status: Option<u16>) {
-        self.state
-            .counters
-            .fail
-            .store(status.unwrap_or(0), Ordering::SeqCst);
-    }
-
-    /// Requests served so far.
-    pub fn requests(&self) -> u64 {
-        self.state.counters.total.load(Ordering::SeqCst)
-    }
-
-    /// Requests served so far for the exact `path`, e.g. `/eureka/apps/delta`.
-    pub fn requests_to(&self, path: &str) -> u64 {
-        self.state
-            .counters
-            .by_path()
-            .get(path)
-            .copied()
-            .unwrap_or(0)
     }
 }
 

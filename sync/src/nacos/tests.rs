@@ -238,7 +238,7 @@ fn answer(script: &Shared, method: &str, target: &str, body: &str) -> (u16, Stri
         let no: usize = param("pageNo").parse().unwrap_or(1);
         let size: usize = param("pageSize").parse().unwrap_or(10);
         all.into_iter()
-            .skip((no - 1) * size)
+            .skip(no.saturating_sub(1) * size)
             .take(size)
             .collect::<Vec<_>>()
     };
