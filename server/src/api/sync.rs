@@ -2,9 +2,7 @@
 //! only (a task's source URL may carry credentials; answers show it redacted).
 //!
 //! Writes go through Raft; the answer is read back from this node's copy of the task
-//! table once the write has reached it, so a caller sees its own change.
-
-use std::time::Duration;
+//! table after a read barrier, so a caller sees its own change.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -119,7 +117,7 @@ async fn create(
     let spec = validate(&state, body)?;
     let name = spec.name.clone();
     state.store.propose(CommandV1::CreateSyncTask(spec)).await?;
-    let view = read_back(&state, &name, |_| true).await?;
+    let view = read_back(&state, &name).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -248,9 +246,7 @@ async fn set_paused(
             paused,
         })
         .await?;
-    Ok(Json(
-        read_back(&state, &name, |t| t.spec.paused == paused).await?,
-    ))
+    Ok(Json(read_back(&state, &name).await?))
 }
 
 /// `DELETE /api/v1/sync/tasks/{name}` answer.
@@ -281,20 +277,13 @@ async fn delete(
     }))
 }
 
-/// The task as this node holds it, once `ready` says the write reached it (a follower
-/// applies a committed write a moment after the leader).
-async fn read_back(
-    state: &AppState,
-    name: &str,
-    ready: impl Fn(&StoredTask) -> bool,
-) -> Result<TaskView, ApiError> {
-    for _ in 0..100 {
-        if let Some(t) = state.tasks.get(name).filter(&ready) {
-            return Ok(t.into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Err(ApiError::unavailable(
-        "the change was committed but has not reached this node yet; read it again",
-    ))
+/// The task as this node holds it after the write: the read barrier waits until this
+/// node has applied everything committed (a follower applies a moment after the leader).
+async fn read_back(state: &AppState, name: &str) -> Result<TaskView, ApiError> {
+    state.store.read_barrier().await?;
+    state
+        .tasks
+        .get(name)
+        .map(TaskView::from)
+        .ok_or_else(|| ApiError::not_found(format!("sync task '{name}' not found")))
 }
