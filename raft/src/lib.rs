@@ -1,7 +1,8 @@
 //! A generic replicated state machine on [openraft]: the application supplies a
 //! [`StateMachine`] (apply / snapshot / restore) and gets a durable, fsynced Raft node.
 //!
-//! Modules: [`types`] the openraft type configuration, [`log_store`] the durable redb log,
+//! Modules: [`types`] the openraft type configuration, [`batch`] concurrent proposals
+//! packed into one entry on the leader, [`log_store`] the durable redb log,
 //! [`machine`] the state-machine adapter with on-disk snapshots, [`network`] the peer
 //! transport seam, [`node`] the running node that ties them together.
 
@@ -9,6 +10,7 @@
 // same type rather than box and unbox it at every call.
 #![allow(clippy::result_large_err)]
 
+pub mod batch;
 pub mod log_store;
 pub mod machine;
 pub mod network;

@@ -16,7 +16,9 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
 
+use crate::batch;
 use crate::types::{Entry, LogId, NodeId, Payload, StorageError, StoredMembership, TypeConfig};
 
 /// A deterministic state machine replicated by Raft.
@@ -130,6 +132,36 @@ impl<S: StateMachine> MachineStore<S> {
     }
 }
 
+/// Decodes one command. A command this build cannot decode was written by a newer
+/// version: stop there rather than skip it and diverge from the other nodes.
+fn decode_command<S: StateMachine>(
+    log_id: LogId,
+    bytes: &[u8],
+) -> Result<S::Command, StorageError> {
+    rmp_serde::from_slice(bytes).map_err(|e| {
+        tracing::error!(index = log_id.index, error = %e, "unknown replicated command; stopping");
+        StorageError::from(StorageIOError::apply(log_id, &e))
+    })
+}
+
+fn encode_response<S: StateMachine>(
+    log_id: LogId,
+    response: &S::Response,
+) -> Result<Vec<u8>, StorageError> {
+    rmp_serde::to_vec_named(response)
+        .map_err(|e| StorageError::from(StorageIOError::apply(log_id, &e)))
+}
+
+/// Decodes, applies and encodes the response of one command.
+fn apply_one<S: StateMachine>(
+    machine: &mut S,
+    log_id: LogId,
+    bytes: &[u8],
+) -> Result<Vec<u8>, StorageError> {
+    let command = decode_command::<S>(log_id, bytes)?;
+    encode_response::<S>(log_id, &machine.apply(command))
+}
+
 fn snapshot_err(e: impl std::fmt::Display) -> StorageError {
     StorageIOError::write_snapshot(None, &std::io::Error::other(e.to_string())).into()
 }
@@ -189,19 +221,30 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for MachineStore<S> {
                     applied.last_membership = StoredMembership::new(Some(log_id), m);
                     Payload::default()
                 }
-                EntryPayload::Normal(Payload(bytes)) => {
-                    // A command this build cannot decode was written by a newer version:
-                    // stop here rather than skip it and diverge from the other nodes.
-                    let command: S::Command = rmp_serde::from_slice(&bytes).map_err(|e| {
-                        tracing::error!(index = log_id.index, error = %e, "unknown replicated command; stopping");
-                        StorageError::from(StorageIOError::apply(log_id, &e))
-                    })?;
-                    let response = applied.machine.apply(command);
-                    Payload(
-                        rmp_serde::to_vec_named(&response)
-                            .map_err(|e| StorageError::from(StorageIOError::apply(log_id, &e)))?,
-                    )
-                }
+                EntryPayload::Normal(Payload(bytes)) => match batch::decode_batch(&bytes) {
+                    None => Payload(apply_one(&mut applied.machine, log_id, &bytes)?),
+                    Some(commands) => {
+                        // Decode the whole batch before applying any of it, so that an
+                        // entry this build cannot read stops Raft with nothing applied.
+                        let commands = commands
+                            .iter()
+                            .map(|bytes| decode_command::<S>(log_id, bytes))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        let responses = commands
+                            .into_iter()
+                            .map(|command| {
+                                encode_response::<S>(log_id, &applied.machine.apply(command))
+                                    .map(ByteBuf::from)
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        batch::encode_batch(&responses).map_err(|e| {
+                            StorageError::from(StorageIOError::apply(
+                                log_id,
+                                &std::io::Error::other(e.to_string()),
+                            ))
+                        })?
+                    }
+                },
             };
             applied.last_applied = Some(log_id);
             responses.push(response);

@@ -13,6 +13,7 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, InitializeError, 
 use openraft::{BasicNode, ChangeMembers, Raft, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
+use crate::batch::{Batcher, Redirect};
 use crate::log_store::LogStore;
 use crate::machine::{MachineStore, StateMachine};
 use crate::network::{decode, encode, Handler, Network, Rpc, Transport, TransportError};
@@ -144,6 +145,7 @@ pub struct RaftStatus {
 /// clone.
 pub struct RaftNode<S, T> {
     raft: Raft<TypeConfig>,
+    batcher: Batcher,
     node_id: NodeId,
     peer_addr: String,
     transport: T,
@@ -154,6 +156,7 @@ impl<S, T: Clone> Clone for RaftNode<S, T> {
     fn clone(&self) -> Self {
         Self {
             raft: self.raft.clone(),
+            batcher: self.batcher.clone(),
             node_id: self.node_id,
             peer_addr: self.peer_addr.clone(),
             transport: self.transport.clone(),
@@ -169,26 +172,6 @@ fn storage_err(
     StartError::Storage {
         dir: dir.to_path_buf(),
         source: Box::new(e),
-    }
-}
-
-/// Where a write must go instead of here.
-enum Redirect {
-    /// The leader.
-    Leader(NodeId, String),
-    /// Nobody leads yet.
-    Nobody,
-}
-
-fn redirect_of(e: &RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Option<Redirect> {
-    match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-            Some(match (f.leader_id, &f.leader_node) {
-                (Some(id), Some(node)) => Redirect::Leader(id, node.addr.clone()),
-                _ => Redirect::Nobody,
-            })
-        }
-        _ => None,
     }
 }
 
@@ -222,6 +205,7 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
         .await
         .map_err(|e| StartError::Stopped(e.to_string()))?;
         Ok(Self {
+            batcher: Batcher::start(raft.clone()),
             raft,
             node_id: config.node_id,
             peer_addr: config.peer_addr.clone(),
@@ -277,8 +261,8 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
         rmp_serde::from_slice(&reply.0).map_err(|e| WriteError::Codec(e.to_string()))
     }
 
-    /// Proposes on this node if it leads (bounded by [`COMMIT_TIMEOUT`]); otherwise says
-    /// where to go. A leader that has not heard from a quorum for longer than an election
+    /// Proposes on this node if it leads (bounded by [`COMMIT_TIMEOUT`]), batched with
+    /// whatever else is being proposed (see [`crate::batch`]); otherwise says where to go. A leader that has not heard from a quorum for longer than an election
     /// timeout refuses at once: it is probably on the minority side of a partition.
     async fn propose_here(&self, bytes: Vec<u8>) -> Result<Result<Payload, Redirect>, WriteError> {
         let m = self.raft.metrics().borrow().clone();
@@ -290,14 +274,7 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
                 "this leader cannot reach a quorum".into(),
             ));
         }
-        match tokio::time::timeout(COMMIT_TIMEOUT, self.raft.client_write(Payload(bytes))).await {
-            Err(_) => Err(WriteError::Unknown),
-            Ok(Ok(reply)) => Ok(Ok(reply.data)),
-            Ok(Err(e)) => match redirect_of(&e) {
-                Some(r) => Ok(Err(r)),
-                None => Err(WriteError::Unavailable(e.to_string())),
-            },
-        }
+        self.batcher.propose(bytes, COMMIT_TIMEOUT).await
     }
 
     async fn propose_bytes(&self, bytes: Vec<u8>) -> Result<Payload, WriteError> {
