@@ -116,7 +116,7 @@ mod tests {
 
     fn host(port: u16, weight: f64) -> Arc<Instance> {
         Arc::new(Instance {
-            instance_id: format!("{port}").into(),
+            instance_id: Some(format!("{port}").into()),
             ip: "10.0.0.1".into(),
             port,
             cluster: "DEFAULT".into(),

@@ -1,6 +1,7 @@
 //! Instances: one address (`ip:port`) serving a service, with its weight, health and
 //! metadata, and the heartbeat settings Nacos clients control through `preserved.*` keys.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -118,8 +119,10 @@ impl BeatClock {
 /// replace the `Arc<Instance>`; only the beat clock is shared between versions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Instance {
-    /// Instance id, `ip#port#cluster#group@@service` unless given.
-    pub instance_id: Arc<str>,
+    /// Instance id as the client gave it; `None` for the default
+    /// `ip#port#cluster#group@@service`, made when shown (see [`Instance::id`]) rather
+    /// than stored: the string would be a tenth of an instance's footprint.
+    pub instance_id: Option<Arc<str>>,
     /// IP address or host name.
     pub ip: Arc<str>,
     /// Port.
@@ -157,6 +160,20 @@ impl Instance {
     /// The key of this instance within its service.
     pub fn addr(&self) -> Arc<str> {
         addr_key(&self.ip, self.port)
+    }
+
+    /// The instance id shown to clients: the one it was given, else Nacos' default for
+    /// an instance of service `grouped`.
+    pub fn id(&self, grouped: &str) -> Cow<'_, str> {
+        match &self.instance_id {
+            Some(id) => Cow::Borrowed(id),
+            None => Cow::Owned(default_instance_id(
+                &self.ip,
+                self.port,
+                &self.cluster,
+                grouped,
+            )),
+        }
     }
 
     /// The client that owns it: its gRPC connection, else its address.

@@ -29,7 +29,7 @@ use crate::health::expiry::{judge, ExpiryQueue, Verdict};
 use crate::health::guard::EvictionGuard;
 use changes::{ChangeSet, Watchers};
 use client::{ClientData, Clients};
-use instance::{addr_key, default_instance_id, BeatClock, Heartbeat, Instance, Metadata};
+use instance::{addr_key, BeatClock, Heartbeat, Instance, Metadata};
 use namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use service::{Changed, ClusterSettings, Service, ServiceKey, ServiceSettings, ServiceView};
 
@@ -423,10 +423,7 @@ impl Registry {
                 (None, false)
             };
             let instance = Instance {
-                instance_id: match &reg.instance_id {
-                    Some(id) => id.as_str().into(),
-                    None => default_instance_id(&reg.ip, reg.port, &reg.cluster, &grouped).into(),
-                },
+                instance_id: reg.instance_id.as_deref().map(Arc::from),
                 ip: reg.ip.as_str().into(),
                 port: reg.port,
                 cluster: instance::cluster_name(&reg.cluster),

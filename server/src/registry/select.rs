@@ -120,7 +120,7 @@ mod tests {
         meta: &[(&str, &str)],
     ) -> Arc<Instance> {
         Arc::new(Instance {
-            instance_id: format!("{port}").into(),
+            instance_id: Some(format!("{port}").into()),
             ip: "10.0.0.1".into(),
             port,
             cluster: cluster.into(),

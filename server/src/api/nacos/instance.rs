@@ -226,7 +226,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         "healthy": instance.healthy,
         "enabled": instance.enabled,
         "ephemeral": instance.ephemeral,
-        "instanceId": &*instance.instance_id,
+        "instanceId": instance.id(&grouped),
         "metadata": &*instance.metadata,
     })))
 }

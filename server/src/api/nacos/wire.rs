@@ -1,6 +1,8 @@
 //! Nacos wire shapes shared by queries and push: the `ServiceInfo` object that
 //! `/instance/list` answers and UDP push carries, with its host entries.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::registry::instance::{Instance, Metadata, ID_GENERATOR_KEY};
@@ -15,7 +17,7 @@ pub const CACHE_MILLIS: u64 = 10_000;
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Host<'a> {
-    instance_id: &'a str,
+    instance_id: Cow<'a, str>,
     ip: &'a str,
     port: u16,
     weight: f64,
@@ -43,7 +45,7 @@ impl<'a> Host<'a> {
             instance.metadata.get(ID_GENERATOR_KEY).map(String::as_str)
         };
         Self {
-            instance_id: &instance.instance_id,
+            instance_id: instance.id(grouped),
             ip: &instance.ip,
             port: instance.port,
             weight: instance.weight,
