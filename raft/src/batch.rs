@@ -7,6 +7,10 @@
 //! from proposals that would otherwise queue. Durability is unchanged — every proposal is
 //! acknowledged only after the entry holding it is committed and applied.
 //!
+//! Followers do the same on the way to the leader: proposals that queue while a forward
+//! is in flight travel together in one `ProposeMany` request, and the leader puts each
+//! into its own queue, so they usually share one entry there too.
+//!
 //! A batch entry is the byte [`BATCH_MARK`] followed by the MessagePack array of the
 //! commands' own encodings; its response is the same mark followed by the array of the
 //! responses, in order. `0xc1` is the one byte MessagePack never uses, so no single
@@ -17,9 +21,12 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Raft};
+use serde::de::DeserializeOwned;
 use serde_bytes::ByteBuf;
 use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant;
 
+use crate::network::{decode, encode, Rpc, Transport, TransportError};
 use crate::node::WriteError;
 use crate::types::{NodeId, Payload, TypeConfig};
 
@@ -34,6 +41,12 @@ const MAX_BYTES: usize = 1 << 20;
 /// three-node bench (2 cores): 1 in flight 5,900 writes/s, 2 → 4,900/s, 4 → 5,000/s —
 /// fewer, fuller entries win over more overlap.
 const MAX_IN_FLIGHT: usize = 1;
+/// Forwards from a follower to the leader in flight at once; the next one takes
+/// everything that queued meanwhile.
+const MAX_FORWARDS_IN_FLIGHT: usize = 2;
+/// How long a forwarded request may take before the caller is told the outcome is
+/// unknown.
+pub(crate) const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one entry may take to commit before its proposals are told "unknown".
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -68,17 +81,164 @@ impl Batcher {
         Self { queue }
     }
 
-    /// Proposes one encoded command and waits up to `timeout` for its outcome.
-    pub(crate) async fn propose(&self, bytes: Vec<u8>, timeout: Duration) -> Outcome {
+    /// Queues one encoded command at once; the receiver gets its outcome.
+    pub(crate) fn submit(&self, bytes: Vec<u8>) -> oneshot::Receiver<Outcome> {
         let (reply, outcome) = oneshot::channel();
+        // If the task is gone the reply sender is dropped with the message, and the
+        // receiver reports the shutdown.
+        let _ = self.queue.send(Proposal { bytes, reply });
+        outcome
+    }
+}
+
+/// Waits until `deadline` at most for the outcome of a submitted proposal.
+pub(crate) async fn outcome(rx: oneshot::Receiver<Outcome>, deadline: Instant) -> Outcome {
+    match tokio::time::timeout_at(deadline, rx).await {
+        Err(_) => Err(WriteError::Unknown),
+        Ok(Err(_)) => Err(WriteError::Unavailable("raft is shutting down".into())),
+        Ok(Ok(outcome)) => outcome,
+    }
+}
+
+/// Proposals from a follower to the leader, waiting to be forwarded.
+struct Forward {
+    leader: NodeId,
+    addr: String,
+    bytes: Vec<u8>,
+    reply: oneshot::Sender<Result<Payload, WriteError>>,
+}
+
+/// The follower-side queue of proposals for the leader. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Forwarder {
+    queue: mpsc::UnboundedSender<Forward>,
+}
+
+impl Forwarder {
+    /// Starts the task that forwards the queue through `transport`.
+    pub(crate) fn start<T: Transport>(transport: T) -> Self {
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run_forwarder(transport, rx));
+        Self { queue }
+    }
+
+    /// Forwards `bytes` to `leader` at `addr`, with whatever else is on its way there,
+    /// and waits for the leader's answer.
+    pub(crate) async fn forward(
+        &self,
+        leader: NodeId,
+        addr: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Payload, WriteError> {
+        let (reply, answer) = oneshot::channel();
         self.queue
-            .send(Proposal { bytes, reply })
+            .send(Forward {
+                leader,
+                addr: addr.to_string(),
+                bytes,
+                reply,
+            })
             .map_err(|_| WriteError::Unavailable("raft is shutting down".into()))?;
-        match tokio::time::timeout(timeout, outcome).await {
-            Err(_) => Err(WriteError::Unknown),
-            Ok(Err(_)) => Err(WriteError::Unavailable("raft is shutting down".into())),
-            Ok(Ok(outcome)) => outcome,
+        answer
+            .await
+            .unwrap_or_else(|_| Err(WriteError::Unavailable("raft is shutting down".into())))
+    }
+}
+
+async fn run_forwarder<T: Transport>(transport: T, mut rx: mpsc::UnboundedReceiver<Forward>) {
+    let in_flight = Arc::new(Semaphore::new(MAX_FORWARDS_IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            return;
+        };
+        let mut size = first.bytes.len();
+        let mut batch = vec![first];
+        while batch.len() < MAX_PROPOSALS && size < MAX_BYTES {
+            match rx.try_recv() {
+                Ok(next) => {
+                    size += next.bytes.len();
+                    batch.push(next);
+                }
+                Err(_) => break,
+            }
         }
+        // Leadership rarely moves mid-batch; when it does, each leader gets its own.
+        let mut by_leader: Vec<Vec<Forward>> = Vec::new();
+        for f in batch {
+            match by_leader
+                .iter_mut()
+                .find(|g| g[0].leader == f.leader && g[0].addr == f.addr)
+            {
+                Some(group) => group.push(f),
+                None => by_leader.push(vec![f]),
+            }
+        }
+        let transport = transport.clone();
+        tokio::spawn(async move {
+            for group in by_leader {
+                send_group(&transport, group).await;
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Sends one leader its proposals (one `Propose`, or one `ProposeMany`) and answers each.
+async fn send_group<T: Transport>(transport: &T, mut group: Vec<Forward>) {
+    let (leader, addr) = (group[0].leader, group[0].addr.clone());
+    if group.len() == 1 {
+        let f = group.pop().expect("one proposal");
+        let answer = call::<Payload, T>(transport, leader, &addr, Rpc::Propose, f.bytes).await;
+        let _ = f.reply.send(answer);
+        return;
+    }
+    let (commands, replies): (Vec<_>, Vec<_>) = group
+        .into_iter()
+        .map(|f| (ByteBuf::from(f.bytes), f.reply))
+        .unzip();
+    let answers = match call::<Vec<Result<Payload, WriteError>>, T>(
+        transport,
+        leader,
+        &addr,
+        Rpc::ProposeMany,
+        encode(&commands),
+    )
+    .await
+    {
+        Ok(answers) if answers.len() == replies.len() => answers,
+        Ok(_) => vec![
+            Err(WriteError::Codec(
+                "the leader answered a different number of proposals".into()
+            ));
+            replies.len()
+        ],
+        Err(e) => vec![Err(e); replies.len()],
+    };
+    for (reply, answer) in replies.into_iter().zip(answers) {
+        let _ = reply.send(answer);
+    }
+}
+
+/// Sends `body` as `rpc` to the leader and decodes its `Result<R, WriteError>`.
+pub(crate) async fn call<R: DeserializeOwned, T: Transport>(
+    transport: &T,
+    leader: NodeId,
+    addr: &str,
+    rpc: Rpc,
+    body: Vec<u8>,
+) -> Result<R, WriteError> {
+    match transport
+        .call(leader, addr, rpc, body, FORWARD_TIMEOUT)
+        .await
+    {
+        Ok(reply) => {
+            decode::<Result<R, WriteError>>(&reply).map_err(|e| WriteError::Codec(e.to_string()))?
+        }
+        Err(TransportError::Unreachable(a, why)) => Err(WriteError::NoLeader(format!(
+            "leader {leader} at {a}: {why}"
+        ))),
+        Err(TransportError::NoReply(..)) => Err(WriteError::Unknown),
+        Err(e @ TransportError::Refused(..)) => Err(WriteError::Unavailable(e.to_string())),
     }
 }
 

@@ -36,6 +36,8 @@ pub enum Rpc {
     InstallSnapshot,
     /// A command proposed on a follower, for the leader to commit.
     Propose,
+    /// Several commands proposed on a follower at once (see [`crate::batch`]).
+    ProposeMany,
     /// The leader's commit index for a linearizable read.
     ReadIndex,
     /// A membership change, for the leader to carry out.
@@ -50,6 +52,7 @@ impl Rpc {
             Rpc::Vote => "vote",
             Rpc::InstallSnapshot => "snapshot",
             Rpc::Propose => "propose",
+            Rpc::ProposeMany => "propose-many",
             Rpc::ReadIndex => "read-index",
             Rpc::ChangeMembership => "membership",
         }
@@ -62,6 +65,7 @@ impl Rpc {
             Rpc::Vote,
             Rpc::InstallSnapshot,
             Rpc::Propose,
+            Rpc::ProposeMany,
             Rpc::ReadIndex,
             Rpc::ChangeMembership,
         ]

@@ -13,14 +13,12 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, InitializeError, 
 use openraft::{BasicNode, ChangeMembers, Raft, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{Batcher, Redirect};
+use crate::batch::{self, Batcher, Forwarder, Redirect, FORWARD_TIMEOUT};
 use crate::log_store::LogStore;
 use crate::machine::{MachineStore, StateMachine};
-use crate::network::{decode, encode, Handler, Network, Rpc, Transport, TransportError};
+use crate::network::{decode, encode, Handler, Network, Rpc, Transport};
 use crate::types::{NodeId, Payload, TypeConfig};
 
-/// How long a forwarded request may take before the caller is told to retry.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a write waits for a leader to exist before giving up.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// How long the leader waits for a proposal to commit before answering "unknown".
@@ -146,6 +144,7 @@ pub struct RaftStatus {
 pub struct RaftNode<S, T> {
     raft: Raft<TypeConfig>,
     batcher: Batcher,
+    forwarder: Forwarder,
     node_id: NodeId,
     peer_addr: String,
     transport: T,
@@ -157,6 +156,7 @@ impl<S, T: Clone> Clone for RaftNode<S, T> {
         Self {
             raft: self.raft.clone(),
             batcher: self.batcher.clone(),
+            forwarder: self.forwarder.clone(),
             node_id: self.node_id,
             peer_addr: self.peer_addr.clone(),
             transport: self.transport.clone(),
@@ -206,6 +206,7 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
         .map_err(|e| StartError::Stopped(e.to_string()))?;
         Ok(Self {
             batcher: Batcher::start(raft.clone()),
+            forwarder: Forwarder::start(transport.clone()),
             raft,
             node_id: config.node_id,
             peer_addr: config.peer_addr.clone(),
@@ -261,10 +262,9 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
         rmp_serde::from_slice(&reply.0).map_err(|e| WriteError::Codec(e.to_string()))
     }
 
-    /// Proposes on this node if it leads (bounded by [`COMMIT_TIMEOUT`]), batched with
-    /// whatever else is being proposed (see [`crate::batch`]); otherwise says where to go. A leader that has not heard from a quorum for longer than an election
-    /// timeout refuses at once: it is probably on the minority side of a partition.
-    async fn propose_here(&self, bytes: Vec<u8>) -> Result<Result<Payload, Redirect>, WriteError> {
+    /// Refuses at once on a leader that has not heard from a quorum for longer than an
+    /// election timeout: it is probably on the minority side of a partition.
+    fn check_quorum(&self) -> Result<(), WriteError> {
         let m = self.raft.metrics().borrow().clone();
         if m.state == ServerState::Leader
             && m.millis_since_quorum_ack
@@ -274,7 +274,15 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
                 "this leader cannot reach a quorum".into(),
             ));
         }
-        self.batcher.propose(bytes, COMMIT_TIMEOUT).await
+        Ok(())
+    }
+
+    /// Proposes on this node if it leads (bounded by [`COMMIT_TIMEOUT`]), batched with
+    /// whatever else is being proposed (see [`crate::batch`]); otherwise says where to go.
+    async fn propose_here(&self, bytes: Vec<u8>) -> Result<Result<Payload, Redirect>, WriteError> {
+        self.check_quorum()?;
+        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
+        batch::outcome(self.batcher.submit(bytes), deadline).await
     }
 
     async fn propose_bytes(&self, bytes: Vec<u8>) -> Result<Payload, WriteError> {
@@ -299,10 +307,7 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
             };
             let last_error = match redirect {
                 Redirect::Leader(id, addr) => {
-                    match self
-                        .forward::<Payload>(id, &addr, Rpc::Propose, bytes.clone())
-                        .await
-                    {
+                    match self.forwarder.forward(id, &addr, bytes.clone()).await {
                         Ok(reply) => return Ok(reply),
                         Err(WriteError::NoLeader(why)) => why,
                         Err(other) => return Err(other),
@@ -325,19 +330,7 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
         rpc: Rpc,
         body: Vec<u8>,
     ) -> Result<R, WriteError> {
-        match self
-            .transport
-            .call(leader, addr, rpc, body, FORWARD_TIMEOUT)
-            .await
-        {
-            Ok(reply) => decode::<Result<R, WriteError>>(&reply)
-                .map_err(|e| WriteError::Codec(e.to_string()))?,
-            Err(TransportError::Unreachable(a, why)) => Err(WriteError::NoLeader(format!(
-                "leader {leader} at {a}: {why}"
-            ))),
-            Err(TransportError::NoReply(..)) => Err(WriteError::Unknown),
-            Err(e @ TransportError::Refused(..)) => Err(WriteError::Unavailable(e.to_string())),
-        }
+        batch::call(&self.transport, leader, addr, rpc, body).await
     }
 
     /// Waits until this node has applied everything the leader had committed when the
@@ -471,6 +464,30 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
                     Err(e) => Err(e),
                 };
                 encode(&result)
+            }
+            Rpc::ProposeMany => {
+                let commands: Vec<serde_bytes::ByteBuf> = decode(body)?;
+                let answers: Vec<Result<Payload, WriteError>> = match self.check_quorum() {
+                    Err(e) => vec![Err(e); commands.len()],
+                    Ok(()) => {
+                        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
+                        // Queue them all before waiting, so that they share entries.
+                        let pending: Vec<_> = commands
+                            .into_iter()
+                            .map(|c| self.batcher.submit(c.into_vec()))
+                            .collect();
+                        let mut answers = Vec::with_capacity(pending.len());
+                        for rx in pending {
+                            answers.push(match batch::outcome(rx, deadline).await {
+                                Ok(Ok(reply)) => Ok(reply),
+                                Ok(Err(_)) => Err(WriteError::NoLeader("leadership moved".into())),
+                                Err(e) => Err(e),
+                            });
+                        }
+                        answers
+                    }
+                };
+                encode(&Ok::<_, WriteError>(answers))
             }
             Rpc::ReadIndex => {
                 let result = match self.raft.get_read_log_id().await {

@@ -45,7 +45,10 @@ fn register_then_deregister() {
     let svc = r.service_by_key(&key("a")).unwrap();
     let inst = svc.view().instances.values().next().unwrap().clone();
     assert_eq!(inst.instance_id, None, "the default id is not stored");
-    assert_eq!(inst.id(&svc.grouped), "10.0.0.1#80#DEFAULT#DEFAULT_GROUP@@a");
+    assert_eq!(
+        inst.id(&svc.grouped),
+        "10.0.0.1#80#DEFAULT#DEFAULT_GROUP@@a"
+    );
     assert!(r.deregister(&key("a"), "10.0.0.1", 80, None, 1));
     assert!(
         !r.deregister(&key("a"), "10.0.0.1", 80, None, 1),
