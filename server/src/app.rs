@@ -621,9 +621,13 @@ async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
             _ = stopping.changed() => return,
         }
         let owns = |client: &str| state.distro.judges(client);
+        // Counted once per pass, not once per batch: a count walks the namespace.
+        let mut counts = crate::registry::NamespaceCounts::new();
         loop {
             let now = now_ms();
-            let report = state.registry.expire_due(now, BATCH, &owns, &state.guard);
+            let report = state
+                .registry
+                .expire_due(now, BATCH, &owns, &state.guard, &mut counts);
             state
                 .metrics
                 .expired_unhealthy

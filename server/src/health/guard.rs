@@ -42,8 +42,9 @@ pub struct EvictionGuard {
     engaged: Mutex<HashMap<Arc<str>, u64>>,
 }
 
-/// A namespace held for this long without a held removal is released.
-const RELEASE_AFTER_MS: u64 = 2_000;
+/// A namespace held for this long without a held removal is released (held removals
+/// come back every `HELD_RECHECK_MS`, so this must be longer).
+const RELEASE_AFTER_MS: u64 = crate::registry::HELD_RECHECK_MS + 1_000;
 
 impl EvictionGuard {
     /// A guard with `policy`.
@@ -118,8 +119,12 @@ mod tests {
         assert!(g.hold(&ns, 0));
         assert!(!g.hold(&ns, 100));
         assert_eq!(g.engaged(), std::slice::from_ref(&ns));
-        assert!(g.release_idle(1_000).is_empty());
-        assert_eq!(g.release_idle(2_200), std::slice::from_ref(&ns));
+        // Still held until a whole release period passed after the last held removal.
+        assert!(g.release_idle(100 + RELEASE_AFTER_MS - 1).is_empty());
+        assert_eq!(
+            g.release_idle(100 + RELEASE_AFTER_MS),
+            std::slice::from_ref(&ns)
+        );
         assert!(!g.release("public"));
     }
 }

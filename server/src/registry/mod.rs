@@ -153,6 +153,12 @@ pub struct PersistentData {
     pub instances: Vec<(ServiceKey, Instance)>,
 }
 
+/// Per namespace: (silent, all) ephemeral instances, as counted for the eviction guard.
+pub type NamespaceCounts = HashMap<Arc<str>, (usize, usize)>;
+
+/// How long a removal the eviction guard held waits before it is judged again.
+pub const HELD_RECHECK_MS: u64 = 2_000;
+
 /// What one pass of the expiry check did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExpiryReport {
@@ -740,6 +746,9 @@ impl Registry {
 
     /// Judges every ephemeral instance whose deadline passed: marks silent ones
     /// unhealthy, removes expired ones, reschedules the rest. Handles at most `max`.
+    /// `counts` caches each namespace's (silent, all) ephemeral counts for the guard:
+    /// the caller keeps it for one pass (several calls), since counting is a walk over
+    /// the namespace.
     /// Only clients `owns` approves are judged (Distro: the owner decides); the others
     /// are looked at again later. Removals in a namespace where `guard` holds wait.
     pub fn expire_due(
@@ -748,9 +757,9 @@ impl Registry {
         max: usize,
         owns: &dyn Fn(&str) -> bool,
         guard: &EvictionGuard,
+        counts: &mut NamespaceCounts,
     ) -> ExpiryReport {
         let mut report = ExpiryReport::default();
-        let mut counts: HashMap<Arc<str>, (usize, usize)> = HashMap::new();
         for due in self.shared.expiry.pop_due(now_ms, max) {
             let view = due.service.view();
             let Some(instance) = view.instances.get(&due.addr) else {
@@ -784,9 +793,10 @@ impl Registry {
                             report.engaged.push(ns.clone());
                         }
                         report.held += 1;
-                        // Look again soon: removal resumes as soon as beats come back.
+                        // Look again later: an instance whose beats come back is alive
+                        // whatever the guard says; only the dead wait for the release.
                         self.shared.expiry.schedule(
-                            now_ms + 1_000,
+                            now_ms + HELD_RECHECK_MS,
                             due.service.clone(),
                             due.addr,
                             due.clock,
@@ -833,7 +843,10 @@ impl Registry {
     /// Counts (unhealthy, all) ephemeral instances of namespace `ns`.
     fn ephemeral_counts(&self, ns: &str) -> (usize, usize) {
         let mut counts = (0, 0);
-        for svc in self.services(ns) {
+        let Some(ns) = self.namespace(ns) else {
+            return counts;
+        };
+        for svc in ns.services.iter() {
             for inst in svc.view().instances.values().filter(|i| i.ephemeral) {
                 counts.1 += 1;
                 if !inst.healthy {

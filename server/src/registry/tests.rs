@@ -121,12 +121,24 @@ fn silence_makes_unhealthy_then_removes() {
         .unwrap();
 
     assert_eq!(
-        r.expire_due(3_999, 100, &|_| true, &EvictionGuard::default()),
+        r.expire_due(
+            3_999,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        ),
         ExpiryReport::default()
     );
     assert_eq!(
-        r.expire_due(4_001, 100, &|_| true, &EvictionGuard::default())
-            .unhealthy,
+        r.expire_due(
+            4_001,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        )
+        .unhealthy,
         1
     );
     assert_eq!(ports(&r, "a"), [(80, false), (80, true)]);
@@ -140,29 +152,59 @@ fn silence_makes_unhealthy_then_removes() {
     );
     assert_eq!(ports(&r, "a"), [(80, true), (80, true)]);
     assert_eq!(
-        r.expire_due(7_001, 100, &|_| true, &EvictionGuard::default()),
+        r.expire_due(
+            7_001,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        ),
         ExpiryReport::default()
     );
     assert_eq!(
-        r.expire_due(8_001, 100, &|_| true, &EvictionGuard::default())
-            .unhealthy,
+        r.expire_due(
+            8_001,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        )
+        .unhealthy,
         1
     );
     assert_eq!(
-        r.expire_due(11_001, 100, &|_| true, &EvictionGuard::default())
-            .removed,
+        r.expire_due(
+            11_001,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        )
+        .removed,
         1
     );
     assert_eq!(ports(&r, "a"), [(80, true)]);
     // The default-timeout instance follows Nacos' 15 s / 30 s.
     assert_eq!(
-        r.expire_due(16_001, 100, &|_| true, &EvictionGuard::default())
-            .unhealthy,
+        r.expire_due(
+            16_001,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        )
+        .unhealthy,
         1
     );
     assert_eq!(
-        r.expire_due(31_001, 100, &|_| true, &EvictionGuard::default())
-            .removed,
+        r.expire_due(
+            31_001,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        )
+        .removed,
         1
     );
     assert!(ports(&r, "a").is_empty());
@@ -177,7 +219,13 @@ fn persistent_instances_never_expire() {
     r.register(&key("p"), &reg("10.0.0.1", 80, false), 0)
         .unwrap();
     assert_eq!(
-        r.expire_due(1_000_000, 100, &|_| true, &EvictionGuard::default()),
+        r.expire_due(
+            1_000_000,
+            100,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default()
+        ),
         ExpiryReport::default()
     );
     assert_eq!(ports(&r, "p"), [(80, true)]);
