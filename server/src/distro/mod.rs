@@ -586,20 +586,18 @@ impl Distro {
     async fn verify_round(&self) {
         let registry = &self.shared.registry;
         let live = self.shared.members.live();
+        // Alone, there is nobody to confirm anything to.
+        if live.iter().all(|id| *id == self.shared.me) {
+            return;
+        }
         let owned: Vec<(String, u64, u64)> = registry
             .clients()
-            .ids()
+            .summaries()
             .into_iter()
-            .filter(|id| owner_of(id, &live) == self.shared.me)
-            .filter_map(|id| {
-                let record = registry.clients().get(&id)?;
-                (!record.entries.is_empty()).then(|| {
-                    (
-                        id.to_string(),
-                        record.revision,
-                        registry.client_last_beat(&id),
-                    )
-                })
+            .filter(|c| c.held && owner_of(&c.id, &live) == self.shared.me)
+            .map(|c| {
+                let last_beat = registry.client_last_beat(&c.id);
+                (c.id.to_string(), c.revision, last_beat)
             })
             .collect();
         let body =
@@ -650,17 +648,19 @@ impl Distro {
     fn drop_unconfirmed(&self, now: u64) {
         let registry = &self.shared.registry;
         let live = self.shared.members.live();
+        // Alone, every client is this node's own: no copies to judge.
+        if live.iter().all(|id| *id == self.shared.me) {
+            return;
+        }
         let round = self.shared.verify_every.as_millis() as u64;
         let mut offers: BTreeMap<NodeId, Vec<Arc<str>>> = BTreeMap::new();
-        for id in registry.clients().ids() {
-            let Some(record) = registry.clients().get(&id) else {
-                continue;
-            };
+        for client in registry.clients().summaries() {
+            let id = client.id;
             let owner = owner_of(&id, &live);
-            if record.entries.is_empty() || owner == self.shared.me {
+            if !client.held || owner == self.shared.me {
                 continue;
             }
-            let age = now.saturating_sub(record.confirmed_ms);
+            let age = now.saturating_sub(client.confirmed_ms);
             if age > 4 * round {
                 tracing::info!(client = %id, owner, "dropping a copy its owner does not confirm");
                 registry.drop_client_copy(&id, now);

@@ -89,6 +89,19 @@ pub struct ClientRecord {
     pub confirmed_ms: u64,
 }
 
+/// What Distro's rounds need of a client: see [`Clients::summaries`].
+#[derive(Clone, Debug)]
+pub struct ClientSummary {
+    /// The client id.
+    pub id: Arc<str>,
+    /// Its revision.
+    pub revision: u64,
+    /// When its copy was last written or confirmed, wall-clock ms.
+    pub confirmed_ms: u64,
+    /// Whether it holds instances (false: a deletion kept to replicate).
+    pub held: bool,
+}
+
 /// A client's whole state, as it travels between nodes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClientData {
@@ -186,6 +199,20 @@ impl Clients {
         if let Some(mut r) = self.records.get_mut(id) {
             r.confirmed_ms = now_ms;
         }
+    }
+
+    /// Every client's id, revision, confirmation time and whether it holds instances, in
+    /// one pass and without copying entries (Distro's periodic rounds read this).
+    pub fn summaries(&self) -> Vec<ClientSummary> {
+        self.records
+            .iter()
+            .map(|r| ClientSummary {
+                id: r.key().clone(),
+                revision: r.revision,
+                confirmed_ms: r.confirmed_ms,
+                held: !r.entries.is_empty(),
+            })
+            .collect()
     }
 
     /// Ids of every client (deleted ones included).
