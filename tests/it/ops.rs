@@ -94,9 +94,13 @@ fn health_metrics_and_graceful_shutdown() {
         "/nacos/v1/ns/instance/beat?serviceName=m&ip=10.19.0.1&port=80",
     )
     .expect(200);
+    // Unknown paths are counted under one label, not one per invented path.
+    node.call("GET", "/nacos/v1/ns/no-such-thing-7").expect(404);
     let r = node.raw("GET", "/metrics", &[], None).expect(200);
     assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+    assert!(!r.body.contains("no-such-thing-7"), "{}", r.body);
     for name in [
+        "roster_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"}",
         "roster_http_requests_total{route=\"/nacos/v1/ns/instance\",method=\"POST\",status=\"200\"}",
         "roster_http_request_duration_seconds_bucket",
         "roster_instances ",

@@ -74,8 +74,12 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// Answers paths no route serves, as Nacos words it.
-pub async fn no_such_api(method: Method, uri: Uri) -> ApiError {
-    ApiError::not_found(format!("no such api:{method}:{}", uri.path()))
+pub async fn no_such_api(method: Method, uri: Uri) -> axum::response::Response {
+    let mut response =
+        ApiError::not_found(format!("no such api:{method}:{}", uri.path())).into_response();
+    // Metrics count it under `unmatched`, not under a path anyone can invent.
+    response.extensions_mut().insert(crate::api::Unmatched);
+    response
 }
 
 /// A JSON response with the right content type.
