@@ -48,7 +48,7 @@ fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a
 /// The guard middleware.
 pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let (mut parts, body) = req.into_parts();
-    let query = parts.uri.query().map(str::to_string);
+    let query = parts.uri.query();
     let limit = state.limits.max_body_bytes;
     let too_large = || {
         ApiError::new(
@@ -68,14 +68,11 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     }
     let (params, body) = if is_form(&parts.headers) {
         match to_bytes(body, limit).await {
-            Ok(bytes) => (
-                Params::parse(query.as_deref(), Some(&bytes)),
-                Body::from(bytes),
-            ),
+            Ok(bytes) => (Params::parse(query, Some(&bytes)), Body::from(bytes)),
             Err(_) => return too_large(),
         }
     } else {
-        (Params::parse(query.as_deref(), None), body)
+        (Params::parse(query, None), body)
     };
     let path = parts.uri.path();
     if !OPS_PATHS.contains(&path) {

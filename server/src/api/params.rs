@@ -140,25 +140,21 @@ impl Params {
     /// The service key from `namespaceId`, `groupName` and `serviceName`, which may be
     /// grouped (`group@@name`, whose group then wins over `groupName`).
     pub fn service_key(&self) -> Result<ServiceKey, ApiError> {
-        let namespace = self.namespace()?;
+        let namespace = self.optional("namespaceId").unwrap_or(PUBLIC_NAMESPACE);
+        check_namespace_id("namespaceId", namespace)?;
         let raw = self.required("serviceName")?;
         let (group, name) = match raw.split_once("@@") {
             Some((group, name)) => {
                 if group.is_empty() {
                     return Err(ApiError::illegal("serviceName", "groupName can't be empty"));
                 }
-                (group.to_string(), name.to_string())
+                (group, name)
             }
-            None => (
-                self.optional("groupName")
-                    .unwrap_or(DEFAULT_GROUP)
-                    .to_string(),
-                raw.to_string(),
-            ),
+            None => (self.optional("groupName").unwrap_or(DEFAULT_GROUP), raw),
         };
-        check_group(&group)?;
-        check_service_name(&name)?;
-        Ok(ServiceKey::new(&namespace, &group, &name))
+        check_group(group)?;
+        check_service_name(name)?;
+        Ok(ServiceKey::new(namespace, group, name))
     }
 
     /// A metadata selector from `selector` (label-selector syntax).

@@ -746,11 +746,11 @@ impl Registry {
 
     /// Judges every ephemeral instance whose deadline passed: marks silent ones
     /// unhealthy, removes expired ones, reschedules the rest. Handles at most `max`.
+    /// Only clients `owns` approves are judged (Distro: the owner decides); the others
+    /// are looked at again later. Removals in a namespace where `guard` holds wait.
     /// `counts` caches each namespace's (silent, all) ephemeral counts for the guard:
     /// the caller keeps it for one pass (several calls), since counting is a walk over
     /// the namespace.
-    /// Only clients `owns` approves are judged (Distro: the owner decides); the others
-    /// are looked at again later. Removals in a namespace where `guard` holds wait.
     pub fn expire_due(
         &self,
         now_ms: u64,

@@ -4,6 +4,7 @@
 //! Ephemeral writes go straight to the registry; persistent ones are proposed to Raft and
 //! answered once committed.
 
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::State;
@@ -269,8 +270,11 @@ pub async fn query<'p>(
     if params.consistent()? {
         state.store.read_barrier().await?;
     }
-    let view = state.registry.service_by_key(&key).map(|s| s.view());
     let grouped = key.grouped();
+    let view = state
+        .registry
+        .service(&key.namespace, &grouped)
+        .map(|s| s.view());
     let request = ListRequest {
         grouped: &grouped,
         group: Some(&key.group),
@@ -298,7 +302,7 @@ pub async fn query<'p>(
             });
             let mut body = Vec::with_capacity(head.len() + tail.len() + 16);
             body.extend_from_slice(head);
-            body.extend_from_slice(request.now_ms.to_string().as_bytes());
+            write!(body, "{}", request.now_ms).expect("writing to a Vec cannot fail");
             body.extend_from_slice(tail);
             body
         }
