@@ -35,7 +35,13 @@ impl ServiceKey {
 
     /// The name as Nacos writes it on the wire: `group@@service`.
     pub fn grouped(&self) -> String {
-        format!("{}@@{}", self.group, self.name)
+        // Not `format!`: this runs on every query, and the formatting machinery costs
+        // more than the copy.
+        let mut grouped = String::with_capacity(self.group.len() + 2 + self.name.len());
+        grouped.push_str(&self.group);
+        grouped.push_str("@@");
+        grouped.push_str(&self.name);
+        grouped
     }
 }
 

@@ -7,8 +7,9 @@
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::HeaderValue;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
@@ -232,13 +233,29 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
     })))
 }
 
-/// The client's agent string: `User-Agent`, else `Client-Version`.
-fn agent(headers: &HeaderMap) -> &str {
-    headers
-        .get("user-agent")
-        .or_else(|| headers.get("client-version"))
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
+/// The client's agent string: `User-Agent`, else `Client-Version`. An extractor of its
+/// own so that a list request does not copy every header to read one.
+pub struct Agent(Option<HeaderValue>);
+
+impl Agent {
+    /// The agent, or `""`.
+    fn as_str(&self) -> &str {
+        self.0.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Agent {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let headers = &parts.headers;
+        Ok(Agent(
+            headers
+                .get("user-agent")
+                .or_else(|| headers.get("client-version"))
+                .cloned(),
+        ))
+    }
 }
 
 /// An answered instance query.
@@ -335,7 +352,7 @@ fn split_at_ref_time(body: Vec<u8>) -> (bytes::Bytes, bytes::Bytes) {
 /// that passes `udpPort` and `clientIP` is subscribed to UDP pushes.
 pub async fn list(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    agent: Agent,
     params: Params,
 ) -> Result<Response, ApiError> {
     let listed = query(&state, &params, "clusters").await?;
@@ -348,7 +365,7 @@ pub async fn list(
             let ip: IpAddr = ip.parse().map_err(|_| {
                 ApiError::illegal("clientIP", format!("'{ip}' is not an IP address."))
             })?;
-            let agent = agent(&headers);
+            let agent = agent.as_str();
             if push_capable(agent) {
                 let app = params.optional("app").unwrap_or("unknown");
                 state.push.subscribe(

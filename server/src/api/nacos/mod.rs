@@ -85,7 +85,10 @@ pub async fn no_such_api(method: Method, uri: Uri) -> axum::response::Response {
 /// A JSON response with the right content type.
 pub fn json(body: Vec<u8>) -> axum::response::Response {
     (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
         body,
     )
         .into_response()
