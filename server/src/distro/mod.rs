@@ -324,7 +324,7 @@ impl Distro {
                 port,
                 re_register,
             } => {
-                if let Some(hb) = registry.beat(&key.namespace, &key.grouped(), &ip, port, now) {
+                if let Some(hb) = registry.beat(&key, &ip, port, now) {
                     registry
                         .clients()
                         .confirm_here(&format!("{ip}:{port}"), now);

@@ -724,18 +724,10 @@ impl Registry {
     /// Records a beat from the ephemeral instance at `ip:port` of service `grouped`.
     /// Returns its heartbeat settings, or `None` if no such ephemeral instance exists.
     /// Takes no lock unless the beat revives an unhealthy instance.
-    pub fn beat(
-        &self,
-        ns: &str,
-        grouped: &str,
-        ip: &str,
-        port: u16,
-        now_ms: u64,
-    ) -> Option<Heartbeat> {
-        let svc = self.service(ns, grouped)?;
+    pub fn beat(&self, key: &ServiceKey, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
+        let svc = self.service_by_key(key)?;
         let view = svc.view();
-        let addr = addr_key(ip, port);
-        let instance = view.instances.get(&addr)?;
+        let instance = view.instances.get(format!("{ip}:{port}").as_str())?;
         let clock = instance.beat.as_ref()?;
         clock.beat(now_ms);
         if !instance.healthy {

@@ -145,9 +145,7 @@ fn silence_makes_unhealthy_then_removes() {
 
     // A beat revives it and pushes its deadlines out.
     assert_eq!(
-        r.beat("public", "DEFAULT_GROUP@@a", "10.0.0.1", 80, 5_000)
-            .unwrap()
-            .timeout_ms,
+        r.beat(&key("a"), "10.0.0.1", 80, 5_000).unwrap().timeout_ms,
         3000
     );
     assert_eq!(ports(&r, "a"), [(80, true), (80, true)]);
@@ -208,9 +206,7 @@ fn silence_makes_unhealthy_then_removes() {
         1
     );
     assert!(ports(&r, "a").is_empty());
-    assert!(r
-        .beat("public", "DEFAULT_GROUP@@a", "10.0.0.1", 80, 40_000)
-        .is_none());
+    assert!(r.beat(&key("a"), "10.0.0.1", 80, 40_000).is_none());
 }
 
 #[test]
@@ -229,9 +225,7 @@ fn persistent_instances_never_expire() {
         ExpiryReport::default()
     );
     assert_eq!(ports(&r, "p"), [(80, true)]);
-    assert!(r
-        .beat("public", "DEFAULT_GROUP@@p", "10.0.0.1", 80, 1)
-        .is_none());
+    assert!(r.beat(&key("p"), "10.0.0.1", 80, 1).is_none());
 }
 
 #[test]

@@ -11,7 +11,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::HeaderValue;
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::wire::{service_info, ListRequest};
@@ -394,11 +394,18 @@ struct BeatInfo {
 }
 
 fn beat_reply(code: u32, interval_ms: u64) -> Response {
-    json_of(&json!({
-        "clientBeatInterval": interval_ms,
-        "code": code,
-        "lightBeatEnabled": true,
-    }))
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct BeatReply {
+        client_beat_interval: u64,
+        code: u32,
+        light_beat_enabled: bool,
+    }
+    json_of(&BeatReply {
+        client_beat_interval: interval_ms,
+        code,
+        light_beat_enabled: true,
+    })
 }
 
 /// `PUT /nacos/v1/ns/instance/beat`: a heartbeat. A light beat (no `beat` JSON) for an
