@@ -139,9 +139,13 @@ impl Forwarder {
                 reply,
             })
             .map_err(|_| WriteError::Unavailable("raft is shutting down".into()))?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err(WriteError::Unavailable("raft is shutting down".into())))
+        // Bounded here too: behind a stalled forward, a proposal could otherwise wait for
+        // a slot and then for its own call. One that gives up is not sent afterwards.
+        match tokio::time::timeout(FORWARD_TIMEOUT, answer).await {
+            Err(_) => Err(WriteError::Unknown),
+            Ok(Err(_)) => Err(WriteError::Unavailable("raft is shutting down".into())),
+            Ok(Ok(answer)) => answer,
+        }
     }
 }
 
@@ -164,7 +168,7 @@ async fn run_forwarder<T: Transport>(transport: T, mut rx: mpsc::UnboundedReceiv
         }
         // Leadership rarely moves mid-batch; when it does, each leader gets its own.
         let mut by_leader: Vec<Vec<Forward>> = Vec::new();
-        for f in batch {
+        for f in batch.into_iter().filter(|f| !f.reply.is_closed()) {
             match by_leader
                 .iter_mut()
                 .find(|g| g[0].leader == f.leader && g[0].addr == f.addr)
@@ -248,7 +252,8 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Proposal>) 
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
-        // Everything that queued while the permit was awaited joins this entry.
+        // Everything that queued while the permit was awaited joins this entry, except
+        // proposals whose waiter already gave up (told "outcome unknown").
         let mut size = first.bytes.len();
         let mut batch = vec![first];
         while batch.len() < MAX_PROPOSALS && size < MAX_BYTES {
@@ -259,6 +264,10 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Proposal>) 
                 }
                 Err(_) => break,
             }
+        }
+        batch.retain(|p| !p.reply.is_closed());
+        if batch.is_empty() {
+            continue;
         }
         let raft = raft.clone();
         tokio::spawn(async move {
