@@ -590,16 +590,17 @@ impl Distro {
         if live.iter().all(|id| *id == self.shared.me) {
             return;
         }
-        let owned: Vec<(String, u64, u64)> = registry
-            .clients()
-            .summaries()
-            .into_iter()
-            .filter(|c| c.held && owner_of(&c.id, &live) == self.shared.me)
-            .map(|c| {
+        let mut owned: Vec<(String, u64, u64)> = Vec::new();
+        for (n, c) in registry.clients().summaries().into_iter().enumerate() {
+            if c.held && owner_of(&c.id, &live) == self.shared.me {
                 let last_beat = registry.client_last_beat(&c.id);
-                (c.id.to_string(), c.revision, last_beat)
-            })
-            .collect();
+                owned.push((c.id.to_string(), c.revision, last_beat));
+            }
+            // A round over many clients must not hold a worker for its whole length.
+            if n % 1024 == 1023 {
+                tokio::task::yield_now().await;
+            }
+        }
         let body =
             rmp_serde::to_vec_named(&VerifyMessage { clients: owned }).expect("verify serializes");
         let mut calls = JoinSet::new();

@@ -215,6 +215,12 @@ impl Clients {
             .collect()
     }
 
+    /// Runs `f` on the entries of client `id` without copying them (`f` must not touch
+    /// the clients: a shard lock is held meanwhile).
+    pub fn with_entries<R>(&self, id: &str, f: impl FnOnce(&Entries) -> R) -> Option<R> {
+        self.records.get(id).map(|r| f(&r.entries))
+    }
+
     /// Ids of every client (deleted ones included).
     pub fn ids(&self) -> Vec<Arc<str>> {
         self.records.iter().map(|r| r.key().clone()).collect()

@@ -911,22 +911,40 @@ impl Registry {
         })
     }
 
+    /// Runs `f` on the beat clock of every instance client `id` holds here, without
+    /// collecting them: Distro's rounds call this once per client.
+    fn for_each_client_clock(&self, id: &str, mut f: impl FnMut(&BeatClock)) {
+        self.shared.clients.with_entries(id, |entries| {
+            for (key, addr) in entries {
+                let Some(svc) = self.service_by_key(key) else {
+                    continue;
+                };
+                let view = svc.view();
+                let Some(inst) = view.instances.get(addr) else {
+                    continue;
+                };
+                // The client's own: a connection client by id, an address client by address.
+                let own = match &inst.client {
+                    Some(client) => &**client == id,
+                    None => &**addr == id,
+                };
+                if let Some(clock) = inst.beat.as_deref().filter(|_| inst.ephemeral && own) {
+                    f(clock);
+                }
+            }
+        });
+    }
+
     /// The newest beat of client `id` this node saw (or was told of).
     pub fn client_last_beat(&self, id: &str) -> u64 {
-        self.client_instances(id)
-            .iter()
-            .filter_map(|(_, i)| i.beat.as_ref().map(|c| c.last_beat_ms()))
-            .max()
-            .unwrap_or(0)
+        let mut last = 0;
+        self.for_each_client_clock(id, |clock| last = last.max(clock.last_beat_ms()));
+        last
     }
 
     /// Moves the beat clocks of client `id` forward to `last_beat_ms` (its owner saw it).
     pub fn refresh_client_beat(&self, id: &str, last_beat_ms: u64) {
-        for (_, inst) in self.client_instances(id) {
-            if let Some(clock) = &inst.beat {
-                clock.beat(last_beat_ms);
-            }
-        }
+        self.for_each_client_clock(id, |clock| clock.beat(last_beat_ms));
     }
 
     /// Applies a copy of a client from its owner if it is newer than this node's: the
