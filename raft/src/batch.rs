@@ -23,7 +23,7 @@ use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Raft};
 use serde::de::DeserializeOwned;
 use serde_bytes::ByteBuf;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::network::{decode, encode, Rpc, Transport, TransportError};
@@ -151,24 +151,10 @@ impl Forwarder {
 
 async fn run_forwarder<T: Transport>(transport: T, mut rx: mpsc::UnboundedReceiver<Forward>) {
     let in_flight = Arc::new(Semaphore::new(MAX_FORWARDS_IN_FLIGHT));
-    while let Some(first) = rx.recv().await {
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            return;
-        };
-        let mut size = first.bytes.len();
-        let mut batch = vec![first];
-        while batch.len() < MAX_PROPOSALS && size < MAX_BYTES {
-            match rx.try_recv() {
-                Ok(next) => {
-                    size += next.bytes.len();
-                    batch.push(next);
-                }
-                Err(_) => break,
-            }
-        }
+    while let Some((permit, batch)) = next_batch(&mut rx, &in_flight).await {
         // Leadership rarely moves mid-batch; when it does, each leader gets its own.
         let mut by_leader: Vec<Vec<Forward>> = Vec::new();
-        for f in batch.into_iter().filter(|f| !f.reply.is_closed()) {
+        for f in batch {
             match by_leader
                 .iter_mut()
                 .find(|g| g[0].leader == f.leader && g[0].addr == f.addr)
@@ -248,32 +234,68 @@ pub(crate) async fn call<R: DeserializeOwned, T: Transport>(
 
 async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Proposal>) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = rx.recv().await {
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            return;
-        };
-        // Everything that queued while the permit was awaited joins this entry, except
-        // proposals whose waiter already gave up (told "outcome unknown").
-        let mut size = first.bytes.len();
-        let mut batch = vec![first];
-        while batch.len() < MAX_PROPOSALS && size < MAX_BYTES {
-            match rx.try_recv() {
-                Ok(next) => {
-                    size += next.bytes.len();
-                    batch.push(next);
-                }
-                Err(_) => break,
-            }
-        }
-        batch.retain(|p| !p.reply.is_closed());
-        if batch.is_empty() {
-            continue;
-        }
+    while let Some((permit, batch)) = next_batch(&mut rx, &in_flight).await {
         let raft = raft.clone();
         tokio::spawn(async move {
             commit(&raft, batch).await;
             drop(permit);
         });
+    }
+}
+
+/// Something waiting in a queue for its batch.
+trait Queued {
+    /// Its encoded size.
+    fn size(&self) -> usize;
+    /// Whether its waiter gave up (told "outcome unknown"): it is not sent any more.
+    fn abandoned(&self) -> bool;
+}
+
+impl Queued for Proposal {
+    fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+impl Queued for Forward {
+    fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+/// Waits for the next item and a free in-flight slot, then takes everything that queued
+/// meanwhile (up to [`MAX_PROPOSALS`] / [`MAX_BYTES`]), leaving out abandoned items.
+/// `None` once the queue is closed.
+async fn next_batch<T: Queued>(
+    rx: &mut mpsc::UnboundedReceiver<T>,
+    in_flight: &Arc<Semaphore>,
+) -> Option<(OwnedSemaphorePermit, Vec<T>)> {
+    loop {
+        let first = rx.recv().await?;
+        let permit = in_flight.clone().acquire_owned().await.ok()?;
+        let mut size = first.size();
+        let mut batch = vec![first];
+        while batch.len() < MAX_PROPOSALS && size < MAX_BYTES {
+            match rx.try_recv() {
+                Ok(next) => {
+                    size += next.size();
+                    batch.push(next);
+                }
+                Err(_) => break,
+            }
+        }
+        batch.retain(|item| !item.abandoned());
+        if !batch.is_empty() {
+            return Some((permit, batch));
+        }
     }
 }
 
