@@ -325,9 +325,6 @@ impl Distro {
                 re_register,
             } => {
                 if let Some(hb) = registry.beat(&key, &ip, port, now) {
-                    registry
-                        .clients()
-                        .confirm_here(&format!("{ip}:{port}"), now);
                     return Ok(OpReply::BeatOk(hb.interval_ms));
                 }
                 match re_register {

@@ -372,7 +372,6 @@ impl Registry {
         now_ms: u64,
     ) -> Result<(), RegistryError> {
         let addr = addr_key(&reg.ip, reg.port);
-        let grouped = key.grouped();
         let client: Option<Arc<str>> = reg.client.as_deref().map(Arc::from);
         let client_id = client.clone().unwrap_or_else(|| addr.clone());
         let owner: Option<Arc<str>> = reg.owner.as_deref().map(Arc::from);
@@ -400,7 +399,7 @@ impl Registry {
                 return (
                     Changed::No,
                     Err(RegistryError::KindConflict {
-                        service: grouped.clone(),
+                        service: key.grouped(),
                         held: kind_name(!reg.ephemeral).into(),
                         wanted: kind_name(reg.ephemeral).into(),
                     }),
@@ -721,15 +720,18 @@ impl Registry {
         }
     }
 
-    /// Records a beat from the ephemeral instance at `ip:port` of service `grouped`.
+    /// Records a beat from the ephemeral instance at `ip:port` of service `key`, and
+    /// marks its client's record confirmed here (this node served the client itself).
     /// Returns its heartbeat settings, or `None` if no such ephemeral instance exists.
-    /// Takes no lock unless the beat revives an unhealthy instance.
+    /// Takes no lock on the service unless the beat revives an unhealthy instance.
     pub fn beat(&self, key: &ServiceKey, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
         let svc = self.service_by_key(key)?;
         let view = svc.view();
-        let instance = view.instances.get(format!("{ip}:{port}").as_str())?;
+        let addr = format!("{ip}:{port}");
+        let instance = view.instances.get(addr.as_str())?;
         let clock = instance.beat.as_ref()?;
         clock.beat(now_ms);
+        self.shared.clients.confirm_here(&addr, now_ms);
         if !instance.healthy {
             self.set_health(&svc.key, ip, port, true, true, now_ms);
         }
