@@ -584,7 +584,7 @@ impl Distro {
         let registry = &self.shared.registry;
         let live = self.shared.members.live();
         // Alone, there is nobody to confirm anything to.
-        if live.iter().all(|id| *id == self.shared.me) {
+        if self.alone(&live) {
             return;
         }
         let mut owned: Vec<(String, u64, u64)> = Vec::new();
@@ -643,11 +643,16 @@ impl Distro {
     /// Copies of clients owned elsewhere that their owner does not confirm: after two
     /// rounds this node offers its copy to the owner (which takes it unless it knows
     /// newer, e.g. a deletion); after four rounds it drops the copy.
+    /// Whether this node is the only live member.
+    fn alone(&self, live: &[NodeId]) -> bool {
+        live.iter().all(|id| *id == self.shared.me)
+    }
+
     fn drop_unconfirmed(&self, now: u64) {
         let registry = &self.shared.registry;
         let live = self.shared.members.live();
         // Alone, every client is this node's own: no copies to judge.
-        if live.iter().all(|id| *id == self.shared.me) {
+        if self.alone(&live) {
             return;
         }
         let round = self.shared.verify_every.as_millis() as u64;
