@@ -60,15 +60,10 @@ pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Rout
 #[derive(Clone, Copy, Debug)]
 pub struct Unmatched;
 
-/// The route pattern a path is counted under: the path itself for the static routes,
-/// the pattern for the sync task routes (whose last segments are task names).
+/// The route a path is counted under: the path itself for the static routes, the
+/// pattern for the sync task routes (the only ones with a parameter).
 fn route_label(path: &str) -> String {
-    match path.strip_prefix("/api/v1/sync/tasks/") {
-        Some(rest) if rest.ends_with("/pause") => "/api/v1/sync/tasks/{name}/pause".into(),
-        Some(rest) if rest.ends_with("/resume") => "/api/v1/sync/tasks/{name}/resume".into(),
-        Some(_) => "/api/v1/sync/tasks/{name}".into(),
-        None => path.to_string(),
-    }
+    sync::route_pattern(path).map_or_else(|| path.to_string(), str::to_string)
 }
 
 /// Counts requests and observes latency per route.

@@ -22,13 +22,30 @@ use crate::imports::{redacted, StoredTask};
 use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::store::command::CommandV1;
 
+const TASKS: &str = "/api/v1/sync/tasks";
+const TASK: &str = "/api/v1/sync/tasks/{name}";
+const PAUSE: &str = "/api/v1/sync/tasks/{name}/pause";
+const RESUME: &str = "/api/v1/sync/tasks/{name}/resume";
+
 /// The sync task routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/api/v1/sync/tasks", get(list).post(create))
-        .route("/api/v1/sync/tasks/{name}", get(show).delete(delete))
-        .route("/api/v1/sync/tasks/{name}/pause", post(pause))
-        .route("/api/v1/sync/tasks/{name}/resume", post(resume))
+        .route(TASKS, get(list).post(create))
+        .route(TASK, get(show).delete(delete))
+        .route(PAUSE, post(pause))
+        .route(RESUME, post(resume))
+}
+
+/// The route pattern of a path under a task (whose segment after `tasks/` is a task
+/// name), for metrics labels; `None` for any other path.
+pub fn route_pattern(path: &str) -> Option<&'static str> {
+    let rest = path.strip_prefix(TASKS)?.strip_prefix('/')?;
+    Some(match rest.split_once('/') {
+        None => TASK,
+        Some((_, "pause")) => PAUSE,
+        Some((_, "resume")) => RESUME,
+        Some(_) => return None,
+    })
 }
 
 /// A task as the API shows it.
@@ -286,4 +303,19 @@ async fn read_back(state: &AppState, name: &str) -> Result<TaskView, ApiError> {
         .get(name)
         .map(TaskView::from)
         .ok_or_else(|| ApiError::not_found(format!("sync task '{name}' not found")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_paths_are_labelled_by_their_pattern() {
+        assert_eq!(route_pattern("/api/v1/sync/tasks/a"), Some(TASK));
+        assert_eq!(route_pattern("/api/v1/sync/tasks/a/pause"), Some(PAUSE));
+        assert_eq!(route_pattern("/api/v1/sync/tasks/a/resume"), Some(RESUME));
+        assert_eq!(route_pattern("/api/v1/sync/tasks/a/b"), None);
+        assert_eq!(route_pattern("/api/v1/sync/tasks"), None);
+        assert_eq!(route_pattern("/nacos/v1/ns/instance"), None);
+    }
 }
