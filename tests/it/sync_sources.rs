@@ -716,9 +716,10 @@ async fn zk_dubbo3_application_instances() {
     assert_eq!(addrs(&now), vec!["192.168.1.11:20880"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zk_outage_fails_the_watch_and_recovery_relists() {
-    let mut zookeeper = ZooKeeper::start();
+/// A ZooKeeper server holding one Dubbo provider of `DEMO`, and a source that listed it:
+/// the server, the provider's node path, its service name and the source.
+async fn zk_with_one_provider() -> (ZooKeeper, String, String, Box<dyn Source>) {
+    let zookeeper = ZooKeeper::start();
     let client = zookeeper.client().await;
     let first = provider_node(DEMO, &demo_url("192.168.1.10:20880", ""));
     zk_create(&client, &first, b"", zk::CreateMode::Persistent).await;
@@ -726,6 +727,12 @@ async fn zk_outage_fails_the_watch_and_recovery_relists() {
     let service = format!("providers:{DEMO}:1.0.0:g1");
     let mut source = open(&format!("zookeeper://{}", zookeeper.addr()));
     assert_eq!(list_service(&mut source, &service).await.len(), 1);
+    (zookeeper, first, service, source)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_outage_fails_the_watch_and_recovery_relists() {
+    let (mut zookeeper, first, service, mut source) = zk_with_one_provider().await;
 
     zookeeper.stop();
     match next_answer(&mut source).await {
@@ -747,14 +754,7 @@ async fn zk_outage_fails_the_watch_and_recovery_relists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_brief_disconnect_answers_resync() {
-    let mut zookeeper = ZooKeeper::start();
-    let client = zookeeper.client().await;
-    let first = provider_node(DEMO, &demo_url("192.168.1.10:20880", ""));
-    zk_create(&client, &first, b"", zk::CreateMode::Persistent).await;
-    drop(client);
-    let service = format!("providers:{DEMO}:1.0.0:g1");
-    let mut source = open(&format!("zookeeper://{}", zookeeper.addr()));
-    assert_eq!(list_service(&mut source, &service).await.len(), 1);
+    let (mut zookeeper, _first, service, mut source) = zk_with_one_provider().await;
 
     // The server restarts while the watch waits; the session survives, but node events
     // may have been lost meanwhile, so the source asks to be listed again.
