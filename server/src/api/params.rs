@@ -132,16 +132,19 @@ impl Params {
 
     /// The namespace id (default `public`).
     pub fn namespace(&self) -> Result<String, ApiError> {
+        self.namespace_str().map(str::to_string)
+    }
+
+    fn namespace_str(&self) -> Result<&str, ApiError> {
         let ns = self.optional("namespaceId").unwrap_or(PUBLIC_NAMESPACE);
         check_namespace_id("namespaceId", ns)?;
-        Ok(ns.to_string())
+        Ok(ns)
     }
 
     /// The service key from `namespaceId`, `groupName` and `serviceName`, which may be
     /// grouped (`group@@name`, whose group then wins over `groupName`).
     pub fn service_key(&self) -> Result<ServiceKey, ApiError> {
-        let namespace = self.optional("namespaceId").unwrap_or(PUBLIC_NAMESPACE);
-        check_namespace_id("namespaceId", namespace)?;
+        let namespace = self.namespace_str()?;
         let raw = self.required("serviceName")?;
         let (group, name) = match raw.split_once("@@") {
             Some((group, name)) => {
