@@ -302,17 +302,19 @@ impl UdpPush {
             );
             let ref_time = self.shared.seq.fetch_add(1, Ordering::Relaxed);
             let packet = Arc::new(encode_packet(&data, ref_time));
-            self.send(sub.addr, &packet).await;
-            self.shared.metrics.push("sent");
+            // Pending before it is sent: a client on the same host can ack before the
+            // send returns, and an ack that finds nothing pending is lost (then resent).
             self.shared.pending.insert(
                 ref_time,
                 Pending {
                     target: sub.addr,
-                    packet,
+                    packet: packet.clone(),
                     resends: 0,
                     next_at_ms: now + RESEND_AFTER[0].as_millis() as u64,
                 },
             );
+            self.send(sub.addr, &packet).await;
+            self.shared.metrics.push("sent");
         }
     }
 
