@@ -512,17 +512,19 @@ impl GrpcServer {
             "module": "naming",
             "serviceInfo": self.service_info(key, clusters, false),
         });
+        // Pending before it is sent, so that an answer can never arrive first.
+        conn.pending.lock().insert(
+            request_id.clone(),
+            PendingPush {
+                key: key.clone(),
+                sent_ms: now_ms(),
+                attempts: attempt,
+            },
+        );
         if conn.send(Payload::new("NotifySubscriberRequest", &body)) {
             self.app.metrics.grpc_push("sent");
-            conn.pending.lock().insert(
-                request_id,
-                PendingPush {
-                    key: key.clone(),
-                    sent_ms: now_ms(),
-                    attempts: attempt,
-                },
-            );
         } else {
+            conn.pending.lock().remove(&request_id);
             self.app.metrics.grpc_push("failed");
         }
     }
