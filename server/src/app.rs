@@ -610,9 +610,9 @@ fn write_private_file(path: &Path, contents: &str) -> anyhow::Result<()> {
 }
 
 /// Marks silent ephemeral instances unhealthy and removes expired ones, checking four
-/// times a second: each instance is acted on within ~250 ms of its deadline.
+/// times a second: each instance is acted on within ~250 ms of its deadline. The sweep
+/// runs on a blocking thread: after a mass silence it judges many instances at once.
 async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
-    const BATCH: usize = 10_000;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -620,43 +620,47 @@ async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = stopping.changed() => return,
         }
-        let owns = |client: &str| state.distro.judges(client);
-        // Counted once per pass, not once per batch: a count walks the namespace.
-        let mut counts = crate::registry::NamespaceCounts::new();
-        loop {
-            let now = now_ms();
-            let report = state
-                .registry
-                .expire_due(now, BATCH, &owns, &state.guard, &mut counts);
+        let now = now_ms();
+        let sweeping = state.clone();
+        let swept = tokio::task::spawn_blocking(move || {
+            let state = sweeping;
+            let owns = |client: &str| state.distro.judges(client);
+            let mut counts = crate::registry::NamespaceCounts::new();
             state
-                .metrics
-                .expired_unhealthy
-                .inc_by(report.unhealthy as u64);
-            state.metrics.expired_removed.inc_by(report.removed as u64);
-            state.metrics.eviction_held.inc_by(report.held as u64);
-            if report.unhealthy > 0 || report.removed > 0 {
-                tracing::debug!(
-                    unhealthy = report.unhealthy,
-                    removed = report.removed,
-                    "beat expiry"
-                );
+                .registry
+                .expire_due(now, &owns, &state.guard, &mut counts)
+        })
+        .await;
+        let report = match swept {
+            Ok(report) => report,
+            Err(e) => {
+                tracing::error!(error = %e, "beat expiry sweep failed");
+                continue;
             }
-            for ns in &report.engaged {
-                tracing::warn!(namespace = %ns, share = state.guard.policy.share, min = state.guard.policy.min_count,
-                    "eviction guard engaged: too many instances fell silent at once; keeping them (unhealthy) instead of removing them");
-            }
-            for ns in report
-                .released
-                .iter()
-                .chain(state.guard.release_idle(now).iter())
-            {
-                tracing::info!(namespace = %ns, "eviction guard released");
-            }
-            // A full batch means more may be due; otherwise wait for the next tick.
-            if report.unhealthy + report.removed + report.held < BATCH {
-                break;
-            }
-            tokio::task::yield_now().await;
+        };
+        state
+            .metrics
+            .expired_unhealthy
+            .inc_by(report.unhealthy as u64);
+        state.metrics.expired_removed.inc_by(report.removed as u64);
+        state.metrics.eviction_held.inc_by(report.held as u64);
+        if report.unhealthy > 0 || report.removed > 0 {
+            tracing::debug!(
+                unhealthy = report.unhealthy,
+                removed = report.removed,
+                "beat expiry"
+            );
+        }
+        for ns in &report.engaged {
+            tracing::warn!(namespace = %ns, share = state.guard.policy.share, min = state.guard.policy.min_count,
+                "eviction guard engaged: too many instances fell silent at once; keeping them (unhealthy) instead of removing them");
+        }
+        for ns in report
+            .released
+            .iter()
+            .chain(state.guard.release_idle(now).iter())
+        {
+            tracing::info!(namespace = %ns, "eviction guard released");
         }
     }
 }

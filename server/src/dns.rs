@@ -140,7 +140,7 @@ fn find_service(registry: &Registry, labels: &[String]) -> Option<ServiceKey> {
         let found = ns.services.iter().find_map(|s| {
             let k = &s.key;
             (k.group.eq_ignore_ascii_case(&group) && k.name.eq_ignore_ascii_case(&service))
-                .then(|| k.clone())
+                .then(|| ServiceKey::clone(k))
         });
         if found.is_some() {
             return found;
@@ -298,7 +298,8 @@ pub fn answer(registry: &Registry, config: &DnsConfig, request: &Message) -> Mes
         Target::Service(key) => {
             let hosts = healthy_instances(registry, &key);
             let ips = || {
-                let mut ips: Vec<IpAddr> = hosts.iter().filter_map(|h| h.ip.parse().ok()).collect();
+                let mut ips: Vec<IpAddr> =
+                    hosts.iter().filter_map(|h| h.ip().parse().ok()).collect();
                 ips.sort();
                 ips.dedup();
                 ips
@@ -316,7 +317,7 @@ pub fn answer(registry: &Registry, config: &DnsConfig, request: &Message) -> Mes
                     for h in &hosts {
                         // Weight 1.0 is 100; SRV weights are 0..=65535.
                         let weight = (h.weight * 100.0).round().clamp(0.0, 65_535.0) as u16;
-                        let (target, glue) = match h.ip.parse::<IpAddr>() {
+                        let (target, glue) = match h.ip().parse::<IpAddr>() {
                             Ok(ip) => {
                                 let label = format!("{}.ip", address_label(&ip));
                                 let target = Name::from_ascii(&label)
@@ -325,7 +326,7 @@ pub fn answer(registry: &Registry, config: &DnsConfig, request: &Message) -> Mes
                                 (target.clone(), Some(address_record(&target, ip, ttl)))
                             }
                             // An instance registered by host name: the name is the target.
-                            Err(_) => match Name::from_ascii(format!("{}.", h.ip)) {
+                            Err(_) => match Name::from_ascii(format!("{}.", h.ip())) {
                                 Ok(n) => (n, None),
                                 Err(_) => continue,
                             },

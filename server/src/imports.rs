@@ -213,7 +213,7 @@ impl Sink for RaftSink {
                     service: key.name.to_string(),
                     instance: SourceInstance {
                         cluster: inst.cluster.to_string(),
-                        ip: inst.ip.to_string(),
+                        ip: inst.ip().to_string(),
                         port: inst.port,
                         weight: inst.weight,
                         healthy: inst.healthy,
@@ -253,7 +253,7 @@ impl Sink for RaftSink {
             let held_by_other = self
                 .registry
                 .instance(&key, &t.instance.ip, t.instance.port)
-                .is_some_and(|i| i.owner.as_deref() != Some(task));
+                .is_some_and(|i| i.owner().map(|o| &**o) != Some(task));
             if held_by_other {
                 applied.skipped += 1;
                 continue;

@@ -88,7 +88,7 @@ fn targets(state: &AppState) -> Vec<Target> {
             for inst in view
                 .instances
                 .values()
-                .filter(|i| !i.ephemeral && i.owner.is_none())
+                .filter(|i| !i.ephemeral && i.owner().is_none())
             {
                 let cluster = settings
                     .clusters
@@ -99,8 +99,8 @@ fn targets(state: &AppState) -> Vec<Target> {
                     continue;
                 }
                 out.push(Target {
-                    key: svc.key.clone(),
-                    ip: inst.ip.clone(),
+                    key: ServiceKey::clone(&svc.key),
+                    ip: Arc::from(inst.ip()),
                     port: inst.port,
                     check_port: if cluster.use_instance_port {
                         inst.port

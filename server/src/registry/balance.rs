@@ -97,7 +97,7 @@ pub fn consistent_hash(hosts: &[Arc<Instance>], key: &str) -> Option<Arc<Instanc
         .iter()
         .filter(|h| weight(h) > 0.0)
         .map(|h| {
-            let addr = stable_hash(format!("{}:{}", h.ip, h.port).as_bytes());
+            let addr = stable_hash(h.address.as_bytes());
             let bits = mix(base ^ mix(addr));
             // Uniform in (0, 1): never 0 or 1, so the logarithm is finite and negative.
             let u = ((bits >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
@@ -112,12 +112,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::{Heartbeat, Pinned};
+    use crate::registry::instance::Pinned;
 
     fn host(port: u16, weight: f64) -> Arc<Instance> {
         Arc::new(Instance {
-            instance_id: Some(format!("{port}").into()),
-            ip: "10.0.0.1".into(),
+            address: crate::registry::instance::addr_key("10.0.0.1", port),
             port,
             cluster: "DEFAULT".into(),
             weight,
@@ -125,11 +124,10 @@ mod tests {
             enabled: true,
             ephemeral: true,
             metadata: Arc::new(BTreeMap::new()),
-            heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
             client: None,
-            owner: None,
             beat: None,
+            rare: None,
         })
     }
 

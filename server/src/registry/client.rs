@@ -11,29 +11,37 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use tokio::sync::Notify;
 
 use super::instance::Instance;
 use super::service::ServiceKey;
 
-/// A client's instances: service and address, sorted. Most clients hold one, so this
-/// is a sorted vector rather than a `BTreeSet` (whose first node alone takes about
-/// 720 bytes for these 64-byte entries — most of a registered instance's footprint).
+/// One instance of a client: its service's key (shared with the service) and address.
+pub type Entry = (Arc<ServiceKey>, Arc<str>);
+
+/// A client's instances: service and address, sorted. Most clients hold one, which is
+/// kept inline in the client's record: no allocation of its own (a vector's was 80
+/// bytes per client, a `BTreeSet`'s first node ~720).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Entries(Vec<(ServiceKey, Arc<str>)>);
+pub struct Entries(SmallVec<[Entry; 1]>);
+
+/// Orders an entry against a service key and address without building an entry.
+fn cmp_entry(e: &Entry, key: &ServiceKey, addr: &str) -> std::cmp::Ordering {
+    (&*e.0, &*e.1).cmp(&(key, addr))
+}
 
 impl Entries {
     /// Adds an entry (no duplicates).
-    pub fn insert(&mut self, entry: (ServiceKey, Arc<str>)) {
-        if let Err(at) = self.0.binary_search(&entry) {
-            self.0.insert(at, entry);
-            self.0.shrink_to_fit();
+    pub fn insert(&mut self, key: &Arc<ServiceKey>, addr: &Arc<str>) {
+        if let Err(at) = self.0.binary_search_by(|e| cmp_entry(e, key, addr)) {
+            self.0.insert(at, (key.clone(), addr.clone()));
         }
     }
 
     /// Removes an entry if present.
-    pub fn remove(&mut self, entry: &(ServiceKey, Arc<str>)) {
-        if let Ok(at) = self.0.binary_search(entry) {
+    pub fn remove(&mut self, key: &ServiceKey, addr: &str) {
+        if let Ok(at) = self.0.binary_search_by(|e| cmp_entry(e, key, addr)) {
             self.0.remove(at);
             self.0.shrink_to_fit();
         }
@@ -45,22 +53,24 @@ impl Entries {
     }
 
     /// The entries, in order.
-    pub fn iter(&self) -> std::slice::Iter<'_, (ServiceKey, Arc<str>)> {
+    pub fn iter(&self) -> std::slice::Iter<'_, Entry> {
         self.0.iter()
     }
 
     /// Entries of `self` that `other` lacks.
-    pub fn difference<'a>(
-        &'a self,
-        other: &'a Entries,
-    ) -> impl Iterator<Item = &'a (ServiceKey, Arc<str>)> + 'a {
-        self.0.iter().filter(|e| other.0.binary_search(e).is_err())
+    pub fn difference<'a>(&'a self, other: &'a Entries) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.0.iter().filter(|e| {
+            other
+                .0
+                .binary_search_by(|o| cmp_entry(o, &e.0, &e.1))
+                .is_err()
+        })
     }
 }
 
-impl FromIterator<(ServiceKey, Arc<str>)> for Entries {
-    fn from_iter<I: IntoIterator<Item = (ServiceKey, Arc<str>)>>(iter: I) -> Self {
-        let mut v: Vec<_> = iter.into_iter().collect();
+impl FromIterator<Entry> for Entries {
+    fn from_iter<I: IntoIterator<Item = Entry>>(iter: I) -> Self {
+        let mut v: SmallVec<[Entry; 1]> = iter.into_iter().collect();
         v.sort();
         v.dedup();
         v.shrink_to_fit();
@@ -69,8 +79,8 @@ impl FromIterator<(ServiceKey, Arc<str>)> for Entries {
 }
 
 impl<'a> IntoIterator for &'a Entries {
-    type Item = &'a (ServiceKey, Arc<str>);
-    type IntoIter = std::slice::Iter<'a, (ServiceKey, Arc<str>)>;
+    type Item = &'a Entry;
+    type IntoIter = std::slice::Iter<'a, Entry>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter()
@@ -137,18 +147,17 @@ impl Clients {
     pub(crate) fn changed(
         &self,
         id: &Arc<str>,
-        key: &ServiceKey,
+        key: &Arc<ServiceKey>,
         addr: &Arc<str>,
         present: bool,
         now_ms: u64,
     ) {
         {
             let mut rec = self.records.entry(id.clone()).or_default();
-            let entry = (key.clone(), addr.clone());
             if present {
-                rec.entries.insert(entry);
+                rec.entries.insert(key, addr);
             } else {
-                rec.entries.remove(&entry);
+                rec.entries.remove(key, addr);
             }
             rec.revision = next_revision(rec.revision, now_ms);
             rec.confirmed_ms = now_ms;
@@ -262,6 +271,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_record_stays_small() {
+        // One entry inline, no allocation: this record is per client, and most clients
+        // are one instance (see the README's memory figures).
+        assert_eq!(std::mem::size_of::<ClientRecord>(), 48);
+    }
+
+    #[test]
+    fn entries_stay_sorted_and_unique() {
+        let a = Arc::new(ServiceKey::new("public", "g", "a"));
+        let b = Arc::new(ServiceKey::new("public", "g", "b"));
+        let (x, y): (Arc<str>, Arc<str>) = ("10.0.0.1:1".into(), "10.0.0.1:2".into());
+        let mut e = Entries::default();
+        e.insert(&b, &x);
+        e.insert(&a, &y);
+        e.insert(&a, &x);
+        e.insert(&b, &x);
+        let listed: Vec<(&str, &str)> = e.iter().map(|(k, s)| (&*k.name, &**s)).collect();
+        assert_eq!(
+            listed,
+            [
+                ("a", "10.0.0.1:1"),
+                ("a", "10.0.0.1:2"),
+                ("b", "10.0.0.1:1")
+            ]
+        );
+        let other: Entries = [(a.clone(), y.clone())].into_iter().collect();
+        assert_eq!(e.difference(&other).count(), 2);
+        e.remove(&ServiceKey::new("public", "g", "a"), "10.0.0.1:2");
+        e.remove(&a, "10.0.0.1:9");
+        assert_eq!(e.iter().count(), 2);
+        assert_eq!(other.difference(&e).count(), 1);
+    }
+
+    #[test]
     fn revisions_grow_and_follow_the_clock() {
         assert_eq!(next_revision(0, 1), 1 << 10);
         assert_eq!(next_revision(5_000, 1), 5_001);
@@ -272,7 +315,7 @@ mod tests {
     fn local_changes_are_marked_and_replicas_are_not() {
         let c = Clients::default();
         let id: Arc<str> = "10.0.0.1:80".into();
-        let key = ServiceKey::new("public", "g", "s");
+        let key = Arc::new(ServiceKey::new("public", "g", "s"));
         c.changed(&id, &key, &id, true, 1);
         assert_eq!(c.drain_changed(), std::slice::from_ref(&id));
         let rev = c.get("10.0.0.1:80").unwrap().revision;

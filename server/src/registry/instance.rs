@@ -75,14 +75,12 @@ pub struct Pinned {
 }
 
 /// The liveness clock of an ephemeral instance. Beats store into it without taking any
-/// lock on the service; the expiry queue reads it when a deadline comes due.
+/// lock on the service; the expiry sweep reads it. Shared by every version of the
+/// instance, so a beat that lands while a writer replaces the instance is never lost.
 #[derive(Debug, Default)]
 pub struct BeatClock {
     /// Wall-clock milliseconds of the last beat or registration.
     last_beat_ms: AtomicU64,
-    /// The deadline of the one live entry for this clock in the expiry queue; entries
-    /// with another deadline are stale and dropped when popped.
-    scheduled_ms: AtomicU64,
 }
 
 impl BeatClock {
@@ -90,7 +88,6 @@ impl BeatClock {
     pub fn new(now_ms: u64) -> Self {
         Self {
             last_beat_ms: AtomicU64::new(now_ms),
-            scheduled_ms: AtomicU64::new(0),
         }
     }
 
@@ -103,28 +100,19 @@ impl BeatClock {
     pub fn last_beat_ms(&self) -> u64 {
         self.last_beat_ms.load(Ordering::Relaxed)
     }
-
-    /// Marks `at_ms` as the live expiry deadline.
-    pub fn set_scheduled(&self, at_ms: u64) {
-        self.scheduled_ms.store(at_ms, Ordering::Relaxed);
-    }
-
-    /// The live expiry deadline.
-    pub fn scheduled_ms(&self) -> u64 {
-        self.scheduled_ms.load(Ordering::Relaxed)
-    }
 }
 
 /// One instance of a service. Immutable once published in a service view: changes
 /// replace the `Arc<Instance>`; only the beat clock is shared between versions.
+///
+/// On the wire (snapshots, Distro) it travels as [`InstanceWire`], with `ip` as its own
+/// field; in memory the address is one string, `ip:port`, which is also the instance's
+/// key in its service and its client's id (shared, not copied).
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "InstanceWire", into = "InstanceWire")]
 pub struct Instance {
-    /// Instance id as the client gave it; `None` for the default
-    /// `ip#port#cluster#group@@service`, made when shown (see [`Instance::id`]) rather
-    /// than stored: the string would be a tenth of an instance's footprint.
-    pub instance_id: Option<Arc<str>>,
-    /// IP address or host name.
-    pub ip: Arc<str>,
+    /// `ip:port` (see [`addr_key`]); [`Instance::ip`] is the part before the last colon.
+    pub address: Arc<str>,
     /// Port.
     pub port: u16,
     /// Cluster name (`DEFAULT` unless given).
@@ -139,36 +127,90 @@ pub struct Instance {
     pub ephemeral: bool,
     /// Free-form metadata.
     pub metadata: Arc<Metadata>,
-    /// Heartbeat timing, from the `preserved.*` metadata.
-    pub heartbeat: Heartbeat,
     /// Fields an operator update set, kept over re-registration.
-    #[serde(default)]
     pub pinned: Pinned,
     /// The client that owns it when that is not its address: a gRPC connection.
-    #[serde(default)]
     pub client: Option<Arc<str>>,
+    /// Liveness clock; present on ephemeral instances only.
+    pub beat: Option<Arc<BeatClock>>,
+    /// Explicit id, importing task and beat timing: `None` when all are the defaults.
+    pub rare: Option<Box<Rare>>,
+}
+
+/// The parts of an instance most instances leave at their defaults, boxed so that those
+/// do not carry them (72 bytes of an instance's ~100).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rare {
+    /// Instance id as the client gave it; `None` for the default
+    /// `ip#port#cluster#group@@service`, made when shown (see [`Instance::id`]).
+    pub instance_id: Option<Arc<str>>,
     /// The sync task that imported it and owns its lifetime; `None` for instances
     /// clients registered. Set only by the task's writes, never by an API.
-    #[serde(default)]
     pub owner: Option<Arc<str>>,
-    /// Liveness clock; present on ephemeral instances only.
-    #[serde(skip)]
-    pub beat: Option<Arc<BeatClock>>,
+    /// Heartbeat timing, from the `preserved.*` metadata.
+    pub heartbeat: Heartbeat,
+}
+
+impl Rare {
+    /// The box for these values, or `None` when they are all defaults.
+    pub fn boxed(
+        instance_id: Option<Arc<str>>,
+        owner: Option<Arc<str>>,
+        heartbeat: Heartbeat,
+    ) -> Option<Box<Rare>> {
+        let rare = Rare {
+            instance_id,
+            owner,
+            heartbeat,
+        };
+        (rare != Rare::default()).then(|| Box::new(rare))
+    }
 }
 
 impl Instance {
-    /// The key of this instance within its service.
+    /// The key of this instance within its service: `ip:port`.
     pub fn addr(&self) -> Arc<str> {
-        addr_key(&self.ip, self.port)
+        self.address.clone()
+    }
+
+    /// IP address or host name.
+    pub fn ip(&self) -> &str {
+        ip_of(&self.address)
+    }
+
+    /// The id the client gave, if it gave one.
+    pub fn instance_id(&self) -> Option<&Arc<str>> {
+        self.rare.as_ref().and_then(|r| r.instance_id.as_ref())
+    }
+
+    /// The sync task that imported it, if one did.
+    pub fn owner(&self) -> Option<&Arc<str>> {
+        self.rare.as_ref().and_then(|r| r.owner.as_ref())
+    }
+
+    /// Heartbeat timing, from the `preserved.*` metadata.
+    pub fn heartbeat(&self) -> Heartbeat {
+        self.rare.as_ref().map(|r| r.heartbeat).unwrap_or_default()
+    }
+
+    /// Sets the metadata and the beat timing it implies.
+    pub fn set_metadata(&mut self, metadata: Arc<Metadata>) {
+        let heartbeat = Heartbeat::from_metadata(&metadata);
+        self.metadata = metadata;
+        self.rare = Rare::boxed(
+            self.instance_id().cloned(),
+            self.owner().cloned(),
+            heartbeat,
+        );
     }
 
     /// The instance id shown to clients: the one it was given, else Nacos' default for
     /// an instance of service `grouped`.
     pub fn id(&self, grouped: &str) -> Cow<'_, str> {
-        match &self.instance_id {
+        match self.instance_id() {
             Some(id) => Cow::Borrowed(id),
             None => Cow::Owned(default_instance_id(
-                &self.ip,
+                self.ip(),
                 self.port,
                 &self.cluster,
                 grouped,
@@ -188,6 +230,74 @@ pub fn addr_key(ip: &str, port: u16) -> Arc<str> {
     Arc::from(format!("{ip}:{port}"))
 }
 
+/// The IP part of an `ip:port` key (an IPv6 address keeps its colons: the port is after
+/// the last one).
+pub fn ip_of(addr: &str) -> &str {
+    addr.rsplit_once(':').map_or(addr, |(ip, _)| ip)
+}
+
+/// An instance as it is serialized: the fields of [`Instance`] with the address as `ip`
+/// and `port`, the shape snapshots and Distro messages have always had.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InstanceWire {
+    instance_id: Option<Arc<str>>,
+    ip: Arc<str>,
+    port: u16,
+    cluster: Arc<str>,
+    weight: f64,
+    healthy: bool,
+    enabled: bool,
+    ephemeral: bool,
+    metadata: Arc<Metadata>,
+    heartbeat: Heartbeat,
+    #[serde(default)]
+    pinned: Pinned,
+    #[serde(default)]
+    client: Option<Arc<str>>,
+    #[serde(default)]
+    owner: Option<Arc<str>>,
+}
+
+impl From<InstanceWire> for Instance {
+    fn from(w: InstanceWire) -> Self {
+        Self {
+            address: addr_key(&w.ip, w.port),
+            port: w.port,
+            cluster: cluster_name(&w.cluster),
+            weight: w.weight,
+            healthy: w.healthy,
+            enabled: w.enabled,
+            ephemeral: w.ephemeral,
+            metadata: shared_metadata_arc(w.metadata),
+            pinned: w.pinned,
+            client: w.client,
+            beat: None,
+            rare: Rare::boxed(w.instance_id, w.owner, w.heartbeat),
+        }
+    }
+}
+
+impl From<Instance> for InstanceWire {
+    fn from(i: Instance) -> Self {
+        let rare = i.rare.as_deref().cloned().unwrap_or_default();
+        Self {
+            instance_id: rare.instance_id,
+            ip: Arc::from(i.ip()),
+            port: i.port,
+            cluster: i.cluster,
+            weight: i.weight,
+            healthy: i.healthy,
+            enabled: i.enabled,
+            ephemeral: i.ephemeral,
+            metadata: i.metadata,
+            heartbeat: rare.heartbeat,
+            pinned: i.pinned,
+            client: i.client,
+            owner: rare.owner,
+        }
+    }
+}
+
 /// `metadata` as an `Arc`, the one shared empty map when it is empty (most instances
 /// have none; an `Arc` each would cost ~50 bytes per instance).
 pub fn shared_metadata(metadata: &Metadata) -> Arc<Metadata> {
@@ -196,6 +306,15 @@ pub fn shared_metadata(metadata: &Metadata) -> Arc<Metadata> {
         EMPTY.clone()
     } else {
         Arc::new(metadata.clone())
+    }
+}
+
+/// A received metadata map, swapped for the shared empty one when it is empty.
+fn shared_metadata_arc(metadata: Arc<Metadata>) -> Arc<Metadata> {
+    if metadata.is_empty() {
+        shared_metadata(&metadata)
+    } else {
+        metadata
     }
 }
 
@@ -227,6 +346,48 @@ mod tests {
         assert_eq!(hb.timeout_ms, 3000);
         assert_eq!(hb.delete_ms, 30_000);
         assert_eq!(hb.interval_ms, 5_000);
+    }
+
+    #[test]
+    fn the_ip_is_what_precedes_the_port() {
+        assert_eq!(ip_of("10.0.0.1:80"), "10.0.0.1");
+        assert_eq!(ip_of("::1:8080"), "::1");
+        assert_eq!(ip_of("host.example:1"), "host.example");
+    }
+
+    #[test]
+    fn instances_serialize_with_ip_and_port() {
+        let inst = Instance::from(InstanceWire {
+            instance_id: None,
+            ip: "fe80::1".into(),
+            port: 8848,
+            cluster: "DEFAULT".into(),
+            weight: 1.0,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            metadata: Arc::default(),
+            heartbeat: Heartbeat::default(),
+            pinned: Pinned::default(),
+            client: None,
+            owner: None,
+        });
+        assert_eq!((inst.ip(), &*inst.address), ("fe80::1", "fe80::1:8848"));
+        let json = serde_json::to_value(&inst).unwrap();
+        assert_eq!(
+            (&json["ip"], &json["port"]),
+            (&"fe80::1".into(), &8848.into())
+        );
+        let back: Instance =
+            rmp_serde::from_slice(&rmp_serde::to_vec_named(&inst).unwrap()).unwrap();
+        assert_eq!(back.address, inst.address);
+    }
+
+    #[test]
+    fn an_instance_stays_small() {
+        // Every registered instance is one of these behind an `Arc`: 88 bytes plus the
+        // `Arc`'s 16 fit a 112-byte allocation (see the README's memory figures).
+        assert_eq!(std::mem::size_of::<Instance>(), 88);
     }
 
     #[test]

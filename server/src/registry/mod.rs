@@ -14,6 +14,7 @@ pub mod balance;
 pub mod changes;
 pub mod client;
 pub mod instance;
+pub mod instances;
 pub mod namespace;
 pub mod select;
 pub mod selector;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::health::expiry::{judge, ExpiryQueue, Verdict};
+use crate::health::expiry::{judge, Verdict};
 use crate::health::guard::EvictionGuard;
 use changes::{ChangeSet, Watchers};
 use client::{ClientData, Clients};
@@ -184,8 +185,6 @@ pub struct Registry {
 struct Shared {
     /// Namespaces by id; a namespace appears when declared or first used.
     namespaces: DashMap<Arc<str>, Arc<Namespace>>,
-    /// Deadlines of ephemeral instances.
-    expiry: ExpiryQueue,
     /// Consumers of change notifications (push).
     watchers: Watchers,
     /// Ephemeral clients, for Distro.
@@ -280,11 +279,6 @@ impl Registry {
         totals
     }
 
-    /// Entries in the expiry queue.
-    pub fn expiry_backlog(&self) -> usize {
-        self.shared.expiry.len()
-    }
-
     // ----- internals -------------------------------------------------------------------
 
     fn namespace_or_create(&self, id: &str) -> Arc<Namespace> {
@@ -337,28 +331,13 @@ impl Registry {
         key: &ServiceKey,
         now_ms: u64,
         f: impl FnOnce(&mut ServiceView) -> (Changed, R),
-    ) -> Option<(Changed, R)> {
+    ) -> Option<(Arc<Service>, Changed, R)> {
         let svc = self.service_by_key(key)?;
         let (changed, result) = svc.update(now_ms, f)?;
         if changed == Changed::Yes {
             self.shared.watchers.mark(&svc.key);
         }
-        Some((changed, result))
-    }
-
-    fn schedule_expiry(
-        &self,
-        svc: &Arc<Service>,
-        addr: Arc<str>,
-        clock: Arc<BeatClock>,
-        hb: &Heartbeat,
-        now_ms: u64,
-    ) {
-        let at = match judge(clock.last_beat_ms(), hb, now_ms) {
-            Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
-            Verdict::Expired => now_ms,
-        };
-        self.shared.expiry.schedule(at, svc.clone(), addr, clock);
+        Some((svc, changed, result))
     }
 
     // ----- instance writes -------------------------------------------------------------
@@ -379,8 +358,12 @@ impl Registry {
             let existing = view.instances.get(&addr).cloned();
             // An import never takes an address from a client's instance or another
             // task's; a client's registration takes the address from an import.
-            if owner.is_some() && existing.as_ref().is_some_and(|e| e.owner != owner) {
-                return (Changed::No, Ok((None, None)));
+            if owner.is_some()
+                && existing
+                    .as_ref()
+                    .is_some_and(|e| e.owner() != owner.as_ref())
+            {
+                return (Changed::No, Ok(None));
             }
             // Only an ephemeral registration is checked here: whether a persistent one
             // conflicts depends on ephemeral (node-local) state, which the Raft state
@@ -393,7 +376,7 @@ impl Registry {
                 && view
                     .instances
                     .values()
-                    .find(|i| i.owner.is_none())
+                    .find(|i| i.owner().is_none())
                     .is_some_and(|i| !i.ephemeral);
             if other_kind {
                 return (
@@ -406,7 +389,7 @@ impl Registry {
                 );
             }
             // A client taking an address over from an import starts unpinned.
-            let existing = existing.filter(|e| e.owner == owner);
+            let existing = existing.filter(|e| e.owner() == owner.as_ref());
             let pinned = existing.as_ref().map(|e| e.pinned).unwrap_or_default();
             let keep = |flag: bool| existing.as_ref().filter(|_| flag);
             let metadata = match keep(pinned.metadata) {
@@ -415,21 +398,21 @@ impl Registry {
             };
             let heartbeat = Heartbeat::from_metadata(&metadata);
             // Address clients live by beats; a connection client lives as long as its
-            // connection and needs no clock.
-            let (clock, fresh_clock) = if reg.ephemeral && client.is_none() {
+            // connection and needs no clock. (A new clock, or new timeouts, is a change:
+            // the expiry sweep looks at the service again.)
+            let clock = if reg.ephemeral && client.is_none() {
                 match existing.as_ref().and_then(|e| e.beat.clone()) {
                     Some(c) => {
                         c.beat(now_ms);
-                        (Some(c), false)
+                        Some(c)
                     }
-                    None => (Some(Arc::new(BeatClock::new(now_ms))), true),
+                    None => Some(Arc::new(BeatClock::new(now_ms))),
                 }
             } else {
-                (None, false)
+                None
             };
             let instance = Instance {
-                instance_id: reg.instance_id.as_deref().map(Arc::from),
-                ip: reg.ip.as_str().into(),
+                address: addr.clone(),
                 port: reg.port,
                 cluster: instance::cluster_name(&reg.cluster),
                 weight: keep(pinned.weight).map(|e| e.weight).unwrap_or(reg.weight),
@@ -440,15 +423,15 @@ impl Registry {
                     .unwrap_or(reg.enabled),
                 ephemeral: reg.ephemeral,
                 metadata,
-                heartbeat,
                 pinned,
                 client: client.clone(),
-                owner: owner.clone(),
-                beat: clock.clone(),
+                beat: clock,
+                rare: instance::Rare::boxed(
+                    reg.instance_id.as_deref().map(Arc::from),
+                    owner.clone(),
+                    heartbeat,
+                ),
             };
-            let reschedule = clock.filter(|_| {
-                fresh_clock || existing.as_ref().is_some_and(|e| e.heartbeat != heartbeat)
-            });
             // Another client held this address here: it loses the instance.
             let displaced = existing
                 .as_ref()
@@ -458,18 +441,12 @@ impl Registry {
                 .as_ref()
                 .is_some_and(|e| same_instance(e, &instance));
             if unchanged {
-                return (
-                    Changed::No,
-                    Ok((reschedule.map(|c| (c, heartbeat)), displaced)),
-                );
+                return (Changed::No, Ok(displaced));
             }
-            view.instances.insert(addr.clone(), Arc::new(instance));
-            (
-                Changed::Yes,
-                Ok((reschedule.map(|c| (c, heartbeat)), displaced)),
-            )
+            view.instances.insert(Arc::new(instance));
+            (Changed::Yes, Ok(displaced))
         });
-        let (reschedule, displaced) = outcome?;
+        let displaced = outcome?;
         if changed == Changed::Yes && reg.ephemeral {
             // The service's own key, not the request's: client entries then share its
             // strings instead of holding three more allocations per instance.
@@ -482,9 +459,6 @@ impl Registry {
                 .clients
                 .changed(&client_id, &svc.key, &addr, true, now_ms);
         }
-        if let Some((clock, hb)) = reschedule {
-            self.schedule_expiry(&svc, addr, clock, &hb, now_ms);
-        }
         Ok(())
     }
 
@@ -495,7 +469,7 @@ impl Registry {
         let held = view
             .instances
             .values()
-            .find(|i| i.owner.is_none())
+            .find(|i| i.owner().is_none())
             .map(|i| i.ephemeral)?;
         (held != ephemeral).then(|| RegistryError::KindConflict {
             service: key.grouped(),
@@ -516,7 +490,7 @@ impl Registry {
     ) -> bool {
         let addr = addr_key(ip, port);
         let removed = self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
-            Some(i) if ephemeral.is_none_or(|e| e == i.ephemeral) && i.owner.is_none() => {
+            Some(i) if ephemeral.is_none_or(|e| e == i.ephemeral) && i.owner().is_none() => {
                 let client = i.ephemeral.then(|| i.client_id());
                 view.instances.remove(&addr);
                 (Changed::Yes, Some(client))
@@ -524,11 +498,11 @@ impl Registry {
             _ => (Changed::No, None),
         });
         match removed {
-            Some((_, Some(client))) => {
+            Some((svc, _, Some(client))) => {
                 if let Some(client) = client {
                     self.shared
                         .clients
-                        .changed(&client, key, &addr, false, now_ms);
+                        .changed(&client, &svc.key, &addr, false, now_ms);
                 }
                 true
             }
@@ -544,7 +518,7 @@ impl Registry {
 
     /// The sync task that owns the instance at `ip:port`, if one does.
     pub fn owner_of(&self, key: &ServiceKey, ip: &str, port: u16) -> Option<Arc<str>> {
-        self.instance(key, ip, port)?.owner.clone()
+        self.instance(key, ip, port)?.owner().cloned()
     }
 
     /// The error deregistering the instance at `ip:port` meets if a sync task owns it.
@@ -568,8 +542,8 @@ impl Registry {
                 out.extend(
                     view.instances
                         .values()
-                        .filter(|i| i.owner.as_deref() == Some(task))
-                        .map(|i| (svc.key.clone(), i.clone())),
+                        .filter(|i| i.owner().map(|o| &**o) == Some(task))
+                        .map(|i| (ServiceKey::clone(&svc.key), i.clone())),
                 );
             }
         }
@@ -604,7 +578,7 @@ impl Registry {
     pub fn remove_all_owned(&self, task: &str, now_ms: u64) -> usize {
         let owned = self.owned_by(task);
         for (key, inst) in &owned {
-            self.remove_owned(key, &inst.ip, inst.port, task, now_ms);
+            self.remove_owned(key, inst.ip(), inst.port, task, now_ms);
         }
         owned.len()
     }
@@ -612,7 +586,7 @@ impl Registry {
     fn remove_owned(&self, key: &ServiceKey, ip: &str, port: u16, task: &str, now_ms: u64) {
         let addr = addr_key(ip, port);
         self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
-            Some(i) if i.owner.as_deref() == Some(task) => {
+            Some(i) if i.owner().map(|o| &**o) == Some(task) => {
                 view.instances.remove(&addr);
                 (Changed::Yes, ())
             }
@@ -654,24 +628,23 @@ impl Registry {
                 next.pinned.enabled = true;
             }
             if let Some(m) = &patch.metadata {
-                next.metadata = Arc::new(m.clone());
-                next.heartbeat = Heartbeat::from_metadata(m);
+                next.set_metadata(Arc::new(m.clone()));
                 next.pinned.metadata = true;
             }
             let client = next.client_id();
             if same_instance(existing, &next) && existing.pinned == next.pinned {
                 return (Changed::No, Ok(client));
             }
-            view.instances.insert(addr.clone(), Arc::new(next));
+            view.instances.insert(Arc::new(next));
             (Changed::Yes, Ok(client))
         });
         match result {
-            Some((changed, outcome)) => {
+            Some((svc, changed, outcome)) => {
                 let client = outcome?;
                 if changed == Changed::Yes && ephemeral {
                     self.shared
                         .clients
-                        .changed(&client, key, &addr, true, now_ms);
+                        .changed(&client, &svc.key, &addr, true, now_ms);
                 }
                 Ok(())
             }
@@ -700,7 +673,7 @@ impl Registry {
                         ..Instance::clone(i)
                     };
                     let client = next.client_id();
-                    view.instances.insert(addr.clone(), Arc::new(next));
+                    view.instances.insert(Arc::new(next));
                     (Changed::Yes, Some(client))
                 }
                 Some(i) => (Changed::No, Some(i.client_id())),
@@ -708,11 +681,11 @@ impl Registry {
             }
         });
         match outcome {
-            Some((changed, Some(client))) => {
+            Some((svc, changed, Some(client))) => {
                 if changed == Changed::Yes && ephemeral {
                     self.shared
                         .clients
-                        .changed(&client, key, &addr, true, now_ms);
+                        .changed(&client, &svc.key, &addr, true, now_ms);
                 }
                 true
             }
@@ -735,103 +708,161 @@ impl Registry {
         if !instance.healthy {
             self.set_health(&svc.key, ip, port, true, true, now_ms);
         }
-        Some(instance.heartbeat)
+        Some(instance.heartbeat())
     }
 
-    /// Judges every ephemeral instance whose deadline passed: marks silent ones
-    /// unhealthy, removes expired ones, reschedules the rest. Handles at most `max`.
-    /// Only clients `owns` approves are judged (Distro: the owner decides); the others
-    /// are looked at again later. Removals in a namespace where `guard` holds wait.
-    /// `counts` caches each namespace's (silent, all) ephemeral counts for the guard:
-    /// the caller keeps it for one pass (several calls), since counting is a walk over
-    /// the namespace.
+    /// Judges the ephemeral instances of every service whose earliest deadline passed:
+    /// marks silent ones unhealthy, removes expired ones. Only clients `owns` approves
+    /// are judged (Distro: the owner decides); the others are looked at again later.
+    /// Removals in a namespace where `guard` holds wait. `counts` caches each
+    /// namespace's (silent, all) ephemeral counts for the guard: the caller keeps it for
+    /// one pass, since counting is a walk over the namespace.
+    ///
+    /// A sweep rather than a queue of deadlines: a service that is not due costs one
+    /// atomic load, and an instance costs nothing beyond its beat clock (a queue entry
+    /// per instance was a tenth of the registry's memory).
     pub fn expire_due(
         &self,
         now_ms: u64,
-        max: usize,
         owns: &dyn Fn(&str) -> bool,
         guard: &EvictionGuard,
         counts: &mut NamespaceCounts,
     ) -> ExpiryReport {
         let mut report = ExpiryReport::default();
-        for due in self.shared.expiry.pop_due(now_ms, max) {
-            let view = due.service.view();
-            let Some(instance) = view.instances.get(&due.addr) else {
-                continue;
-            };
-            // A re-registered or replaced instance has its own clock and entry.
-            if !instance
-                .beat
-                .as_ref()
-                .is_some_and(|c| Arc::ptr_eq(c, &due.clock))
-            {
-                continue;
-            }
-            let key = &due.service.key;
-            if !owns(&due.addr) {
-                // Another node owns this client; its copy here is judged by the owner.
-                let later = now_ms + instance.heartbeat.timeout_ms.min(5_000);
-                self.shared
-                    .expiry
-                    .schedule(later, due.service.clone(), due.addr, due.clock);
-                continue;
-            }
-            match judge(due.clock.last_beat_ms(), &instance.heartbeat, now_ms) {
-                Verdict::Expired => {
-                    let ns = &key.namespace;
-                    let (silent, total) = *counts
-                        .entry(ns.clone())
-                        .or_insert_with(|| self.ephemeral_counts(ns));
-                    if guard.policy.holds(silent, total) {
-                        if guard.hold(ns, now_ms) {
-                            report.engaged.push(ns.clone());
-                        }
-                        report.held += 1;
-                        // Look again later: an instance whose beats come back is alive
-                        // whatever the guard says; only the dead wait for the release.
-                        self.shared.expiry.schedule(
-                            now_ms + HELD_RECHECK_MS,
-                            due.service.clone(),
-                            due.addr,
-                            due.clock,
-                        );
-                        continue;
-                    }
-                    if guard.release(ns) {
-                        report.released.push(ns.clone());
-                    }
-                    if self.remove_if_clock(key, &due.addr, &due.clock, now_ms) {
-                        report.removed += 1;
-                        if let Some((silent, total)) = counts.get_mut(ns) {
-                            *silent = silent.saturating_sub(1);
-                            *total = total.saturating_sub(1);
-                        }
-                    }
-                }
-                Verdict::Silent { recheck_at } => {
-                    if instance.healthy
-                        && self.set_health(key, &instance.ip, instance.port, true, false, now_ms)
-                    {
-                        report.unhealthy += 1;
-                    }
-                    self.shared.expiry.schedule(
-                        recheck_at,
-                        due.service.clone(),
-                        due.addr,
-                        due.clock,
-                    );
-                }
-                Verdict::Alive { recheck_at } => {
-                    self.shared.expiry.schedule(
-                        recheck_at,
-                        due.service.clone(),
-                        due.addr,
-                        due.clock,
-                    );
-                }
-            }
+        let due: Vec<Arc<Service>> = self
+            .shared
+            .namespaces
+            .iter()
+            .flat_map(|ns| {
+                ns.services
+                    .iter()
+                    .filter(|s| s.expiry_due(now_ms))
+                    .map(|s| s.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for svc in due {
+            let next = self.sweep_service(&svc, now_ms, owns, guard, counts, &mut report);
+            svc.swept(next);
         }
         report
+    }
+
+    /// Judges the ephemeral instances of one service; returns when it is next due.
+    fn sweep_service(
+        &self,
+        svc: &Arc<Service>,
+        now_ms: u64,
+        owns: &dyn Fn(&str) -> bool,
+        guard: &EvictionGuard,
+        counts: &mut NamespaceCounts,
+        report: &mut ExpiryReport,
+    ) -> u64 {
+        let view = svc.view();
+        let mut next = u64::MAX;
+        // Instances to mark unhealthy and to remove, each with the clock it was judged
+        // by: one that re-registered meanwhile has a new clock and is left alone.
+        let mut silent: Vec<Arc<Instance>> = Vec::new();
+        let mut expired: Vec<Arc<Instance>> = Vec::new();
+        for inst in view.instances.values() {
+            let Some(clock) = inst.beat.as_ref().filter(|_| inst.ephemeral) else {
+                continue;
+            };
+            if !owns(&inst.address) {
+                // Another node owns this client; its copy here is judged by the owner.
+                next = next.min(now_ms + inst.heartbeat().timeout_ms.min(5_000));
+                continue;
+            }
+            match judge(clock.last_beat_ms(), &inst.heartbeat(), now_ms) {
+                Verdict::Expired => expired.push(inst.clone()),
+                Verdict::Silent { recheck_at } => {
+                    if inst.healthy {
+                        silent.push(inst.clone());
+                    }
+                    next = next.min(recheck_at);
+                }
+                Verdict::Alive { recheck_at } => next = next.min(recheck_at),
+            }
+        }
+        if !expired.is_empty() {
+            let ns = &svc.key.namespace;
+            let (silent_count, total) = *counts
+                .entry(ns.clone())
+                .or_insert_with(|| self.ephemeral_counts(ns));
+            if guard.policy.holds(silent_count, total) {
+                if guard.hold(ns, now_ms) {
+                    report.engaged.push(ns.clone());
+                }
+                report.held += expired.len();
+                // Look again later: an instance whose beats come back is alive whatever
+                // the guard says; only the dead wait for the release.
+                next = next.min(now_ms + HELD_RECHECK_MS);
+                expired.clear();
+            } else if guard.release(ns) {
+                report.released.push(ns.clone());
+            }
+        }
+        if silent.is_empty() && expired.is_empty() {
+            return next;
+        }
+        let same = |a: &Instance, b: &Instance| match (&a.beat, &b.beat) {
+            (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+            _ => false,
+        };
+        let applied = svc.update(now_ms, |view| {
+            let mut marked = Vec::new();
+            let mut removed = Vec::new();
+            for inst in &silent {
+                match view.instances.get(&inst.address) {
+                    Some(cur) if same(cur, inst) && cur.healthy => {
+                        let next = Instance {
+                            healthy: false,
+                            ..Instance::clone(cur)
+                        };
+                        view.instances.insert(Arc::new(next));
+                        marked.push(inst.address.clone());
+                    }
+                    _ => {}
+                }
+            }
+            for inst in &expired {
+                if view
+                    .instances
+                    .get(&inst.address)
+                    .is_some_and(|cur| same(cur, inst))
+                {
+                    view.instances.remove(&inst.address);
+                    removed.push(inst.address.clone());
+                }
+            }
+            let changed = if marked.is_empty() && removed.is_empty() {
+                Changed::No
+            } else {
+                Changed::Yes
+            };
+            (changed, (marked, removed))
+        });
+        let Some((changed, (marked, removed))) = applied else {
+            return next;
+        };
+        if changed == Changed::Yes {
+            self.shared.watchers.mark(&svc.key);
+        }
+        // Only address clients have beat clocks: the client is the address.
+        let clients = &self.shared.clients;
+        for addr in &marked {
+            clients.changed(addr, &svc.key, addr, true, now_ms);
+        }
+        for addr in &removed {
+            clients.changed(addr, &svc.key, addr, false, now_ms);
+        }
+        report.unhealthy += marked.len();
+        report.removed += removed.len();
+        if let Some((silent_count, total)) = counts.get_mut(&svc.key.namespace) {
+            *silent_count = silent_count.saturating_sub(removed.len());
+            *total = total.saturating_sub(removed.len());
+        }
+        next
     }
 
     /// Counts (unhealthy, all) ephemeral instances of namespace `ns`.
@@ -851,34 +882,10 @@ impl Registry {
         counts
     }
 
-    /// Removes the instance at `addr` if it still carries `clock` (not re-registered).
-    fn remove_if_clock(
-        &self,
-        key: &ServiceKey,
-        addr: &Arc<str>,
-        clock: &Arc<BeatClock>,
-        now_ms: u64,
-    ) -> bool {
-        let removed = self
-            .update_existing(key, now_ms, |view| match view.instances.get(addr) {
-                Some(i) if i.beat.as_ref().is_some_and(|c| Arc::ptr_eq(c, clock)) => {
-                    view.instances.remove(addr);
-                    (Changed::Yes, true)
-                }
-                _ => (Changed::No, false),
-            })
-            .is_some_and(|(_, removed)| removed);
-        if removed {
-            // Only address clients have beat clocks: the client is the address.
-            self.shared.clients.changed(addr, key, addr, false, now_ms);
-        }
-        removed
-    }
-
     // ----- clients (Distro) ------------------------------------------------------------
 
     /// The instances client `id` holds here (service, instance).
-    fn client_instances(&self, id: &str) -> Vec<(ServiceKey, Arc<Instance>)> {
+    fn client_instances(&self, id: &str) -> Vec<(Arc<ServiceKey>, Arc<Instance>)> {
         let Some(record) = self.shared.clients.get(id) else {
             return Vec::new();
         };
@@ -908,7 +915,7 @@ impl Registry {
             last_beat_ms,
             instances: held
                 .into_iter()
-                .map(|(k, i)| (k, Instance::clone(&i)))
+                .map(|(k, i)| (ServiceKey::clone(&k), Instance::clone(&i)))
                 .collect(),
         })
     }
@@ -959,13 +966,14 @@ impl Registry {
         if old.as_ref().is_some_and(|r| r.revision >= data.revision) {
             return false;
         }
-        let entries: client::Entries = data
-            .instances
-            .iter()
-            .map(|(k, i)| (k.clone(), i.addr()))
-            .collect();
         if let Some(old) = &old {
-            for (key, addr) in old.entries.difference(&entries) {
+            let gone = old.entries.iter().filter(|(key, addr)| {
+                !data
+                    .instances
+                    .iter()
+                    .any(|(k, i)| k == &**key && i.address == *addr)
+            });
+            for (key, addr) in gone {
                 self.remove_client_instance(key, addr, &id, now_ms);
             }
         }
@@ -973,43 +981,35 @@ impl Registry {
         let mut interned = Vec::with_capacity(data.instances.len());
         for (key, incoming) in &data.instances {
             let addr = incoming.addr();
-            let (svc, _, schedule) = self.modify_service(key, now_ms, |view| {
+            let (svc, _, ()) = self.modify_service(key, now_ms, |view| {
                 let existing = view.instances.get(&addr).cloned();
                 if existing.as_ref().is_some_and(|e| !e.ephemeral) {
-                    return (Changed::No, None);
+                    return (Changed::No, ());
                 }
                 let mut instance = incoming.clone();
                 // Address clients carry a beat clock, restarted from the owner's last beat
                 // so that a takeover judges them from there.
-                let mut reschedule = None;
                 if instance.client.is_none() {
                     let same_owner = existing.as_ref().filter(|e| e.client_id() == id);
-                    let (clock, fresh) = match same_owner.and_then(|e| e.beat.clone()) {
+                    let clock = match same_owner.and_then(|e| e.beat.clone()) {
                         Some(c) => {
                             c.beat(data.last_beat_ms);
-                            (c, false)
+                            c
                         }
-                        None => (Arc::new(BeatClock::new(data.last_beat_ms)), true),
+                        None => Arc::new(BeatClock::new(data.last_beat_ms)),
                     };
-                    instance.beat = Some(clock.clone());
-                    let heartbeat = instance.heartbeat;
-                    if fresh || existing.as_ref().is_some_and(|e| e.heartbeat != heartbeat) {
-                        reschedule = Some((clock, heartbeat));
-                    }
+                    instance.beat = Some(clock);
                 }
                 let unchanged = existing
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
-                if !unchanged {
-                    view.instances.insert(addr.clone(), Arc::new(instance));
+                if unchanged {
+                    return (Changed::No, ());
                 }
-                let changed = if unchanged { Changed::No } else { Changed::Yes };
-                (changed, reschedule)
+                view.instances.insert(Arc::new(instance));
+                (Changed::Yes, ())
             });
             interned.push((svc.key.clone(), addr.clone()));
-            if let Some((clock, hb)) = schedule {
-                self.schedule_expiry(&svc, addr, clock, &hb, now_ms);
-            }
         }
         self.shared
             .clients
@@ -1059,7 +1059,7 @@ impl Registry {
         let mut removed = 0;
         for (k, inst) in self.client_instances(&id) {
             let addr = inst.addr();
-            if &k == key
+            if &*k == key
                 && !keep.contains(&addr)
                 && self.remove_client_instance(&k, &addr, &id, now_ms)
             {
@@ -1085,7 +1085,7 @@ impl Registry {
             }
             _ => (Changed::No, false),
         })
-        .is_some_and(|(_, removed)| removed)
+        .is_some_and(|(_, _, removed)| removed)
     }
 
     // ----- service writes --------------------------------------------------------------
@@ -1201,7 +1201,7 @@ impl Registry {
                 if svc.retire(still_idle) {
                     ns.services
                         .remove_if(&*svc.grouped, |_, s| Arc::ptr_eq(s, &svc));
-                    removed.push(svc.key.clone());
+                    removed.push(ServiceKey::clone(&svc.key));
                 }
             }
         }
@@ -1275,12 +1275,14 @@ impl Registry {
             for svc in self.services(&ns.id) {
                 let view = svc.view();
                 if let Some(settings) = &view.settings {
-                    data.services
-                        .push((svc.key.clone(), ServiceSettings::clone(settings)));
+                    data.services.push((
+                        ServiceKey::clone(&svc.key),
+                        ServiceSettings::clone(settings),
+                    ));
                 }
                 for inst in view.instances.values().filter(|i| !i.ephemeral) {
                     data.instances
-                        .push((svc.key.clone(), Instance::clone(inst)));
+                        .push((ServiceKey::clone(&svc.key), Instance::clone(inst)));
                 }
             }
         }
@@ -1294,12 +1296,7 @@ impl Registry {
             for svc in ns.services.iter() {
                 svc.update(now_ms, |view| {
                     view.settings = None;
-                    view.instances = view
-                        .instances
-                        .iter()
-                        .filter(|(_, i)| i.ephemeral)
-                        .map(|(k, i)| (k.clone(), i.clone()))
-                        .collect();
+                    view.instances.retain(|i| i.ephemeral);
                     (Changed::Yes, ())
                 });
                 self.shared.watchers.mark(&svc.key);
@@ -1321,10 +1318,13 @@ impl Registry {
         }
         for (key, instances) in by_service {
             self.modify_service(key, now_ms, |view| {
-                for inst in &instances {
-                    view.instances
-                        .insert(inst.addr(), Arc::new(Instance::clone(inst)));
-                }
+                // Collected, not inserted one by one: chunks come out full and exact.
+                view.instances = view
+                    .instances
+                    .values()
+                    .cloned()
+                    .chain(instances.iter().map(|i| Arc::new(Instance::clone(i))))
+                    .collect();
                 (Changed::Yes, ())
             });
         }
@@ -1333,7 +1333,7 @@ impl Registry {
 
 /// Whether two versions of an instance look the same to a consumer.
 fn same_instance(a: &Instance, b: &Instance) -> bool {
-    a.instance_id == b.instance_id
+    a.rare == b.rare
         && a.cluster == b.cluster
         && a.weight == b.weight
         && a.healthy == b.healthy
@@ -1341,7 +1341,6 @@ fn same_instance(a: &Instance, b: &Instance) -> bool {
         && a.ephemeral == b.ephemeral
         && a.metadata == b.metadata
         && a.client == b.client
-        && a.owner == b.owner
 }
 
 #[cfg(test)]

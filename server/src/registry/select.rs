@@ -105,7 +105,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::{Heartbeat, Pinned};
+    use crate::registry::instance::Pinned;
     use crate::registry::service::{Selector, ServiceSettings};
 
     fn instance(port: u16, cluster: &str, healthy: bool, enabled: bool) -> Arc<Instance> {
@@ -120,8 +120,7 @@ mod tests {
         meta: &[(&str, &str)],
     ) -> Arc<Instance> {
         Arc::new(Instance {
-            instance_id: Some(format!("{port}").into()),
-            ip: "10.0.0.1".into(),
+            address: crate::registry::instance::addr_key("10.0.0.1", port),
             port,
             cluster: cluster.into(),
             weight: 1.0,
@@ -133,11 +132,10 @@ mod tests {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect::<BTreeMap<_, _>>(),
             ),
-            heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
             client: None,
-            owner: None,
             beat: None,
+            rare: None,
         })
     }
 
@@ -145,7 +143,7 @@ mod tests {
         ServiceView {
             list_cache: Default::default(),
             settings: settings.map(Arc::new),
-            instances: instances.iter().map(|i| (i.addr(), i.clone())).collect(),
+            instances: instances.iter().cloned().collect(),
             revision: 1,
             modified_ms: 0,
         }

@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::instance::{Instance, Metadata};
+use super::instance::Metadata;
+use super::instances::Instances;
 
 /// Names a service: namespace, group and service name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -155,7 +156,7 @@ pub struct ServiceView {
     /// Stored settings; `None` for a service that only exists because of registrations.
     pub settings: Option<Arc<ServiceSettings>>,
     /// Instances by `ip:port`.
-    pub instances: imbl::OrdMap<Arc<str>, Arc<Instance>>,
+    pub instances: Instances,
     /// Bumped on every change.
     pub revision: u64,
     /// Wall-clock milliseconds of the last change.
@@ -225,7 +226,7 @@ static DEFAULT_SETTINGS: LazyLock<Arc<ServiceSettings>> =
 #[derive(Debug)]
 pub struct Service {
     /// The service's key.
-    pub key: ServiceKey,
+    pub key: Arc<ServiceKey>,
     /// `group@@name`, kept to answer queries without formatting.
     pub grouped: Arc<str>,
     view: ArcSwap<ServiceView>,
@@ -234,6 +235,10 @@ pub struct Service {
     /// Set (under `writer`) when the service is dropped from its namespace; a writer that
     /// finds it set must look the service up again.
     removed: AtomicBool,
+    /// Wall-clock ms before which the expiry sweep need not look at this service: the
+    /// earliest deadline of its ephemeral instances when it was last swept (beats only
+    /// move deadlines later). Every change resets it to 0.
+    next_check_ms: AtomicU64,
 }
 
 impl Service {
@@ -241,17 +246,18 @@ impl Service {
     pub fn new(key: ServiceKey, now_ms: u64) -> Self {
         let grouped = Arc::from(key.grouped());
         Self {
-            key,
+            key: Arc::new(key),
             grouped,
             view: ArcSwap::from_pointee(ServiceView {
                 list_cache: ListCache::default(),
                 settings: None,
-                instances: imbl::OrdMap::new(),
+                instances: Instances::new(),
                 revision: 0,
                 modified_ms: now_ms,
             }),
             writer: Mutex::new(()),
             removed: AtomicBool::new(false),
+            next_check_ms: AtomicU64::new(0),
         }
     }
 
@@ -277,8 +283,39 @@ impl Service {
             next.revision += 1;
             next.modified_ms = now_ms;
             self.view.store(Arc::new(next));
+            // New instances or deadlines: the next sweep looks again.
+            self.next_check_ms.store(0, Ordering::Release);
         }
         Some((changed, result))
+    }
+
+    /// Whether the expiry sweep is due to look at this service at `now_ms`; if so, it
+    /// must report what it found through [`Service::swept`].
+    pub(crate) fn expiry_due(&self, now_ms: u64) -> bool {
+        // Until the sweep reports, only a change (which stores 0) brings it back; a
+        // change racing this exchange is not overwritten.
+        let mut current = self.next_check_ms.load(Ordering::Acquire);
+        loop {
+            if current > now_ms {
+                return false;
+            }
+            match self.next_check_ms.compare_exchange(
+                current,
+                u64::MAX,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Records the earliest deadline a sweep found; a change made meanwhile (which
+    /// stored 0) wins.
+    pub(crate) fn swept(&self, next_check_ms: u64) {
+        self.next_check_ms
+            .fetch_min(next_check_ms, Ordering::AcqRel);
     }
 
     /// Marks the service removed if `may_remove` approves the current view, with the

@@ -44,7 +44,7 @@ fn register_then_deregister() {
     assert_eq!(ports(&r, "a").len(), 2);
     let svc = r.service_by_key(&key("a")).unwrap();
     let inst = svc.view().instances.values().next().unwrap().clone();
-    assert_eq!(inst.instance_id, None, "the default id is not stored");
+    assert_eq!(inst.instance_id(), None, "the default id is not stored");
     assert_eq!(
         inst.id(&svc.grouped),
         "10.0.0.1#80#DEFAULT#DEFAULT_GROUP@@a"
@@ -123,7 +123,6 @@ fn silence_makes_unhealthy_then_removes() {
     assert_eq!(
         r.expire_due(
             3_999,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -133,7 +132,6 @@ fn silence_makes_unhealthy_then_removes() {
     assert_eq!(
         r.expire_due(
             4_001,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -152,7 +150,6 @@ fn silence_makes_unhealthy_then_removes() {
     assert_eq!(
         r.expire_due(
             7_001,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -162,7 +159,6 @@ fn silence_makes_unhealthy_then_removes() {
     assert_eq!(
         r.expire_due(
             8_001,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -173,7 +169,6 @@ fn silence_makes_unhealthy_then_removes() {
     assert_eq!(
         r.expire_due(
             11_001,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -186,7 +181,6 @@ fn silence_makes_unhealthy_then_removes() {
     assert_eq!(
         r.expire_due(
             16_001,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -197,7 +191,6 @@ fn silence_makes_unhealthy_then_removes() {
     assert_eq!(
         r.expire_due(
             31_001,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -217,7 +210,6 @@ fn persistent_instances_never_expire() {
     assert_eq!(
         r.expire_due(
             1_000_000,
-            100,
             &|_| true,
             &EvictionGuard::default(),
             &mut Default::default()
@@ -347,7 +339,7 @@ fn persistent_data_round_trips_and_keeps_ephemeral() {
     assert_eq!(ports(&fresh, "p"), [(80, true)]);
     let p = fresh.service_by_key(&key("p")).unwrap().view();
     assert_eq!(
-        &*p.instances.values().next().unwrap().ip,
+        p.instances.values().next().unwrap().ip(),
         "10.0.0.1",
         "restore replaces persistent state"
     );

@@ -221,7 +221,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         .ok_or_else(|| ApiError::not_found("no matched ip found!"))?;
     Ok(json_of(&json!({
         "service": grouped,
-        "ip": &*instance.ip,
+        "ip": instance.ip(),
         "port": instance.port,
         "clusterName": &*instance.cluster,
         "weight": instance.weight,

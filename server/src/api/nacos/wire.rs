@@ -46,7 +46,7 @@ impl<'a> Host<'a> {
         };
         Self {
             instance_id: instance.id(grouped),
-            ip: &instance.ip,
+            ip: instance.ip(),
             port: instance.port,
             weight: instance.weight,
             healthy,
@@ -55,9 +55,9 @@ impl<'a> Host<'a> {
             cluster_name: &instance.cluster,
             service_name: grouped,
             metadata: &instance.metadata,
-            instance_heart_beat_interval: instance.heartbeat.interval_ms,
-            instance_heart_beat_time_out: instance.heartbeat.timeout_ms,
-            ip_delete_timeout: instance.heartbeat.delete_ms,
+            instance_heart_beat_interval: instance.heartbeat().interval_ms,
+            instance_heart_beat_time_out: instance.heartbeat().timeout_ms,
+            ip_delete_timeout: instance.heartbeat().delete_ms,
             instance_id_generator: generator,
         }
     }

@@ -1,0 +1,262 @@
+//! The instances of one service view: a persistent sorted sequence, keyed by `ip:port`.
+//!
+//! Every write publishes a new view, so cloning must be cheap; every instance is held
+//! here, so each must cost little. A two-level structure does both: sorted chunks of at
+//! most [`CHUNK`] instances, each behind an `Arc`. Cloning copies the chunk pointers
+//! (one per [`CHUNK`] instances); a write copies the one chunk it touches, sized
+//! exactly. An instance costs its pointer and the chunk's slack — about 11 bytes, where
+//! a general persistent map (`imbl::OrdMap`, whose every node has room for 64 entries
+//! and 65 children) cost about 50 with the key beside it.
+
+use std::sync::Arc;
+
+use super::instance::Instance;
+
+/// Most instances per chunk; a chunk that outgrows it splits in two.
+const CHUNK: usize = 64;
+
+type Chunk = Vec<Arc<Instance>>;
+
+/// Instances ordered by address (`ip:port` as a string, the order lists show).
+#[derive(Clone, Debug, Default)]
+pub struct Instances {
+    /// Non-empty, sorted chunks; the first address of each is above every address of the
+    /// previous one.
+    chunks: Vec<Arc<Chunk>>,
+    len: usize,
+}
+
+impl Instances {
+    /// No instances.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of instances.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The chunk that holds `addr` if any does (the last whose first address is not
+    /// above it), and where in it `addr` is or would go.
+    fn locate(&self, addr: &str) -> (usize, Result<usize, usize>) {
+        let after = self
+            .chunks
+            .partition_point(|c| &*c[0].address <= addr)
+            .max(1)
+            - 1;
+        let at = self.chunks[after].binary_search_by(|i| (*i.address).cmp(addr));
+        (after, at)
+    }
+
+    /// The instance at `addr`.
+    pub fn get(&self, addr: &str) -> Option<&Arc<Instance>> {
+        if self.chunks.is_empty() {
+            return None;
+        }
+        match self.locate(addr) {
+            (chunk, Ok(at)) => Some(&self.chunks[chunk][at]),
+            _ => None,
+        }
+    }
+
+    /// Inserts `instance` at its address, returning the one it replaced.
+    pub fn insert(&mut self, instance: Arc<Instance>) -> Option<Arc<Instance>> {
+        if self.chunks.is_empty() {
+            self.chunks.push(Arc::new(vec![instance]));
+            self.len = 1;
+            return None;
+        }
+        match self.locate(&instance.address) {
+            (chunk, Ok(at)) => {
+                let old = std::mem::replace(&mut own(&mut self.chunks[chunk], 0)[at], instance);
+                Some(old)
+            }
+            (chunk, Err(at)) => {
+                let c = own(&mut self.chunks[chunk], 1);
+                c.insert(at, instance);
+                if c.len() > CHUNK {
+                    let upper = c.split_off(c.len() / 2);
+                    c.shrink_to_fit();
+                    self.chunks.insert(chunk + 1, Arc::new(upper));
+                }
+                self.len += 1;
+                None
+            }
+        }
+    }
+
+    /// Removes the instance at `addr`, returning it.
+    pub fn remove(&mut self, addr: &str) -> Option<Arc<Instance>> {
+        if self.chunks.is_empty() {
+            return None;
+        }
+        let (chunk, Ok(at)) = self.locate(addr) else {
+            return None;
+        };
+        self.len -= 1;
+        if self.chunks[chunk].len() == 1 {
+            let c = self.chunks.remove(chunk);
+            return Some(c[0].clone());
+        }
+        let c = own(&mut self.chunks[chunk], 0);
+        let old = c.remove(at);
+        c.shrink_to_fit();
+        Some(old)
+    }
+
+    /// Keeps the instances `keep` approves.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<Instance>) -> bool) {
+        let kept: Vec<Arc<Instance>> = self.values().filter(|i| keep(i)).cloned().collect();
+        if kept.len() != self.len {
+            *self = kept.into_iter().collect();
+        }
+    }
+
+    /// The instances, in address order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &Arc<Instance>> + Clone + '_ {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+}
+
+/// `chunk` for writing: a copy sized for `extra` more instances when a published view
+/// shares it (the usual case: the writer's view is a clone of the published one).
+fn own(chunk: &mut Arc<Chunk>, extra: usize) -> &mut Chunk {
+    if Arc::get_mut(chunk).is_none() {
+        let mut copy = Vec::with_capacity(chunk.len() + extra);
+        copy.extend(chunk.iter().cloned());
+        *chunk = Arc::new(copy);
+    }
+    Arc::get_mut(chunk).expect("just made unique")
+}
+
+impl FromIterator<Arc<Instance>> for Instances {
+    /// Builds from instances in any order; a later one at an address replaces an earlier.
+    fn from_iter<I: IntoIterator<Item = Arc<Instance>>>(iter: I) -> Self {
+        let mut all: Vec<Arc<Instance>> = iter.into_iter().collect();
+        // Stable: equal addresses keep their order, and the last of each run wins.
+        all.sort_by(|a, b| a.address.cmp(&b.address));
+        let mut unique: Vec<Arc<Instance>> = Vec::with_capacity(all.len());
+        for i in all {
+            match unique.last_mut() {
+                Some(last) if last.address == i.address => *last = i,
+                _ => unique.push(i),
+            }
+        }
+        let len = unique.len();
+        let chunks = unique.chunks(CHUNK).map(|c| Arc::new(c.to_vec())).collect();
+        Self { chunks, len }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::instance::{addr_key, Pinned};
+
+    fn inst(port: u16, weight: f64) -> Arc<Instance> {
+        Arc::new(Instance {
+            address: addr_key("10.0.0.1", port),
+            port,
+            cluster: "DEFAULT".into(),
+            weight,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            metadata: Arc::default(),
+            pinned: Pinned::default(),
+            client: None,
+            beat: None,
+            rare: None,
+        })
+    }
+
+    fn ports(set: &Instances) -> Vec<u16> {
+        set.values().map(|i| i.port).collect()
+    }
+
+    /// Ports whose `10.0.0.1:port` strings sort in the order the model (a sorted vector
+    /// of strings) keeps.
+    fn model_order(ports: &[u16]) -> Vec<u16> {
+        let mut keyed: Vec<(String, u16)> = ports
+            .iter()
+            .map(|p| (format!("10.0.0.1:{p}"), *p))
+            .collect();
+        keyed.sort();
+        keyed.dedup();
+        keyed.into_iter().map(|(_, p)| p).collect()
+    }
+
+    #[test]
+    fn inserts_and_removes_keep_address_order_across_chunks() {
+        let mut set = Instances::new();
+        let mut inserted = Vec::new();
+        // A scrambled order over enough ports to split chunks several times.
+        for n in 0..500u32 {
+            let port = (n * 7919 % 1000) as u16 + 1;
+            assert!(set.insert(inst(port, 1.0)).is_none());
+            inserted.push(port);
+        }
+        assert_eq!(set.len(), 500);
+        assert_eq!(ports(&set), model_order(&inserted));
+        assert!(set.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
+
+        // Replacing keeps the count and returns the old one.
+        let old = set.insert(inst(inserted[10], 5.0)).unwrap();
+        assert_eq!(old.weight, 1.0);
+        let key = addr_key("10.0.0.1", inserted[10]);
+        assert_eq!(set.get(&key).unwrap().weight, 5.0);
+        assert_eq!(set.len(), 500);
+
+        // Remove every other one.
+        for port in inserted.iter().step_by(2) {
+            assert!(set.remove(&addr_key("10.0.0.1", *port)).is_some());
+        }
+        assert!(set.remove("10.0.0.1:9999").is_none());
+        let left: Vec<u16> = inserted.iter().skip(1).step_by(2).copied().collect();
+        assert_eq!(ports(&set), model_order(&left));
+        assert_eq!(set.len(), 250);
+        for port in &left {
+            assert!(set.get(&addr_key("10.0.0.1", *port)).is_some());
+        }
+        for port in inserted.iter().step_by(2) {
+            assert!(set.get(&addr_key("10.0.0.1", *port)).is_none());
+        }
+        // Below the first and above the last.
+        assert!(set.get("0").is_none());
+        assert!(set.get("z").is_none());
+    }
+
+    #[test]
+    fn a_clone_is_unchanged_by_writes_to_the_original() {
+        let mut set: Instances = (1..=200).map(|p| inst(p, 1.0)).collect();
+        let before = set.clone();
+        set.insert(inst(7, 9.0));
+        set.remove("10.0.0.1:8");
+        set.insert(inst(999, 1.0));
+        assert_eq!(before.len(), 200);
+        assert_eq!(before.get("10.0.0.1:7").unwrap().weight, 1.0);
+        assert!(before.get("10.0.0.1:8").is_some());
+        assert!(before.get("10.0.0.1:999").is_none());
+        assert_eq!(set.get("10.0.0.1:7").unwrap().weight, 9.0);
+        assert_eq!(set.len(), 200);
+    }
+
+    #[test]
+    fn collecting_keeps_the_last_of_an_address_and_retain_filters() {
+        let mut set: Instances = [inst(2, 1.0), inst(1, 1.0), inst(2, 3.0)]
+            .into_iter()
+            .collect();
+        assert_eq!(ports(&set), [1, 2]);
+        assert_eq!(set.get("10.0.0.1:2").unwrap().weight, 3.0);
+        set.retain(|i| i.port != 1);
+        assert_eq!(ports(&set), [2]);
+        set.remove("10.0.0.1:2");
+        assert!(set.is_empty() && set.chunks.is_empty());
+    }
+}
