@@ -126,7 +126,7 @@ mod tests {
             metadata: Arc::new(BTreeMap::new()),
             pinned: Pinned::default(),
             client: None,
-            beat: None,
+            beat: Default::default(),
             rare: None,
         })
     }

@@ -74,9 +74,13 @@ pub struct Pinned {
     pub metadata: bool,
 }
 
-/// The liveness clock of an ephemeral instance. Beats store into it without taking any
-/// lock on the service; the expiry sweep reads it. Shared by every version of the
-/// instance, so a beat that lands while a writer replaces the instance is never lost.
+/// The liveness clock of an ephemeral instance, held in the instance itself. Beats store
+/// into it without taking any lock on the service; the expiry sweep reads it. A new
+/// version of an instance starts from the old one's clock, and no beat is lost to a
+/// writer replacing the instance meanwhile: the writer carries the old clock over again
+/// once the new version is published ([`super::service::Service::update`]), and a beat
+/// that finds the view changed after storing stores again into the current version
+/// ([`super::Registry::beat`]).
 #[derive(Debug, Default)]
 pub struct BeatClock {
     /// Wall-clock milliseconds of the last beat or registration.
@@ -102,8 +106,15 @@ impl BeatClock {
     }
 }
 
-/// One instance of a service. Immutable once published in a service view: changes
-/// replace the `Arc<Instance>`; only the beat clock is shared between versions.
+impl Clone for BeatClock {
+    /// A clock at the same time (clocks are copied, never shared).
+    fn clone(&self) -> Self {
+        Self::new(self.last_beat_ms())
+    }
+}
+
+/// One instance of a service. Immutable once published in a service view (but for its
+/// beat clock): changes replace the `Arc<Instance>`.
 ///
 /// On the wire (snapshots, Distro) it travels as [`InstanceWire`], with `ip` as its own
 /// field; in memory the address is one string, `ip:port`, which is also the instance's
@@ -131,8 +142,9 @@ pub struct Instance {
     pub pinned: Pinned,
     /// The client that owns it when that is not its address: a gRPC connection.
     pub client: Option<Arc<str>>,
-    /// Liveness clock; present on ephemeral instances only.
-    pub beat: Option<Arc<BeatClock>>,
+    /// Liveness clock; kept by address clients' ephemeral instances only (see
+    /// [`Instance::clock`]), the rest leave it at 0.
+    pub beat: BeatClock,
     /// Explicit id, importing task and beat timing: `None` when all are the defaults.
     pub rare: Option<Box<Rare>>,
 }
@@ -176,6 +188,12 @@ impl Instance {
     /// IP address or host name.
     pub fn ip(&self) -> &str {
         ip_of(&self.address)
+    }
+
+    /// The beat clock, for an ephemeral instance of an address client (a connection
+    /// client's instances live as long as the connection).
+    pub fn clock(&self) -> Option<&BeatClock> {
+        (self.ephemeral && self.client.is_none()).then_some(&self.beat)
     }
 
     /// The id the client gave, if it gave one.
@@ -271,7 +289,7 @@ impl From<InstanceWire> for Instance {
             metadata: shared_metadata_arc(w.metadata),
             pinned: w.pinned,
             client: w.client,
-            beat: None,
+            beat: BeatClock::default(),
             rare: Rare::boxed(w.instance_id, w.owner, w.heartbeat),
         }
     }
@@ -386,7 +404,8 @@ mod tests {
     #[test]
     fn an_instance_stays_small() {
         // Every registered instance is one of these behind an `Arc`: 88 bytes plus the
-        // `Arc`'s 16 fit a 112-byte allocation (see the README's memory figures).
+        // `Arc`'s 16 fit a 112-byte allocation, beat clock included (see the README's
+        // memory figures).
         assert_eq!(std::mem::size_of::<Instance>(), 88);
     }
 

@@ -18,12 +18,27 @@ const CHUNK: usize = 64;
 type Chunk = Vec<Arc<Instance>>;
 
 /// Instances ordered by address (`ip:port` as a string, the order lists show).
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Instances {
     /// Non-empty, sorted chunks; the first address of each is above every address of the
     /// previous one.
     chunks: Vec<Arc<Chunk>>,
     len: usize,
+    /// Instances with a beat clock that a write replaced since this copy was made: their
+    /// clocks are carried over to the new versions once published (see
+    /// [`Instances::take_replaced`]).
+    replaced: Vec<Arc<Instance>>,
+}
+
+impl Clone for Instances {
+    /// A copy to write to: the same instances, nothing replaced yet.
+    fn clone(&self) -> Self {
+        Self {
+            chunks: self.chunks.clone(),
+            len: self.len,
+            replaced: Vec::new(),
+        }
+    }
 }
 
 impl Instances {
@@ -75,6 +90,9 @@ impl Instances {
         match self.locate(&instance.address) {
             (chunk, Ok(at)) => {
                 let old = std::mem::replace(&mut own(&mut self.chunks[chunk], 0)[at], instance);
+                if old.clock().is_some() {
+                    self.replaced.push(old.clone());
+                }
                 Some(old)
             }
             (chunk, Err(at)) => {
@@ -118,6 +136,11 @@ impl Instances {
         }
     }
 
+    /// Takes the instances with beat clocks that writes to this copy replaced.
+    pub fn take_replaced(&mut self) -> Vec<Arc<Instance>> {
+        std::mem::take(&mut self.replaced)
+    }
+
     /// The instances, in address order.
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &Arc<Instance>> + Clone + '_ {
         self.chunks.iter().flat_map(|c| c.iter())
@@ -150,7 +173,11 @@ impl FromIterator<Arc<Instance>> for Instances {
         }
         let len = unique.len();
         let chunks = unique.chunks(CHUNK).map(|c| Arc::new(c.to_vec())).collect();
-        Self { chunks, len }
+        Self {
+            chunks,
+            len,
+            replaced: Vec::new(),
+        }
     }
 }
 
@@ -171,7 +198,7 @@ mod tests {
             metadata: Arc::default(),
             pinned: Pinned::default(),
             client: None,
-            beat: None,
+            beat: Default::default(),
             rare: None,
         })
     }

@@ -397,20 +397,13 @@ impl Registry {
                 None => instance::shared_metadata(&reg.metadata),
             };
             let heartbeat = Heartbeat::from_metadata(&metadata);
-            // Address clients live by beats; a connection client lives as long as its
-            // connection and needs no clock. (A new clock, or new timeouts, is a change:
+            // A registration is a beat. (A new instance, or new timeouts, is a change:
             // the expiry sweep looks at the service again.)
-            let clock = if reg.ephemeral && client.is_none() {
-                match existing.as_ref().and_then(|e| e.beat.clone()) {
-                    Some(c) => {
-                        c.beat(now_ms);
-                        Some(c)
-                    }
-                    None => Some(Arc::new(BeatClock::new(now_ms))),
-                }
-            } else {
-                None
-            };
+            let mut last_beat_ms = now_ms;
+            if let Some(c) = existing.as_ref().and_then(|e| e.clock()) {
+                c.beat(now_ms);
+                last_beat_ms = c.last_beat_ms();
+            }
             let instance = Instance {
                 address: addr.clone(),
                 port: reg.port,
@@ -425,7 +418,7 @@ impl Registry {
                 metadata,
                 pinned,
                 client: client.clone(),
-                beat: clock,
+                beat: BeatClock::new(last_beat_ms),
                 rare: instance::Rare::boxed(
                     reg.instance_id.as_deref().map(Arc::from),
                     owner.clone(),
@@ -699,11 +692,23 @@ impl Registry {
     /// Takes no lock on the service unless the beat revives an unhealthy instance.
     pub fn beat(&self, key: &ServiceKey, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
         let svc = self.service_by_key(key)?;
-        let view = svc.view();
         let addr = format!("{ip}:{port}");
-        let instance = view.instances.get(addr.as_str())?;
-        let clock = instance.beat.as_ref()?;
-        clock.beat(now_ms);
+        let mut view = svc.view();
+        // If a writer published a new version of the service after this beat read the
+        // view, the beat may have landed in a replaced instance after the writer carried
+        // its clock over: store again into the current one. Each retry needs another
+        // publish in between; the bound only stops a pathological stream of writes.
+        let mut tries = 0;
+        let instance = loop {
+            let instance = view.instances.get(addr.as_str())?.clone();
+            instance.clock()?.beat(now_ms);
+            let current = svc.view();
+            tries += 1;
+            if Arc::ptr_eq(&current, &view) || tries == 8 {
+                break instance;
+            }
+            view = current;
+        };
         self.shared.clients.confirm_here(&addr, now_ms);
         if !instance.healthy {
             self.set_health(&svc.key, ip, port, true, true, now_ms);
@@ -760,12 +765,13 @@ impl Registry {
     ) -> u64 {
         let view = svc.view();
         let mut next = u64::MAX;
-        // Instances to mark unhealthy and to remove, each with the clock it was judged
-        // by: one that re-registered meanwhile has a new clock and is left alone.
+        // Instances to mark unhealthy and to remove, each the version judged: one that
+        // changed meanwhile (re-registered, revived) is left to the next sweep, which
+        // the change brings forward.
         let mut silent: Vec<Arc<Instance>> = Vec::new();
         let mut expired: Vec<Arc<Instance>> = Vec::new();
         for inst in view.instances.values() {
-            let Some(clock) = inst.beat.as_ref().filter(|_| inst.ephemeral) else {
+            let Some(clock) = inst.clock() else {
                 continue;
             };
             if !owns(&inst.address) {
@@ -805,10 +811,7 @@ impl Registry {
         if silent.is_empty() && expired.is_empty() {
             return next;
         }
-        let same = |a: &Instance, b: &Instance| match (&a.beat, &b.beat) {
-            (Some(x), Some(y)) => Arc::ptr_eq(x, y),
-            _ => false,
-        };
+        let same = |a: &Arc<Instance>, b: &Arc<Instance>| Arc::ptr_eq(a, b);
         let applied = svc.update(now_ms, |view| {
             let mut marked = Vec::new();
             let mut removed = Vec::new();
@@ -906,7 +909,7 @@ impl Registry {
         let held = self.client_instances(id);
         let last_beat_ms = held
             .iter()
-            .filter_map(|(_, i)| i.beat.as_ref().map(|c| c.last_beat_ms()))
+            .filter_map(|(_, i)| i.clock().map(|c| c.last_beat_ms()))
             .max()
             .unwrap_or(0);
         Some(ClientData {
@@ -937,7 +940,7 @@ impl Registry {
                     Some(client) => &**client == id,
                     None => &**addr == id,
                 };
-                if let Some(clock) = inst.beat.as_deref().filter(|_| inst.ephemeral && own) {
+                if let Some(clock) = inst.clock().filter(|_| own) {
                     f(clock);
                 }
             }
@@ -988,18 +991,15 @@ impl Registry {
                 }
                 let mut instance = incoming.clone();
                 // Address clients carry a beat clock, restarted from the owner's last beat
-                // so that a takeover judges them from there.
-                if instance.client.is_none() {
-                    let same_owner = existing.as_ref().filter(|e| e.client_id() == id);
-                    let clock = match same_owner.and_then(|e| e.beat.clone()) {
-                        Some(c) => {
-                            c.beat(data.last_beat_ms);
-                            c
-                        }
-                        None => Arc::new(BeatClock::new(data.last_beat_ms)),
-                    };
-                    instance.beat = Some(clock);
+                // so that a takeover judges them from there (or from this node's own copy
+                // of the same client's, if later).
+                let mut last_beat_ms = data.last_beat_ms;
+                let same_owner = existing.as_ref().filter(|e| e.client_id() == id);
+                if let Some(c) = same_owner.and_then(|e| e.clock()) {
+                    c.beat(data.last_beat_ms);
+                    last_beat_ms = c.last_beat_ms();
                 }
+                instance.beat = BeatClock::new(last_beat_ms);
                 let unchanged = existing
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);

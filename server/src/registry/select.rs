@@ -134,7 +134,7 @@ mod tests {
             ),
             pinned: Pinned::default(),
             client: None,
-            beat: None,
+            beat: Default::default(),
             rare: None,
         })
     }

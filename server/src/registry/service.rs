@@ -10,7 +10,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::instance::Metadata;
+use super::instance::{Instance, Metadata};
 use super::instances::Instances;
 
 /// Names a service: namespace, group and service name.
@@ -282,7 +282,20 @@ impl Service {
         if changed == Changed::Yes {
             next.revision += 1;
             next.modified_ms = now_ms;
-            self.view.store(Arc::new(next));
+            let replaced = next.instances.take_replaced();
+            let next = Arc::new(next);
+            self.view.store(next.clone());
+            // A beat may have stored into a replaced version after the new one copied its
+            // clock and before the new one was published: carry it over now. (A beat that
+            // lands later still finds the view changed and stores again.)
+            for old in replaced {
+                let same_client = |new: &&Arc<Instance>| new.client_id() == old.client_id();
+                if let Some(new) = next.instances.get(&old.address).filter(same_client) {
+                    if let (Some(from), Some(to)) = (old.clock(), new.clock()) {
+                        to.beat(from.last_beat_ms());
+                    }
+                }
+            }
             // New instances or deadlines: the next sweep looks again.
             self.next_check_ms.store(0, Ordering::Release);
         }

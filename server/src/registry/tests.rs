@@ -369,3 +369,42 @@ fn changes_are_marked_for_watchers() {
         .unwrap();
     assert!(watch.drain().is_empty());
 }
+
+#[test]
+fn a_beat_into_a_replaced_version_is_carried_over() {
+    let r = Registry::new();
+    r.register(&key("b"), &reg("10.0.0.1", 80, true), 1_000)
+        .unwrap();
+    let svc = r.service_by_key(&key("b")).unwrap();
+    let clock_of = |r: &Registry| {
+        let view = r.service_by_key(&key("b")).unwrap().view();
+        let inst = view.instances.get("10.0.0.1:80").unwrap().clone();
+        inst.clock().unwrap().last_beat_ms()
+    };
+    // A writer copies the clock into a new version; a beat then lands in the old version
+    // before the new one is published (the window a lock-free beat can hit).
+    let old = svc.view().instances.get("10.0.0.1:80").unwrap().clone();
+    svc.update(2_000, |view| {
+        let next = Instance {
+            weight: 2.0,
+            ..Instance::clone(&old)
+        };
+        view.instances.insert(Arc::new(next));
+        old.clock().unwrap().beat(9_000);
+        (Changed::Yes, ())
+    })
+    .unwrap();
+    assert_eq!(
+        clock_of(&r),
+        9_000,
+        "the late beat reached the published version"
+    );
+
+    // A later change of health keeps the clock, and a beat through the registry lands in
+    // the current version.
+    assert!(r.set_health(&key("b"), "10.0.0.1", 80, true, false, 9_500));
+    assert_eq!(clock_of(&r), 9_000);
+    r.beat(&key("b"), "10.0.0.1", 80, 12_000).unwrap();
+    assert_eq!(clock_of(&r), 12_000);
+    assert_eq!(ports(&r, "b"), [(80, true)], "the beat revived it");
+}
