@@ -624,7 +624,7 @@ async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
         let sweeping = state.clone();
         let swept = tokio::task::spawn_blocking(move || {
             let state = sweeping;
-            let owns = |client: &str| state.distro.judges(client);
+            let owns = state.distro.judgement();
             let mut counts = crate::registry::NamespaceCounts::new();
             state
                 .registry

@@ -234,9 +234,17 @@ impl Distro {
     /// majority of the members. A node that sees only a minority is more likely the one
     /// cut off (or it was frozen) than its clients, and its clocks may be stale.
     pub fn judges(&self, client: &str) -> bool {
+        self.judgement()(client)
+    }
+
+    /// [`Distro::judges`] for many clients against one reading of the live members (an
+    /// expiry pass asks for every due instance).
+    pub fn judgement(&self) -> impl Fn(&str) -> bool + Send + 'static {
         let live = self.shared.members.live();
         let members = self.shared.members.peers().len() + 1;
-        live.len() > members / 2 && owner_of(client, &live) == self.shared.me
+        let quorum = live.len() > members / 2;
+        let me = self.shared.me;
+        move |client| quorum && owner_of(client, &live) == me
     }
 
     /// Clients owned by each live member, as this node sees them.

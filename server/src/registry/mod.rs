@@ -440,6 +440,9 @@ impl Registry {
             (Changed::Yes, Ok(displaced))
         });
         let displaced = outcome?;
+        if changed == Changed::Yes {
+            self.expect_deadline(&svc, &addr, now_ms);
+        }
         if changed == Changed::Yes && reg.ephemeral {
             // The service's own key, not the request's: client entries then share its
             // strings instead of holding three more allocations per instance.
@@ -453,6 +456,21 @@ impl Registry {
                 .changed(&client_id, &svc.key, &addr, true, now_ms);
         }
         Ok(())
+    }
+
+    /// Brings the expiry sweep's next look at `svc` forward to the first deadline of the
+    /// instance at `addr`, if it beats (it was just added or changed).
+    fn expect_deadline(&self, svc: &Service, addr: &str, now_ms: u64) {
+        let view = svc.view();
+        if let Some(inst) = view.instances.get(addr) {
+            if let Some(clock) = inst.clock() {
+                svc.check_by(first_deadline(
+                    clock.last_beat_ms(),
+                    &inst.heartbeat(),
+                    now_ms,
+                ));
+            }
+        }
     }
 
     /// The error a registration of `ephemeral` kind would meet in service `key`, if its
@@ -634,6 +652,10 @@ impl Registry {
         match result {
             Some((svc, changed, outcome)) => {
                 let client = outcome?;
+                if changed == Changed::Yes {
+                    // New metadata may bring new beat timeouts.
+                    self.expect_deadline(&svc, &addr, now_ms);
+                }
                 if changed == Changed::Yes && ephemeral {
                     self.shared
                         .clients
@@ -774,12 +796,16 @@ impl Registry {
             let Some(clock) = inst.clock() else {
                 continue;
             };
-            if !owns(&inst.address) {
+            let heartbeat = inst.heartbeat();
+            let verdict = judge(clock.last_beat_ms(), &heartbeat, now_ms);
+            // Ownership is asked only of instances that would be acted on (it hashes the
+            // client id against the members).
+            if !matches!(verdict, Verdict::Alive { .. }) && !owns(&inst.address) {
                 // Another node owns this client; its copy here is judged by the owner.
-                next = next.min(now_ms + inst.heartbeat().timeout_ms.min(5_000));
+                next = next.min(now_ms + heartbeat.timeout_ms.min(5_000));
                 continue;
             }
-            match judge(clock.last_beat_ms(), &inst.heartbeat(), now_ms) {
+            match verdict {
                 Verdict::Expired => expired.push(inst.clone()),
                 Verdict::Silent { recheck_at } => {
                     if inst.healthy {
@@ -984,7 +1010,7 @@ impl Registry {
         let mut interned = Vec::with_capacity(data.instances.len());
         for (key, incoming) in &data.instances {
             let addr = incoming.addr();
-            let (svc, _, ()) = self.modify_service(key, now_ms, |view| {
+            let (svc, changed, ()) = self.modify_service(key, now_ms, |view| {
                 let existing = view.instances.get(&addr).cloned();
                 if existing.as_ref().is_some_and(|e| !e.ephemeral) {
                     return (Changed::No, ());
@@ -1009,6 +1035,9 @@ impl Registry {
                 view.instances.insert(Arc::new(instance));
                 (Changed::Yes, ())
             });
+            if changed == Changed::Yes {
+                self.expect_deadline(&svc, &addr, now_ms);
+            }
             interned.push((svc.key.clone(), addr.clone()));
         }
         self.shared
@@ -1328,6 +1357,14 @@ impl Registry {
                 (Changed::Yes, ())
             });
         }
+    }
+}
+
+/// When an instance last heard from at `last_beat_ms` is next due for judging.
+fn first_deadline(last_beat_ms: u64, heartbeat: &Heartbeat, now_ms: u64) -> u64 {
+    match judge(last_beat_ms, heartbeat, now_ms) {
+        Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
+        Verdict::Expired => now_ms,
     }
 }
 

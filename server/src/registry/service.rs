@@ -237,7 +237,7 @@ pub struct Service {
     removed: AtomicBool,
     /// Wall-clock ms before which the expiry sweep need not look at this service: the
     /// earliest deadline of its ephemeral instances when it was last swept (beats only
-    /// move deadlines later). Every change resets it to 0.
+    /// move deadlines later), or earlier if a writer added one since.
     next_check_ms: AtomicU64,
 }
 
@@ -296,8 +296,6 @@ impl Service {
                     }
                 }
             }
-            // New instances or deadlines: the next sweep looks again.
-            self.next_check_ms.store(0, Ordering::Release);
         }
         Some((changed, result))
     }
@@ -305,8 +303,8 @@ impl Service {
     /// Whether the expiry sweep is due to look at this service at `now_ms`; if so, it
     /// must report what it found through [`Service::swept`].
     pub(crate) fn expiry_due(&self, now_ms: u64) -> bool {
-        // Until the sweep reports, only a change (which stores 0) brings it back; a
-        // change racing this exchange is not overwritten.
+        // Until the sweep reports, only a writer's deadline brings it back; one racing
+        // this exchange is not overwritten.
         let mut current = self.next_check_ms.load(Ordering::Acquire);
         loop {
             if current > now_ms {
@@ -324,8 +322,14 @@ impl Service {
         }
     }
 
-    /// Records the earliest deadline a sweep found; a change made meanwhile (which
-    /// stored 0) wins.
+    /// Brings the sweep's next look forward to `at_ms` at the latest: writers call it for
+    /// every instance with a beat clock they add or whose timing they change.
+    pub(crate) fn check_by(&self, at_ms: u64) {
+        self.next_check_ms.fetch_min(at_ms, Ordering::AcqRel);
+    }
+
+    /// Records the earliest deadline a sweep found; an earlier one a writer asked for
+    /// meanwhile ([`Service::check_by`]) wins.
     pub(crate) fn swept(&self, next_check_ms: u64) {
         self.next_check_ms
             .fetch_min(next_check_ms, Ordering::AcqRel);

@@ -408,3 +408,30 @@ fn a_beat_into_a_replaced_version_is_carried_over() {
     assert_eq!(clock_of(&r), 12_000);
     assert_eq!(ports(&r, "b"), [(80, true)], "the beat revived it");
 }
+
+#[test]
+fn a_new_instance_brings_the_next_sweep_forward() {
+    let r = Registry::new();
+    let sweep = |r: &Registry, now| {
+        r.expire_due(
+            now,
+            &|_| true,
+            &EvictionGuard::default(),
+            &mut Default::default(),
+        )
+    };
+    r.register(&key("s"), &reg("10.0.0.1", 80, true), 0)
+        .unwrap();
+    // Swept once: nothing is due before the default 15 s.
+    assert_eq!(sweep(&r, 100), ExpiryReport::default());
+    // An instance with a 1 s timeout joins; its deadline, not the service's old one,
+    // decides when the service is looked at next.
+    let mut short = reg("10.0.0.2", 80, true);
+    short
+        .metadata
+        .insert(instance::BEAT_TIMEOUT_KEY.into(), "1000".into());
+    r.register(&key("s"), &short, 200).unwrap();
+    assert_eq!(sweep(&r, 1_100), ExpiryReport::default());
+    assert_eq!(sweep(&r, 1_300).unhealthy, 1);
+    assert_eq!(ports(&r, "s"), [(80, true), (80, false)]);
+}
