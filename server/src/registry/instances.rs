@@ -17,6 +17,14 @@ const CHUNK: usize = 64;
 
 type Chunk = Vec<Arc<Instance>>;
 
+/// Where an address is, or would go, in one version of [`Instances`] (from
+/// [`Instances::find`]): valid for [`Instances::put`] until that version is written to.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    chunk: usize,
+    at: Result<usize, usize>,
+}
+
 /// Instances ordered by address (`ip:port` as a string, the order lists show).
 #[derive(Debug, Default)]
 pub struct Instances {
@@ -57,6 +65,15 @@ impl Instances {
         self.len == 0
     }
 
+    /// [`Instances::locate`], or the start when there are no chunks.
+    fn locate_or_start(&self, addr: &str) -> (usize, Result<usize, usize>) {
+        if self.chunks.is_empty() {
+            (0, Err(0))
+        } else {
+            self.locate(addr)
+        }
+    }
+
     /// The chunk that holds `addr` if any does (the last whose first address is not
     /// above it), and where in it `addr` is or would go.
     fn locate(&self, addr: &str) -> (usize, Result<usize, usize>) {
@@ -71,23 +88,44 @@ impl Instances {
 
     /// The instance at `addr`.
     pub fn get(&self, addr: &str) -> Option<&Arc<Instance>> {
+        self.find(addr).0
+    }
+
+    /// The instance at `addr`, and its slot for a [`Instances::put`] that follows (a
+    /// write that reads first searches once).
+    pub fn find(&self, addr: &str) -> (Option<&Arc<Instance>>, Slot) {
         if self.chunks.is_empty() {
-            return None;
+            let slot = Slot {
+                chunk: 0,
+                at: Err(0),
+            };
+            return (None, slot);
         }
-        match self.locate(addr) {
-            (chunk, Ok(at)) => Some(&self.chunks[chunk][at]),
-            _ => None,
-        }
+        let (chunk, at) = self.locate(addr);
+        let found = at.ok().map(|at| &self.chunks[chunk][at]);
+        (found, Slot { chunk, at })
     }
 
     /// Inserts `instance` at its address, returning the one it replaced.
     pub fn insert(&mut self, instance: Arc<Instance>) -> Option<Arc<Instance>> {
+        let slot = self.find(&instance.address).1;
+        self.put(slot, instance)
+    }
+
+    /// Inserts `instance` at `slot`, which [`Instances::find`] gave for its address on
+    /// this version; returns the one it replaced.
+    pub fn put(&mut self, slot: Slot, instance: Arc<Instance>) -> Option<Arc<Instance>> {
+        debug_assert_eq!(
+            self.locate_or_start(&instance.address),
+            (slot.chunk, slot.at),
+            "a slot from another version or address"
+        );
         if self.chunks.is_empty() {
             self.chunks.push(Arc::new(vec![instance]));
             self.len = 1;
             return None;
         }
-        match self.locate(&instance.address) {
+        match (slot.chunk, slot.at) {
             (chunk, Ok(at)) => {
                 let old = std::mem::replace(&mut own(&mut self.chunks[chunk], 0)[at], instance);
                 if old.clock().is_some() {
@@ -257,6 +295,31 @@ mod tests {
         // Below the first and above the last.
         assert!(set.get("0").is_none());
         assert!(set.get("z").is_none());
+    }
+
+    #[test]
+    fn find_then_put_writes_where_find_looked() {
+        let mut set = Instances::new();
+        let (none, slot) = set.find("10.0.0.1:5");
+        assert!(none.is_none());
+        set.put(slot, inst(5, 1.0));
+        for port in (10..200).step_by(2) {
+            let slot = set.find(&addr_key("10.0.0.1", port)).1;
+            assert!(set.put(slot, inst(port, 1.0)).is_none());
+        }
+        // A new address between two others, then a replacement.
+        let (none, slot) = set.find("10.0.0.1:101");
+        assert!(none.is_none());
+        set.put(slot, inst(101, 1.0));
+        let (found, slot) = set.find("10.0.0.1:101");
+        assert_eq!(found.unwrap().weight, 1.0);
+        let old = set.put(slot, inst(101, 4.0)).unwrap();
+        assert_eq!(old.weight, 1.0);
+        assert_eq!(set.get("10.0.0.1:101").unwrap().weight, 4.0);
+        assert_eq!(set.len(), 1 + 95 + 1);
+        let mut expected: Vec<u16> = vec![5, 101];
+        expected.extend((10..200).step_by(2));
+        assert_eq!(ports(&set), model_order(&expected));
     }
 
     #[test]

@@ -355,7 +355,8 @@ impl Registry {
         let client_id = client.clone().unwrap_or_else(|| addr.clone());
         let owner: Option<Arc<str>> = reg.owner.as_deref().map(Arc::from);
         let (svc, changed, outcome) = self.modify_service(key, now_ms, |view| {
-            let existing = view.instances.get(&addr).cloned();
+            let (existing, slot) = view.instances.find(&addr);
+            let existing = existing.cloned();
             // An import never takes an address from a client's instance or another
             // task's; a client's registration takes the address from an import.
             if owner.is_some()
@@ -363,7 +364,7 @@ impl Registry {
                     .as_ref()
                     .is_some_and(|e| e.owner() != owner.as_ref())
             {
-                return (Changed::No, Ok(None));
+                return (Changed::No, Ok((None, None)));
             }
             // Only an ephemeral registration is checked here: whether a persistent one
             // conflicts depends on ephemeral (node-local) state, which the Raft state
@@ -434,14 +435,18 @@ impl Registry {
                 .as_ref()
                 .is_some_and(|e| same_instance(e, &instance));
             if unchanged {
-                return (Changed::No, Ok(displaced));
+                return (Changed::No, Ok((displaced, None)));
             }
-            view.instances.insert(Arc::new(instance));
-            (Changed::Yes, Ok(displaced))
+            // A new or changed beating instance: the sweep looks by its first deadline.
+            let deadline = instance
+                .clock()
+                .map(|c| first_deadline(c.last_beat_ms(), &instance.heartbeat(), now_ms));
+            view.instances.put(slot, Arc::new(instance));
+            (Changed::Yes, Ok((displaced, deadline)))
         });
-        let displaced = outcome?;
-        if changed == Changed::Yes {
-            self.expect_deadline(&svc, &addr, now_ms);
+        let (displaced, deadline) = outcome?;
+        if let Some(at) = deadline {
+            svc.check_by(at);
         }
         if changed == Changed::Yes && reg.ephemeral {
             // The service's own key, not the request's: client entries then share its
