@@ -230,15 +230,10 @@ impl Distro {
         self.owner_of(client) == self.shared.me
     }
 
-    /// Whether this node may judge beat expiry for `client`: it owns it and sees a
+    /// Whether this node may judge beat expiry for a client: it owns it and sees a
     /// majority of the members. A node that sees only a minority is more likely the one
-    /// cut off (or it was frozen) than its clients, and its clocks may be stale.
-    pub fn judges(&self, client: &str) -> bool {
-        self.judgement()(client)
-    }
-
-    /// [`Distro::judges`] for many clients against one reading of the live members (an
-    /// expiry pass asks for every due instance).
+    /// cut off (or it was frozen) than its clients, and its clocks may be stale. One
+    /// reading of the live members answers for many clients (an expiry pass).
     pub fn judgement(&self) -> impl Fn(&str) -> bool + Send + 'static {
         let live = self.shared.members.live();
         let members = self.shared.members.peers().len() + 1;

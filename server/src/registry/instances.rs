@@ -94,14 +94,7 @@ impl Instances {
     /// The instance at `addr`, and its slot for a [`Instances::put`] that follows (a
     /// write that reads first searches once).
     pub fn find(&self, addr: &str) -> (Option<&Arc<Instance>>, Slot) {
-        if self.chunks.is_empty() {
-            let slot = Slot {
-                chunk: 0,
-                at: Err(0),
-            };
-            return (None, slot);
-        }
-        let (chunk, at) = self.locate(addr);
+        let (chunk, at) = self.locate_or_start(addr);
         let found = at.ok().map(|at| &self.chunks[chunk][at]);
         (found, Slot { chunk, at })
     }

@@ -438,9 +438,7 @@ impl Registry {
                 return (Changed::No, Ok((displaced, None)));
             }
             // A new or changed beating instance: the sweep looks by its first deadline.
-            let deadline = instance
-                .clock()
-                .map(|c| first_deadline(c.last_beat_ms(), &instance.heartbeat(), now_ms));
+            let deadline = beat_deadline(&instance, now_ms);
             view.instances.put(slot, Arc::new(instance));
             (Changed::Yes, Ok((displaced, deadline)))
         });
@@ -467,14 +465,12 @@ impl Registry {
     /// instance at `addr`, if it beats (it was just added or changed).
     fn expect_deadline(&self, svc: &Service, addr: &str, now_ms: u64) {
         let view = svc.view();
-        if let Some(inst) = view.instances.get(addr) {
-            if let Some(clock) = inst.clock() {
-                svc.check_by(first_deadline(
-                    clock.last_beat_ms(),
-                    &inst.heartbeat(),
-                    now_ms,
-                ));
-            }
+        if let Some(at) = view
+            .instances
+            .get(addr)
+            .and_then(|i| beat_deadline(i, now_ms))
+        {
+            svc.check_by(at);
         }
     }
 
@@ -842,13 +838,12 @@ impl Registry {
         if silent.is_empty() && expired.is_empty() {
             return next;
         }
-        let same = |a: &Arc<Instance>, b: &Arc<Instance>| Arc::ptr_eq(a, b);
         let applied = svc.update(now_ms, |view| {
             let mut marked = Vec::new();
             let mut removed = Vec::new();
             for inst in &silent {
                 match view.instances.get(&inst.address) {
-                    Some(cur) if same(cur, inst) && cur.healthy => {
+                    Some(cur) if Arc::ptr_eq(cur, inst) && cur.healthy => {
                         let next = Instance {
                             healthy: false,
                             ..Instance::clone(cur)
@@ -863,7 +858,7 @@ impl Registry {
                 if view
                     .instances
                     .get(&inst.address)
-                    .is_some_and(|cur| same(cur, inst))
+                    .is_some_and(|cur| Arc::ptr_eq(cur, inst))
                 {
                     view.instances.remove(&inst.address);
                     removed.push(inst.address.clone());
@@ -1365,12 +1360,15 @@ impl Registry {
     }
 }
 
-/// When an instance last heard from at `last_beat_ms` is next due for judging.
-fn first_deadline(last_beat_ms: u64, heartbeat: &Heartbeat, now_ms: u64) -> u64 {
-    match judge(last_beat_ms, heartbeat, now_ms) {
-        Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
-        Verdict::Expired => now_ms,
-    }
+/// When the expiry sweep must next judge `instance`, if it beats.
+fn beat_deadline(instance: &Instance, now_ms: u64) -> Option<u64> {
+    let clock = instance.clock()?;
+    Some(
+        match judge(clock.last_beat_ms(), &instance.heartbeat(), now_ms) {
+            Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
+            Verdict::Expired => now_ms,
+        },
+    )
 }
 
 /// Whether two versions of an instance look the same to a consumer.
