@@ -200,21 +200,8 @@ fn stream_with_crash(c: &mut Cluster, count: u16, kill_after: u16, victim: usize
             .collect();
         let node = &c.nodes[running[usize::from(i) % running.len()]];
         let port = 2000 + u64::from(i);
-        let path = format!(
-            "/nacos/v1/ns/instance?serviceName=stream&ip=10.21.0.1&port={port}&ephemeral=false"
-        );
-        let token = node.token();
-        match node.try_request(
-            "POST",
-            &path,
-            &[("authorization", &format!("Bearer {token}"))],
-            None,
-        ) {
-            Ok(r) if r.status == 200 && r.body == "ok" => {
-                acked.insert(port);
-            }
-            Ok(r) => eprintln!("registration {port}: {} {}", r.status, r.body),
-            Err(e) => eprintln!("registration {port}: {e}"),
+        if register_stream(node, "10.21.0.1", port) {
+            acked.insert(port);
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
@@ -222,6 +209,25 @@ fn stream_with_crash(c: &mut Cluster, count: u16, kill_after: u16, victim: usize
         );
     }
     acked
+}
+
+/// Registers the persistent instance `ip:port` in service `stream` through `node`;
+/// whether it was acknowledged (a failure is printed, not fatal: nodes die mid-stream).
+fn register_stream(node: &Node, ip: &str, port: u64) -> bool {
+    let path =
+        format!("/nacos/v1/ns/instance?serviceName=stream&ip={ip}&port={port}&ephemeral=false");
+    let auth = format!("Bearer {}", node.token());
+    match node.try_request("POST", &path, &[("authorization", &auth)], None) {
+        Ok(r) if r.status == 200 && r.body == "ok" => true,
+        Ok(r) => {
+            eprintln!("registration {port}: {} {}", r.status, r.body);
+            false
+        }
+        Err(e) => {
+            eprintln!("registration {port}: {e}");
+            false
+        }
+    }
 }
 
 /// Every node holds every acknowledged write, and beyond them at most `unanswered`
@@ -280,20 +286,11 @@ fn no_acknowledged_concurrent_write_is_lost_when_the_leader_dies() {
         for writer in 0..8u64 {
             let (node, acked) = (followers[writer as usize % 2], &acked);
             s.spawn(move || {
-                let token = node.token();
                 let started = Instant::now();
                 for i in 0..40u64 {
                     let port = 5000 + writer * 100 + i;
-                    let path = format!(
-                        "/nacos/v1/ns/instance?serviceName=stream&ip=10.21.0.2&port={port}&ephemeral=false"
-                    );
-                    let auth = format!("Bearer {token}");
-                    match node.try_request("POST", &path, &[("authorization", &auth)], None) {
-                        Ok(r) if r.status == 200 && r.body == "ok" => {
-                            acked.lock().unwrap().insert(port);
-                        }
-                        Ok(r) => eprintln!("registration {port}: {} {}", r.status, r.body),
-                        Err(e) => eprintln!("registration {port}: {e}"),
+                    if register_stream(node, "10.21.0.2", port) {
+                        acked.lock().unwrap().insert(port);
                     }
                     assert!(
                         started.elapsed() < Duration::from_secs(120),

@@ -112,22 +112,12 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::Pinned;
+    use crate::registry::instance::sample;
 
     fn host(port: u16, weight: f64) -> Arc<Instance> {
         Arc::new(Instance {
-            address: crate::registry::instance::addr_key("10.0.0.1", port),
-            port,
-            cluster: "DEFAULT".into(),
             weight,
-            healthy: true,
-            enabled: true,
-            ephemeral: true,
-            metadata: Arc::new(BTreeMap::new()),
-            pinned: Pinned::default(),
-            client: None,
-            beat: Default::default(),
-            rare: None,
+            ..sample(port)
         })
     }
 

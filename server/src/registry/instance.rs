@@ -351,6 +351,26 @@ pub fn default_instance_id(ip: &str, port: u16, cluster: &str, grouped: &str) ->
     format!("{ip}#{port}#{cluster}#{grouped}")
 }
 
+/// Test instances: an ephemeral instance of address client `10.0.0.1:port` with
+/// weight 1 and defaults elsewhere; tests change fields with struct update syntax.
+#[cfg(test)]
+pub(crate) fn sample(port: u16) -> Instance {
+    Instance {
+        address: addr_key("10.0.0.1", port),
+        port,
+        cluster: cluster_name("DEFAULT"),
+        weight: 1.0,
+        healthy: true,
+        enabled: true,
+        ephemeral: true,
+        metadata: shared_metadata(&Metadata::new()),
+        pinned: Pinned::default(),
+        client: None,
+        beat: BeatClock::default(),
+        rare: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -215,22 +215,12 @@ impl FromIterator<Arc<Instance>> for Instances {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::instance::{addr_key, Pinned};
+    use crate::registry::instance::{addr_key, sample};
 
     fn inst(port: u16, weight: f64) -> Arc<Instance> {
         Arc::new(Instance {
-            address: addr_key("10.0.0.1", port),
-            port,
-            cluster: "DEFAULT".into(),
             weight,
-            healthy: true,
-            enabled: true,
-            ephemeral: true,
-            metadata: Arc::default(),
-            pinned: Pinned::default(),
-            client: None,
-            beat: Default::default(),
-            rare: None,
+            ..sample(port)
         })
     }
 

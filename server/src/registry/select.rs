@@ -105,7 +105,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::Pinned;
+    use crate::registry::instance::sample;
     use crate::registry::service::{Selector, ServiceSettings};
 
     fn instance(port: u16, cluster: &str, healthy: bool, enabled: bool) -> Arc<Instance> {
@@ -120,22 +120,15 @@ mod tests {
         meta: &[(&str, &str)],
     ) -> Arc<Instance> {
         Arc::new(Instance {
-            address: crate::registry::instance::addr_key("10.0.0.1", port),
-            port,
             cluster: cluster.into(),
-            weight: 1.0,
             healthy,
             enabled,
-            ephemeral: true,
             metadata: Arc::new(
                 meta.iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect::<BTreeMap<_, _>>(),
             ),
-            pinned: Pinned::default(),
-            client: None,
-            beat: Default::default(),
-            rare: None,
+            ..sample(port)
         })
     }
 

@@ -23,6 +23,17 @@ fn reg(ip: &str, port: u16, ephemeral: bool) -> Registration {
     }
 }
 
+/// One expiry pass at `now_ms` on a lone node (it judges every client) with the default
+/// eviction guard.
+fn sweep(r: &Registry, now_ms: u64) -> ExpiryReport {
+    r.expire_due(
+        now_ms,
+        &|_| true,
+        &EvictionGuard::default(),
+        &mut Default::default(),
+    )
+}
+
 fn ports(r: &Registry, name: &str) -> Vec<(u16, bool)> {
     let svc = r
         .service("public", &format!("DEFAULT_GROUP@@{name}"))
@@ -120,25 +131,8 @@ fn silence_makes_unhealthy_then_removes() {
     r.register(&key("a"), &reg("10.0.0.2", 80, true), 1_000)
         .unwrap();
 
-    assert_eq!(
-        r.expire_due(
-            3_999,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        ),
-        ExpiryReport::default()
-    );
-    assert_eq!(
-        r.expire_due(
-            4_001,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        )
-        .unhealthy,
-        1
-    );
+    assert_eq!(sweep(&r, 3_999), ExpiryReport::default());
+    assert_eq!(sweep(&r, 4_001).unhealthy, 1);
     assert_eq!(ports(&r, "a"), [(80, false), (80, true)]);
 
     // A beat revives it and pushes its deadlines out.
@@ -147,57 +141,13 @@ fn silence_makes_unhealthy_then_removes() {
         3000
     );
     assert_eq!(ports(&r, "a"), [(80, true), (80, true)]);
-    assert_eq!(
-        r.expire_due(
-            7_001,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        ),
-        ExpiryReport::default()
-    );
-    assert_eq!(
-        r.expire_due(
-            8_001,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        )
-        .unhealthy,
-        1
-    );
-    assert_eq!(
-        r.expire_due(
-            11_001,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        )
-        .removed,
-        1
-    );
+    assert_eq!(sweep(&r, 7_001), ExpiryReport::default());
+    assert_eq!(sweep(&r, 8_001).unhealthy, 1);
+    assert_eq!(sweep(&r, 11_001).removed, 1);
     assert_eq!(ports(&r, "a"), [(80, true)]);
     // The default-timeout instance follows Nacos' 15 s / 30 s.
-    assert_eq!(
-        r.expire_due(
-            16_001,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        )
-        .unhealthy,
-        1
-    );
-    assert_eq!(
-        r.expire_due(
-            31_001,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        )
-        .removed,
-        1
-    );
+    assert_eq!(sweep(&r, 16_001).unhealthy, 1);
+    assert_eq!(sweep(&r, 31_001).removed, 1);
     assert!(ports(&r, "a").is_empty());
     assert!(r.beat(&key("a"), "10.0.0.1", 80, 40_000).is_none());
 }
@@ -207,15 +157,7 @@ fn persistent_instances_never_expire() {
     let r = Registry::new();
     r.register(&key("p"), &reg("10.0.0.1", 80, false), 0)
         .unwrap();
-    assert_eq!(
-        r.expire_due(
-            1_000_000,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default()
-        ),
-        ExpiryReport::default()
-    );
+    assert_eq!(sweep(&r, 1_000_000), ExpiryReport::default());
     assert_eq!(ports(&r, "p"), [(80, true)]);
     assert!(r.beat(&key("p"), "10.0.0.1", 80, 1).is_none());
 }
@@ -412,14 +354,6 @@ fn a_beat_into_a_replaced_version_is_carried_over() {
 #[test]
 fn a_new_instance_brings_the_next_sweep_forward() {
     let r = Registry::new();
-    let sweep = |r: &Registry, now| {
-        r.expire_due(
-            now,
-            &|_| true,
-            &EvictionGuard::default(),
-            &mut Default::default(),
-        )
-    };
     r.register(&key("s"), &reg("10.0.0.1", 80, true), 0)
         .unwrap();
     // Swept once: nothing is due before the default 15 s.
