@@ -1,6 +1,8 @@
 //! Prometheus metrics: request counts and latencies per route, registry sizes, beats,
 //! expiry, pushes and Raft position, rendered in the text exposition format.
 
+use std::borrow::Cow;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -14,7 +16,7 @@ pub struct RouteLabels {
     /// The matched route pattern, or `unmatched`.
     pub route: String,
     /// HTTP method.
-    pub method: String,
+    pub method: Cow<'static, str>,
 }
 
 /// Labels of an HTTP response.
@@ -23,7 +25,7 @@ pub struct StatusLabels {
     /// The matched route pattern, or `unmatched`.
     pub route: String,
     /// HTTP method.
-    pub method: String,
+    pub method: Cow<'static, str>,
     /// Status code.
     pub status: u16,
 }

@@ -597,6 +597,43 @@ fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
         let status = String::from_utf8_lossy(&answer[..n]);
         assert!(status.starts_with("HTTP/1.1 413"), "{status}");
     }
+    // A body that announces no length is cut at the limit as it is read: a chunked
+    // JSON body of 2 MiB to an API that reads raw bodies is refused, and creates nothing.
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
+        let head = format!(
+            "POST /api/v1/sync/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+            node.token()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        let mut writer = s.try_clone().unwrap();
+        // The server may answer and close while this is still sending.
+        let sending = std::thread::spawn(move || {
+            let chunk = vec![b' '; 64 * 1024];
+            for _ in 0..32 {
+                if writer
+                    .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                    .is_err()
+                    || writer.write_all(&chunk).is_err()
+                    || writer.write_all(b"\r\n").is_err()
+                {
+                    return;
+                }
+            }
+            let _ = writer.write_all(b"0\r\n\r\n");
+        });
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut answer = [0u8; 64];
+        let n = s.read(&mut answer).unwrap();
+        let status = String::from_utf8_lossy(&answer[..n]);
+        assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+        drop(s);
+        let _ = sending.join();
+        let tasks = node.call("GET", "/api/v1/sync/tasks").expect(200).json();
+        assert_eq!(tasks["tasks"].as_array().map(Vec::len), Some(0), "{tasks}");
+    }
     // A large body within the limit but with metadata over its own limit is a 400.
     let big = format!(
         "serviceName=huge&ip=10.0.0.1&port=80&metadata=k%3D{}",

@@ -1,12 +1,13 @@
-//! The guard every request passes before routing: buffers and parses parameters (query
+//! The guard every API request passes before routing: buffers and parses parameters (query
 //! plus urlencoded body), holds requests until the node is ready, and authenticates.
 //! Only an explicit list of paths is open; no header grants a pass.
 
+use std::borrow::Cow;
+
 use axum::body::{to_bytes, Body};
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
@@ -45,8 +46,10 @@ fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a
     }
 }
 
-/// The guard middleware.
-pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// The guard: parses the parameters, holds requests until the node is ready and
+/// authenticates. Returns the request with its [`Params`] (and the caller's
+/// [`Identity`]) in its extensions, or the refusal to answer instead.
+pub async fn admit(state: &AppState, req: Request) -> Result<Request, Response> {
     let (mut parts, body) = req.into_parts();
     let query = parts.uri.query();
     let limit = state.limits.max_body_bytes;
@@ -64,12 +67,12 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if announced.is_some_and(|n| n > limit) {
-        return too_large();
+        return Err(too_large());
     }
     let (params, body) = if is_form(&parts.headers) {
         match to_bytes(body, limit).await {
             Ok(bytes) => (Params::parse(query, Some(&bytes)), Body::from(bytes)),
-            Err(_) => return too_large(),
+            Err(_) => return Err(too_large()),
         }
     } else {
         (Params::parse(query, None), body)
@@ -77,26 +80,26 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     let path = parts.uri.path();
     if !OPS_PATHS.contains(&path) {
         if !state.ready.is_ready() {
-            return refuse(
+            return Err(refuse(
                 path,
                 ApiError::unavailable("server is starting, please try again later"),
-            );
+            ));
         }
         if SOFT_PATHS.contains(&path) {
-            if let Ok(identity) = authenticate(&state, &parts.headers, &params).await {
+            if let Ok(identity) = authenticate(state, &parts.headers, &params).await {
                 parts.extensions.insert(identity);
             }
         } else if !OPEN_PATHS.contains(&path) {
-            match authenticate(&state, &parts.headers, &params).await {
+            match authenticate(state, &parts.headers, &params).await {
                 Ok(identity) => {
                     parts.extensions.insert(identity);
                 }
-                Err(e) => return refuse(path, e),
+                Err(e) => return Err(refuse(path, e)),
             }
         }
     }
     parts.extensions.insert(params);
-    next.run(Request::from_parts(parts, body)).await
+    Ok(Request::from_parts(parts, body))
 }
 
 /// A refusal in the shape the path's API answers errors in (v2: the envelope).
@@ -115,7 +118,7 @@ async fn authenticate(
 ) -> Result<Identity, ApiError> {
     if !state.auth.enabled() {
         return Ok(Identity {
-            username: "anonymous".into(),
+            username: Cow::Borrowed("anonymous"),
             admin: true,
         });
     }

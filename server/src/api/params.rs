@@ -2,6 +2,7 @@
 //! query first), on every method. Parsed once per request by the guard and handed to
 //! handlers through request extensions; validation helpers name the field and the problem.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -144,20 +145,54 @@ impl Params {
     /// The service key from `namespaceId`, `groupName` and `serviceName`, which may be
     /// grouped (`group@@name`, whose group then wins over `groupName`).
     pub fn service_key(&self) -> Result<ServiceKey, ApiError> {
+        let (namespace, group, name, _) = self.service_parts()?;
+        Ok(ServiceKey::new(namespace, group, name))
+    }
+
+    /// Namespace, group and name, checked, and `serviceName` when it carried the group
+    /// (`group@@name`).
+    fn service_parts(&self) -> Result<(&str, &str, &str, Option<&str>), ApiError> {
         let namespace = self.namespace_str()?;
         let raw = self.required("serviceName")?;
-        let (group, name) = match raw.split_once("@@") {
+        let (group, name, grouped) = match raw.split_once("@@") {
             Some((group, name)) => {
                 if group.is_empty() {
                     return Err(ApiError::illegal("serviceName", "groupName can't be empty"));
                 }
-                (group, name)
+                (group, name, Some(raw))
             }
-            None => (self.optional("groupName").unwrap_or(DEFAULT_GROUP), raw),
+            None => (
+                self.optional("groupName").unwrap_or(DEFAULT_GROUP),
+                raw,
+                None,
+            ),
         };
         check_group(group)?;
         check_service_name(name)?;
-        Ok(ServiceKey::new(namespace, group, name))
+        Ok((namespace, group, name, grouped))
+    }
+
+    /// The service named by `namespaceId`, `groupName` and `serviceName`, borrowed from
+    /// the parameters (checked as [`Params::service_key`] checks them).
+    pub fn service_name(&self) -> Result<ServiceName<'_>, ApiError> {
+        let (namespace, group, name, grouped) = self.service_parts()?;
+        // The grouped form as given, else written once. Not `format!`: this runs on
+        // every query, and the formatting machinery costs more than the copy.
+        let grouped = if let Some(raw) = grouped {
+            Cow::Borrowed(raw)
+        } else {
+            let mut grouped = String::with_capacity(group.len() + 2 + name.len());
+            grouped.push_str(group);
+            grouped.push_str("@@");
+            grouped.push_str(name);
+            Cow::Owned(grouped)
+        };
+        Ok(ServiceName {
+            namespace,
+            group,
+            name,
+            grouped,
+        })
     }
 
     /// A metadata selector from `selector` (label-selector syntax).
@@ -208,16 +243,40 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
     }
 }
 
+/// A service named by request parameters, before it is looked up.
+pub struct ServiceName<'p> {
+    /// Namespace id.
+    pub namespace: &'p str,
+    /// Group.
+    pub group: &'p str,
+    /// Name without the group.
+    pub name: &'p str,
+    /// `group@@name`, as services are kept.
+    pub grouped: Cow<'p, str>,
+}
+
+impl ServiceName<'_> {
+    /// An owned key.
+    pub fn key(&self) -> ServiceKey {
+        ServiceKey::new(self.namespace, self.group, self.name)
+    }
+}
+
 /// Parses a boolean as Nacos clients send it.
 pub fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "t" | "yes" | "y" | "on" | "1" => Ok(true),
-        "false" | "f" | "no" | "n" | "off" | "0" => Ok(false),
-        _ => Err(ApiError::illegal(
-            key,
-            format!("'{value}' is not a boolean (true or false)."),
-        )),
+    const TRUE: [&str; 6] = ["true", "t", "yes", "y", "on", "1"];
+    const FALSE: [&str; 6] = ["false", "f", "no", "n", "off", "0"];
+    let v = value.trim();
+    if TRUE.iter().any(|t| t.eq_ignore_ascii_case(v)) {
+        return Ok(true);
     }
+    if FALSE.iter().any(|f| f.eq_ignore_ascii_case(v)) {
+        return Ok(false);
+    }
+    Err(ApiError::illegal(
+        key,
+        format!("'{value}' is not a boolean (true or false)."),
+    ))
 }
 
 /// Parses a port, 0 to 65535.
@@ -469,6 +528,23 @@ mod tests {
             .contains("groupName can't be empty"));
         let p = Params::parse(Some("serviceName=a%20b"), None);
         assert!(p.service_key().unwrap_err().message.contains("serviceName"));
+    }
+
+    #[test]
+    fn service_names_are_grouped_once() {
+        let given = Params::parse(Some("serviceName=G%40%40svc&groupName=other"), None);
+        let plain = Params::parse(Some("serviceName=svc&groupName=G"), None);
+        for p in [&given, &plain] {
+            let n = p.service_name().unwrap();
+            assert_eq!((n.namespace, n.group, n.name), ("public", "G", "svc"));
+            assert_eq!(&*n.grouped, "G@@svc");
+            assert_eq!(n.key(), p.service_key().unwrap());
+        }
+        // Borrowed when the client sent it grouped.
+        assert!(matches!(
+            given.service_name().unwrap().grouped,
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -4,13 +4,18 @@
 //! Ephemeral writes go straight to the registry; persistent ones are proposed to Raft and
 //! answered once committed.
 
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::HeaderValue;
 use axum::response::Response;
+use http_body::{Frame, SizeHint};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -261,11 +266,82 @@ impl<S: Send + Sync> FromRequestParts<S> for Agent {
 /// An answered instance query.
 pub struct Listed<'p> {
     /// The service asked for.
-    pub key: ServiceKey,
+    pub key: Arc<ServiceKey>,
     /// The clusters parameter as given (echoed, and the key of a UDP subscription).
     pub clusters_raw: &'p str,
     /// The `ServiceInfo` JSON.
-    pub body: Vec<u8>,
+    pub body: ListBody,
+}
+
+/// A `ServiceInfo` body: serialized for this request, or a service version's cached
+/// bytes before and after this request's `lastRefTime` with the time between them.
+pub enum ListBody {
+    /// Serialized for this request.
+    Whole(Vec<u8>),
+    /// Head, time, tail; sent as three frames the HTTP layer writes in one `writev`.
+    Spliced([Bytes; 3]),
+}
+
+impl From<ListBody> for Body {
+    fn from(body: ListBody) -> Body {
+        match body {
+            ListBody::Whole(bytes) => Body::from(bytes),
+            ListBody::Spliced(parts) => Body::new(Frames { parts, next: 0 }),
+        }
+    }
+}
+
+/// A body of a few ready byte strings.
+struct Frames {
+    parts: [Bytes; 3],
+    next: usize,
+}
+
+impl HttpBody for Frames {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        while let Some(part) = this.parts.get_mut(this.next) {
+            this.next += 1;
+            if !part.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(std::mem::take(part)))));
+            }
+        }
+        Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts[self.next.min(3)..].iter().all(Bytes::is_empty)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let left = self.parts[self.next.min(3)..]
+            .iter()
+            .map(Bytes::len)
+            .sum::<usize>();
+        SizeHint::with_exact(left as u64)
+    }
+}
+
+/// `n` in decimal.
+fn decimal(n: u64) -> Bytes {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    Bytes::copy_from_slice(&buf[at..])
 }
 
 /// Answers an instance query — Nacos' `/instance/list` (v1 and v2) and roster's
@@ -278,7 +354,7 @@ pub async fn query<'p>(
     params: &'p Params,
     clusters_param: &str,
 ) -> Result<Listed<'p>, ApiError> {
-    let key = params.service_key()?;
+    let name = params.service_name()?;
     let clusters_raw = params.get(clusters_param).unwrap_or("");
     let clusters = parse_cluster_list(clusters_raw)?;
     let healthy_only = params.boolean("healthyOnly")?.unwrap_or(false);
@@ -287,14 +363,16 @@ pub async fn query<'p>(
     if params.consistent()? {
         state.store.read_barrier().await?;
     }
-    let grouped = key.grouped();
-    let view = state
-        .registry
-        .service(&key.namespace, &grouped)
-        .map(|s| s.view());
+    let service = state.registry.service(name.namespace, &name.grouped);
+    // A known service's own key: no allocation for the key per query.
+    let key = service
+        .as_ref()
+        .map_or_else(|| Arc::new(name.key()), |s| s.key.clone());
+    let view = service.map(|s| s.view());
+    let grouped = &*name.grouped;
     let request = ListRequest {
-        grouped: &grouped,
-        group: Some(&key.group),
+        grouped,
+        group: Some(name.group),
         clusters_raw,
         query: Query {
             clusters: &clusters,
@@ -317,13 +395,10 @@ pub async fn query<'p>(
                     },
                 ))
             });
-            let mut body = Vec::with_capacity(head.len() + tail.len() + 16);
-            body.extend_from_slice(head);
-            write!(body, "{}", request.now_ms).expect("writing to a Vec cannot fail");
-            body.extend_from_slice(tail);
-            body
+            // The cached bytes go out as they are, around this request's time: no copy.
+            ListBody::Spliced([head.clone(), decimal(request.now_ms), tail.clone()])
         }
-        view => service_info(view, &request),
+        view => ListBody::Whole(service_info(view, &request)),
     };
     Ok(Listed {
         key,

@@ -83,13 +83,13 @@ pub async fn no_such_api(method: Method, uri: Uri) -> axum::response::Response {
 }
 
 /// A JSON response with the right content type.
-pub fn json(body: Vec<u8>) -> axum::response::Response {
+pub fn json(body: impl Into<axum::body::Body>) -> axum::response::Response {
     (
         [(
             axum::http::header::CONTENT_TYPE,
             axum::http::HeaderValue::from_static("application/json"),
         )],
-        body,
+        body.into(),
     )
         .into_response()
 }
