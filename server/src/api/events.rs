@@ -61,7 +61,10 @@ impl Events {
             }
             tokio::time::sleep(COALESCE).await;
             for key in changes.drain() {
-                // No stream listening is fine.
+                if self.tx.receiver_count() == 0 {
+                    continue;
+                }
+                // A stream that closed meanwhile is fine.
                 let _ = self.tx.send(Arc::new(key));
             }
         }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 use roster_raft::NodeId;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -96,8 +97,14 @@ impl Members {
 
     /// Ids of live members, this node included, sorted.
     pub fn live(&self) -> Vec<NodeId> {
+        self.live_ids().into_vec()
+    }
+
+    /// [`Members::live`] without an allocation for clusters of up to 8 members (the
+    /// ownership check of every ephemeral write asks it).
+    pub fn live_ids(&self) -> SmallVec<[NodeId; 8]> {
         let now = Instant::now();
-        let mut ids: Vec<NodeId> = self
+        let mut ids: SmallVec<[NodeId; 8]> = self
             .shared
             .peers
             .read()

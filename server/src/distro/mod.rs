@@ -33,7 +33,7 @@ use crate::clock::now_ms;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
 use crate::registry::client::ClientData;
-use crate::registry::instance::Heartbeat;
+use crate::registry::instance::{addr_key, Heartbeat};
 use crate::registry::service::ServiceKey;
 use crate::registry::{InstancePatch, Registration, Registry};
 use responsibility::{connection_owner, owner_of};
@@ -93,14 +93,14 @@ pub enum EphemeralOp {
 
 impl EphemeralOp {
     /// The client (`ip:port`) the op is about.
-    pub fn client(&self) -> String {
+    pub fn client(&self) -> Arc<str> {
         match self {
             EphemeralOp::Register { registration, .. } => {
-                format!("{}:{}", registration.ip, registration.port)
+                addr_key(&registration.ip, registration.port)
             }
             EphemeralOp::Deregister { ip, port, .. }
             | EphemeralOp::Update { ip, port, .. }
-            | EphemeralOp::Beat { ip, port, .. } => format!("{ip}:{port}"),
+            | EphemeralOp::Beat { ip, port, .. } => addr_key(ip, *port),
         }
     }
 }
@@ -222,7 +222,17 @@ impl Distro {
 
     /// The owner of `client` among the live members.
     pub fn owner_of(&self, client: &str) -> NodeId {
-        owner_of(client, &self.shared.members.live())
+        owner_of(client, &self.shared.members.live_ids())
+    }
+
+    /// The owner of the address client `op` is about. Alone among the live members this
+    /// node owns every address client: no need to name the client.
+    fn op_owner(&self, op: &EphemeralOp) -> NodeId {
+        let live = self.shared.members.live_ids();
+        match live.as_slice() {
+            [only] => *only,
+            live => owner_of(&op.client(), live),
+        }
     }
 
     /// Whether this node owns `client`.
@@ -268,8 +278,7 @@ impl Distro {
     /// Runs `op` on the client's owner: here, or forwarded over the peer channel. When
     /// the owner cannot be reached, this node handles it.
     pub async fn execute(&self, op: EphemeralOp) -> Result<OpReply, ApiError> {
-        let client = op.client();
-        let owner = self.owner_of(&client);
+        let owner = self.op_owner(&op);
         if owner != self.shared.me {
             if let Some(addr) = self.shared.members.peer_addr(owner) {
                 let body = rmp_serde::to_vec_named(&op).expect("ops serialize");
@@ -287,7 +296,7 @@ impl Distro {
                         return reply.map_err(ApiError::from);
                     }
                     Err(e) => {
-                        tracing::debug!(owner, client, error = %e, "owner unreachable; handling here");
+                        tracing::debug!(owner, client = %op.client(), error = %e, "owner unreachable; handling here");
                     }
                 }
             }

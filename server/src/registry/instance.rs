@@ -245,7 +245,32 @@ impl Instance {
 /// The key of an instance within its service: `ip:port`. A client address holds at most
 /// one instance per service, as in Nacos 2.x.
 pub fn addr_key(ip: &str, port: u16) -> Arc<str> {
-    Arc::from(format!("{ip}:{port}"))
+    // Written on the stack and copied once (`format!` then `Arc::from` allocated twice
+    // or three times on every write).
+    let mut buf = [0u8; 64];
+    let len = ip.len() + 6;
+    if len > buf.len() {
+        return Arc::from(format!("{ip}:{port}"));
+    }
+    buf[..ip.len()].copy_from_slice(ip.as_bytes());
+    let mut at = ip.len();
+    buf[at] = b':';
+    at += 1;
+    let mut digits = [0u8; 5];
+    let mut n = port;
+    let mut d = digits.len();
+    loop {
+        d -= 1;
+        digits[d] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let tail = &digits[d..];
+    buf[at..at + tail.len()].copy_from_slice(tail);
+    at += tail.len();
+    Arc::from(std::str::from_utf8(&buf[..at]).expect("ASCII digits after a str"))
 }
 
 /// The IP part of an `ip:port` key (an IPv6 address keeps its colons: the port is after
@@ -436,5 +461,19 @@ mod tests {
         assert_eq!(c.last_beat_ms(), 100);
         c.beat(150);
         assert_eq!(c.last_beat_ms(), 150);
+    }
+
+    #[test]
+    fn address_keys_read_as_ip_colon_port() {
+        let long_host = format!("{}.example", "a".repeat(70));
+        for (ip, port) in [
+            ("10.0.0.1", 8080),
+            ("10.0.0.1", 0),
+            ("fe80::1", 65535),
+            ("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255", 9),
+            (long_host.as_str(), 443),
+        ] {
+            assert_eq!(&*addr_key(ip, port), format!("{ip}:{port}"));
+        }
     }
 }
