@@ -245,32 +245,59 @@ impl Instance {
 /// The key of an instance within its service: `ip:port`. A client address holds at most
 /// one instance per service, as in Nacos 2.x.
 pub fn addr_key(ip: &str, port: u16) -> Arc<str> {
-    // Written on the stack and copied once (`format!` then `Arc::from` allocated twice
-    // or three times on every write).
-    let mut buf = [0u8; 64];
-    let len = ip.len() + 6;
-    if len > buf.len() {
-        return Arc::from(format!("{ip}:{port}"));
+    Arc::from(&*Addr::new(ip, port))
+}
+
+/// `ip:port` written on the stack (a heap string only for host names longer than 57
+/// bytes): lookups by address allocate nothing, and [`addr_key`] copies it once
+/// (`format!` then `Arc::from` allocated two or three times on every write).
+pub enum Addr {
+    /// The common case.
+    Inline { buf: [u8; 64], len: u8 },
+    /// A long host name.
+    Heap(String),
+}
+
+impl Addr {
+    /// `ip:port`.
+    pub fn new(ip: &str, port: u16) -> Self {
+        let mut buf = [0u8; 64];
+        if ip.len() + 6 > buf.len() {
+            return Addr::Heap(format!("{ip}:{port}"));
+        }
+        buf[..ip.len()].copy_from_slice(ip.as_bytes());
+        let mut at = ip.len();
+        buf[at] = b':';
+        at += 1;
+        let mut digits = [0u8; 5];
+        let mut n = port;
+        let mut d = digits.len();
+        loop {
+            d -= 1;
+            digits[d] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let tail = &digits[d..];
+        buf[at..at + tail.len()].copy_from_slice(tail);
+        at += tail.len();
+        Addr::Inline { buf, len: at as u8 }
     }
-    buf[..ip.len()].copy_from_slice(ip.as_bytes());
-    let mut at = ip.len();
-    buf[at] = b':';
-    at += 1;
-    let mut digits = [0u8; 5];
-    let mut n = port;
-    let mut d = digits.len();
-    loop {
-        d -= 1;
-        digits[d] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+}
+
+impl std::ops::Deref for Addr {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            Addr::Inline { buf, len } => {
+                std::str::from_utf8(&buf[..usize::from(*len)]).expect("a str, ':' and digits")
+            }
+            Addr::Heap(s) => s,
         }
     }
-    let tail = &digits[d..];
-    buf[at..at + tail.len()].copy_from_slice(tail);
-    at += tail.len();
-    Arc::from(std::str::from_utf8(&buf[..at]).expect("ASCII digits after a str"))
 }
 
 /// The IP part of an `ip:port` key (an IPv6 address keeps its colons: the port is after
@@ -474,6 +501,7 @@ mod tests {
             (long_host.as_str(), 443),
         ] {
             assert_eq!(&*addr_key(ip, port), format!("{ip}:{port}"));
+            assert_eq!(&*Addr::new(ip, port), format!("{ip}:{port}"));
         }
     }
 }

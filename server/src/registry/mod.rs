@@ -30,7 +30,7 @@ use crate::health::expiry::{judge, Verdict};
 use crate::health::guard::EvictionGuard;
 use changes::{ChangeSet, Watchers};
 use client::{ClientData, Clients};
-use instance::{addr_key, BeatClock, Heartbeat, Instance, Metadata};
+use instance::{addr_key, Addr, BeatClock, Heartbeat, Instance, Metadata};
 use namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use service::{Changed, ClusterSettings, Service, ServiceKey, ServiceSettings, ServiceView};
 
@@ -237,7 +237,18 @@ impl Registry {
 
     /// The service named by `key`.
     pub fn service_by_key(&self, key: &ServiceKey) -> Option<Arc<Service>> {
-        self.service(&key.namespace, &key.grouped())
+        thread_local! {
+            /// `group@@name` of the key looked up: written here rather than allocated
+            /// per lookup (every beat and write looks its service up by key).
+            static GROUPED: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        GROUPED.with_borrow_mut(|grouped| {
+            grouped.clear();
+            grouped.push_str(&key.group);
+            grouped.push_str("@@");
+            grouped.push_str(&key.name);
+            self.service(&key.namespace, grouped)
+        })
     }
 
     /// Every service of namespace `ns`, ordered by group and name.
@@ -525,7 +536,7 @@ impl Registry {
     /// The instance at `ip:port` in service `key`.
     pub fn instance(&self, key: &ServiceKey, ip: &str, port: u16) -> Option<Arc<Instance>> {
         let view = self.service_by_key(key)?.view();
-        view.instances.get(&addr_key(ip, port)).cloned()
+        view.instances.get(&Addr::new(ip, port)).cloned()
     }
 
     /// The sync task that owns the instance at `ip:port`, if one does.
@@ -715,7 +726,7 @@ impl Registry {
     /// Takes no lock on the service unless the beat revives an unhealthy instance.
     pub fn beat(&self, key: &ServiceKey, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
         let svc = self.service_by_key(key)?;
-        let addr = format!("{ip}:{port}");
+        let addr = Addr::new(ip, port);
         let mut view = svc.view();
         // If a writer published a new version of the service after this beat read the
         // view, the beat may have landed in a replaced instance after the writer carried
@@ -723,7 +734,7 @@ impl Registry {
         // publish in between; the bound only stops a pathological stream of writes.
         let mut tries = 0;
         let instance = loop {
-            let instance = view.instances.get(addr.as_str())?.clone();
+            let instance = view.instances.get(&addr)?.clone();
             instance.clock()?.beat(now_ms);
             let current = svc.view();
             tries += 1;

@@ -6,6 +6,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -458,23 +459,35 @@ pub async fn list(
 
 /// The `beat` JSON clients send (Nacos' `RsInfo`); unknown keys are ignored.
 #[derive(Deserialize)]
-struct BeatInfo {
-    ip: Option<String>,
+struct BeatInfo<'a> {
+    /// Borrowed from the parameters unless it has JSON escapes.
+    #[serde(borrow)]
+    ip: Option<Cow<'a, str>>,
     port: Option<i64>,
-    cluster: Option<String>,
+    #[serde(borrow)]
+    cluster: Option<Cow<'a, str>>,
     weight: Option<f64>,
     ephemeral: Option<bool>,
     #[serde(default)]
     metadata: Metadata,
 }
 
+/// A beat's answer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BeatReply {
+    client_beat_interval: u64,
+    code: u32,
+    light_beat_enabled: bool,
+}
+
+/// What nearly every beat answers (a known instance, the default interval).
+const BEAT_OK_DEFAULT: &[u8] =
+    br#"{"clientBeatInterval":5000,"code":10200,"lightBeatEnabled":true}"#;
+
 fn beat_reply(code: u32, interval_ms: u64) -> Response {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct BeatReply {
-        client_beat_interval: u64,
-        code: u32,
-        light_beat_enabled: bool,
+    if (code, interval_ms) == (10200, 5000) {
+        return json(Bytes::from_static(BEAT_OK_DEFAULT));
     }
     json_of(&BeatReply {
         client_beat_interval: interval_ms,
@@ -607,4 +620,20 @@ pub async fn health(
         })
         .await?;
     Ok("ok")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_usual_beat_answer_is_the_serialized_one() {
+        let serialized = serde_json::to_vec(&BeatReply {
+            client_beat_interval: 5000,
+            code: 10200,
+            light_beat_enabled: true,
+        })
+        .unwrap();
+        assert_eq!(serialized, BEAT_OK_DEFAULT);
+    }
 }
