@@ -33,7 +33,7 @@ use crate::clock::now_ms;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
 use crate::registry::client::ClientData;
-use crate::registry::instance::{addr_key, Heartbeat};
+use crate::registry::instance::{addr_key, Addr, Heartbeat};
 use crate::registry::service::ServiceKey;
 use crate::registry::{InstancePatch, Registration, Registry};
 use responsibility::{connection_owner, owner_of};
@@ -233,6 +233,16 @@ impl Distro {
             [only] => *only,
             live => owner_of(&op.client(), live),
         }
+    }
+
+    /// Whether this node owns the address client `ip:port` (without allocating).
+    pub fn owns_address(&self, ip: &str, port: u16) -> bool {
+        let live = self.shared.members.live_ids();
+        let owner = match live.as_slice() {
+            [only] => *only,
+            live => owner_of(&Addr::new(ip, port), live),
+        };
+        owner == self.shared.me
     }
 
     /// Whether this node owns `client`.

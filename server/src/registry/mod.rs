@@ -725,7 +725,22 @@ impl Registry {
     /// Returns its heartbeat settings, or `None` if no such ephemeral instance exists.
     /// Takes no lock on the service unless the beat revives an unhealthy instance.
     pub fn beat(&self, key: &ServiceKey, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
-        let svc = self.service_by_key(key)?;
+        self.beat_at(&self.service_by_key(key)?, ip, port, now_ms)
+    }
+
+    /// [`Registry::beat`] for the service `grouped` of namespace `ns`.
+    pub fn beat_in(
+        &self,
+        ns: &str,
+        grouped: &str,
+        ip: &str,
+        port: u16,
+        now_ms: u64,
+    ) -> Option<Heartbeat> {
+        self.beat_at(&self.service(ns, grouped)?, ip, port, now_ms)
+    }
+
+    fn beat_at(&self, svc: &Arc<Service>, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
         let addr = Addr::new(ip, port);
         let mut view = svc.view();
         // If a writer published a new version of the service after this beat read the

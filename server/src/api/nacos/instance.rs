@@ -460,16 +460,28 @@ pub async fn list(
 /// The `beat` JSON clients send (Nacos' `RsInfo`); unknown keys are ignored.
 #[derive(Deserialize)]
 struct BeatInfo<'a> {
-    /// Borrowed from the parameters unless it has JSON escapes.
     #[serde(borrow)]
-    ip: Option<Cow<'a, str>>,
+    ip: Option<Text<'a>>,
     port: Option<i64>,
     #[serde(borrow)]
-    cluster: Option<Cow<'a, str>>,
+    cluster: Option<Text<'a>>,
     weight: Option<f64>,
     ephemeral: Option<bool>,
     #[serde(default)]
     metadata: Metadata,
+}
+
+/// A JSON string borrowed from the input unless it has escapes (serde borrows a `Cow`
+/// only as a field of its own, not inside an `Option`).
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
 }
 
 /// A beat's answer.
@@ -502,7 +514,7 @@ fn beat_reply(code: u32, interval_ms: u64) -> Response {
 /// way). A missing `weight` in the beat means 1.0 (Nacos uses 0.0, which would silently
 /// drain a re-registered instance).
 pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
-    let key = params.service_key()?;
+    let name = params.service_name()?;
     let beat: Option<BeatInfo> = params
         .optional("beat")
         .map(serde_json::from_str)
@@ -521,46 +533,62 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
                 .as_deref()
                 .filter(|c| !c.is_empty())
                 .unwrap_or(DEFAULT_CLUSTER);
-            (ip.to_string(), port, cluster.to_string())
+            (ip, port, cluster)
         }
         None => {
-            let (ip, port) = address(&params)?;
+            let ip = params.required("ip")?;
+            check_ip("ip", ip)?;
+            let port = params.port("port")?;
             let cluster = params
                 .optional_any(&["clusterName", "cluster"])
                 .unwrap_or(DEFAULT_CLUSTER);
-            (ip, port, cluster.to_string())
+            (ip, port, cluster)
         }
     };
     // A full beat (with its JSON) can stand in for a registration: check it now.
-    let re_register = match beat.filter(|b| b.ephemeral.unwrap_or(true)) {
-        Some(beat) => {
-            check_cluster_name(&cluster)?;
-            let weight = check_weight(beat.weight.unwrap_or(1.0))?;
+    let stand_in = match beat.as_ref().filter(|b| b.ephemeral.unwrap_or(true)) {
+        Some(b) => {
+            check_cluster_name(cluster)?;
+            let weight = check_weight(b.weight.unwrap_or(1.0))?;
             check_metadata(
                 "beat.metadata",
-                &beat.metadata,
+                &b.metadata,
                 state.limits.max_metadata_bytes,
             )?;
-            Some(Registration {
-                ip: ip.clone(),
-                port,
-                cluster,
-                weight,
-                healthy: true,
-                enabled: true,
-                ephemeral: true,
-                metadata: beat.metadata,
-                instance_id: None,
-                client: None,
-                owner: None,
-            })
+            Some(weight)
         }
         None => None,
     };
     state.metrics.beats.inc();
+    // Nearly every beat is for an instance this node owns and holds: its clock is
+    // touched here, without building (and allocating) the op a forward would need.
+    if state.distro.owns_address(ip, port) {
+        if let Some(hb) = state
+            .registry
+            .beat_in(name.namespace, &name.grouped, ip, port, now_ms())
+        {
+            return Ok(beat_reply(10200, hb.interval_ms));
+        }
+    }
+    let re_register = match (stand_in, &beat) {
+        (Some(weight), Some(b)) => Some(Registration {
+            ip: ip.to_string(),
+            port,
+            cluster: cluster.to_string(),
+            weight,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            metadata: b.metadata.clone(),
+            instance_id: None,
+            client: None,
+            owner: None,
+        }),
+        _ => None,
+    };
     let op = EphemeralOp::Beat {
-        key,
-        ip,
+        key: name.key(),
+        ip: ip.to_string(),
         port,
         re_register,
     };
@@ -625,6 +653,17 @@ pub async fn health(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn beat_json_strings_are_borrowed_unless_escaped() {
+        let plain: BeatInfo =
+            serde_json::from_str(r#"{"ip":"10.0.0.1","port":80,"cluster":"c1"}"#).unwrap();
+        assert!(matches!(plain.ip.as_ref().unwrap().0, Cow::Borrowed("10.0.0.1")));
+        assert_eq!(plain.cluster.as_deref(), Some("c1"));
+        let escaped: BeatInfo = serde_json::from_str(r#"{"ip":"10.0.0.\u0031"}"#).unwrap();
+        assert_eq!(escaped.ip.as_deref(), Some("10.0.0.1"));
+        assert!(escaped.port.is_none());
+    }
 
     #[test]
     fn the_usual_beat_answer_is_the_serialized_one() {
