@@ -658,7 +658,10 @@ mod tests {
     fn beat_json_strings_are_borrowed_unless_escaped() {
         let plain: BeatInfo =
             serde_json::from_str(r#"{"ip":"10.0.0.1","port":80,"cluster":"c1"}"#).unwrap();
-        assert!(matches!(plain.ip.as_ref().unwrap().0, Cow::Borrowed("10.0.0.1")));
+        assert!(matches!(
+            plain.ip.as_ref().unwrap().0,
+            Cow::Borrowed("10.0.0.1")
+        ));
         assert_eq!(plain.cluster.as_deref(), Some("c1"));
         let escaped: BeatInfo = serde_json::from_str(r#"{"ip":"10.0.0.\u0031"}"#).unwrap();
         assert_eq!(escaped.ip.as_deref(), Some("10.0.0.1"));
