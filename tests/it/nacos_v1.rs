@@ -475,6 +475,16 @@ fn operator_updates_are_kept_over_re_registration() {
     assert_eq!(r.status, 404, "{}", r.body);
 }
 
+/// The first bytes the server answers on `s` (its status line), waiting at most 10 s.
+fn status_line(s: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = [0u8; 64];
+    let n = s.read(&mut answer).unwrap();
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
 #[test]
 fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
     let node = Node::start();
@@ -582,7 +592,7 @@ fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
     // server answers without reading them (a client still sending may see the
     // connection close, so this speaks HTTP by hand and sends only the head).
     {
-        use std::io::{Read, Write};
+        use std::io::Write;
         let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
         let head = format!(
             "POST /nacos/v1/ns/instance?serviceName=huge HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
@@ -590,17 +600,13 @@ fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
             2 * 1024 * 1024
         );
         s.write_all(head.as_bytes()).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
-        let mut answer = [0u8; 64];
-        let n = s.read(&mut answer).unwrap();
-        let status = String::from_utf8_lossy(&answer[..n]);
+        let status = status_line(&mut s);
         assert!(status.starts_with("HTTP/1.1 413"), "{status}");
     }
     // A body that announces no length is cut at the limit as it is read: a chunked
     // JSON body of 2 MiB to an API that reads raw bodies is refused, and creates nothing.
     {
-        use std::io::{Read, Write};
+        use std::io::Write;
         let mut s = std::net::TcpStream::connect(node.addr()).unwrap();
         let head = format!(
             "POST /api/v1/sync/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -623,11 +629,7 @@ fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
             }
             let _ = writer.write_all(b"0\r\n\r\n");
         });
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
-        let mut answer = [0u8; 64];
-        let n = s.read(&mut answer).unwrap();
-        let status = String::from_utf8_lossy(&answer[..n]);
+        let status = status_line(&mut s);
         assert!(status.starts_with("HTTP/1.1 413"), "{status}");
         drop(s);
         let _ = sending.join();

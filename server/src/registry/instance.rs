@@ -269,18 +269,8 @@ impl Addr {
         let mut at = ip.len();
         buf[at] = b':';
         at += 1;
-        let mut digits = [0u8; 5];
-        let mut n = port;
-        let mut d = digits.len();
-        loop {
-            d -= 1;
-            digits[d] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let tail = &digits[d..];
+        let mut digits = itoa::Buffer::new();
+        let tail = digits.format(port).as_bytes();
         buf[at..at + tail.len()].copy_from_slice(tail);
         at += tail.len();
         Addr::Inline { buf, len: at as u8 }

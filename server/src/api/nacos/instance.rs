@@ -331,18 +331,7 @@ impl HttpBody for Frames {
 
 /// `n` in decimal.
 fn decimal(n: u64) -> Bytes {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    Bytes::copy_from_slice(&buf[at..])
+    Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes())
 }
 
 /// Answers an instance query — Nacos' `/instance/list` (v1 and v2) and roster's
