@@ -241,16 +241,10 @@ impl Params {
     /// the parameters (checked as [`Params::service_key`] checks them).
     pub fn service_name(&self) -> Result<ServiceName<'_>, ApiError> {
         let (namespace, group, name, grouped) = self.service_parts()?;
-        // The grouped form as given, else written once. Not `format!`: this runs on
-        // every query, and the formatting machinery costs more than the copy.
-        let grouped = if let Some(raw) = grouped {
-            Cow::Borrowed(raw)
-        } else {
-            let mut grouped = String::with_capacity(group.len() + 2 + name.len());
-            grouped.push_str(group);
-            grouped.push_str("@@");
-            grouped.push_str(name);
-            Cow::Owned(grouped)
+        // The grouped form as given, else written once.
+        let grouped = match grouped {
+            Some(raw) => Cow::Borrowed(raw),
+            None => Cow::Owned(crate::registry::service::grouped(group, name)),
         };
         Ok(ServiceName {
             namespace,

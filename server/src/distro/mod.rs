@@ -33,7 +33,7 @@ use crate::clock::now_ms;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
 use crate::registry::client::ClientData;
-use crate::registry::instance::{addr_key, Addr, Heartbeat};
+use crate::registry::instance::{Addr, Heartbeat};
 use crate::registry::service::ServiceKey;
 use crate::registry::{InstancePatch, Registration, Registry};
 use responsibility::{connection_owner, owner_of};
@@ -92,15 +92,13 @@ pub enum EphemeralOp {
 }
 
 impl EphemeralOp {
-    /// The client (`ip:port`) the op is about.
-    pub fn client(&self) -> Arc<str> {
+    /// The address (`ip`, `port`) of the client the op is about.
+    pub fn address(&self) -> (&str, u16) {
         match self {
-            EphemeralOp::Register { registration, .. } => {
-                addr_key(&registration.ip, registration.port)
-            }
+            EphemeralOp::Register { registration, .. } => (&registration.ip, registration.port),
             EphemeralOp::Deregister { ip, port, .. }
             | EphemeralOp::Update { ip, port, .. }
-            | EphemeralOp::Beat { ip, port, .. } => addr_key(ip, *port),
+            | EphemeralOp::Beat { ip, port, .. } => (ip, *port),
         }
     }
 }
@@ -225,24 +223,31 @@ impl Distro {
         owner_of(client, &self.shared.members.live_ids())
     }
 
-    /// The owner of the address client `op` is about. Alone among the live members this
-    /// node owns every address client: no need to name the client.
-    fn op_owner(&self, op: &EphemeralOp) -> NodeId {
+    /// The owner of the address client `ip:port`, without allocating. Alone among the
+    /// live members this node owns every address client.
+    fn address_owner(&self, ip: &str, port: u16) -> NodeId {
         let live = self.shared.members.live_ids();
         match live.as_slice() {
             [only] => *only,
-            live => owner_of(&op.client(), live),
+            live => owner_of(&Addr::new(ip, port), live),
         }
     }
 
-    /// Whether this node owns the address client `ip:port` (without allocating).
-    pub fn owns_address(&self, ip: &str, port: u16) -> bool {
-        let live = self.shared.members.live_ids();
-        let owner = match live.as_slice() {
-            [only] => *only,
-            live => owner_of(&Addr::new(ip, port), live),
-        };
-        owner == self.shared.me
+    /// The part of [`Distro::execute`] for a beat that nearly every beat takes: this
+    /// node owns the client and holds the instance, so the beat is applied here without
+    /// building the op. `None` when it is not: then execute the op.
+    pub fn beat_here(
+        &self,
+        ns: &str,
+        grouped: &str,
+        ip: &str,
+        port: u16,
+        now: u64,
+    ) -> Option<Heartbeat> {
+        if self.address_owner(ip, port) != self.shared.me {
+            return None;
+        }
+        self.shared.registry.beat_in(ns, grouped, ip, port, now)
     }
 
     /// Whether this node owns `client`.
@@ -288,7 +293,8 @@ impl Distro {
     /// Runs `op` on the client's owner: here, or forwarded over the peer channel. When
     /// the owner cannot be reached, this node handles it.
     pub async fn execute(&self, op: EphemeralOp) -> Result<OpReply, ApiError> {
-        let owner = self.op_owner(&op);
+        let (ip, port) = op.address();
+        let owner = self.address_owner(ip, port);
         if owner != self.shared.me {
             if let Some(addr) = self.shared.members.peer_addr(owner) {
                 let body = rmp_serde::to_vec_named(&op).expect("ops serialize");
@@ -306,7 +312,7 @@ impl Distro {
                         return reply.map_err(ApiError::from);
                     }
                     Err(e) => {
-                        tracing::debug!(owner, client = %op.client(), error = %e, "owner unreachable; handling here");
+                        tracing::debug!(owner, client = %format_args!("{ip}:{port}"), error = %e, "owner unreachable; handling here");
                     }
                 }
             }

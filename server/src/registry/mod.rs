@@ -244,9 +244,7 @@ impl Registry {
         }
         GROUPED.with_borrow_mut(|grouped| {
             grouped.clear();
-            grouped.push_str(&key.group);
-            grouped.push_str("@@");
-            grouped.push_str(&key.name);
+            service::write_grouped(grouped, &key.group, &key.name);
             self.service(&key.namespace, grouped)
         })
     }

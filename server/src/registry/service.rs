@@ -36,14 +36,23 @@ impl ServiceKey {
 
     /// The name as Nacos writes it on the wire: `group@@service`.
     pub fn grouped(&self) -> String {
-        // Not `format!`: this runs on every query, and the formatting machinery costs
-        // more than the copy.
-        let mut grouped = String::with_capacity(self.group.len() + 2 + self.name.len());
-        grouped.push_str(&self.group);
-        grouped.push_str("@@");
-        grouped.push_str(&self.name);
-        grouped
+        grouped(&self.group, &self.name)
     }
+}
+
+/// `group@@name`, the name Nacos uses on the wire and services are kept under.
+pub fn grouped(group: &str, name: &str) -> String {
+    let mut out = String::with_capacity(group.len() + 2 + name.len());
+    write_grouped(&mut out, group, name);
+    out
+}
+
+/// Appends `group@@name` to `out`. Not `format!`: this runs on every query, and the
+/// formatting machinery costs more than the copy.
+pub fn write_grouped(out: &mut String, group: &str, name: &str) {
+    out.push_str(group);
+    out.push_str("@@");
+    out.push_str(name);
 }
 
 impl fmt::Display for ServiceKey {

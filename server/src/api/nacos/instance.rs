@@ -31,7 +31,7 @@ use crate::app::{AppState, Limits};
 use crate::clock::now_ms;
 use crate::distro::{EphemeralOp, OpReply};
 use crate::push::udp::push_capable;
-use crate::registry::instance::{addr_key, Metadata};
+use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
 use crate::registry::service::{HealthChecker, ServiceKey};
 use crate::registry::{InstancePatch, Registration};
@@ -68,10 +68,10 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, ApiErr
 }
 
 /// `ip` and `port`, both required and checked.
-fn address(params: &Params) -> Result<(String, u16), ApiError> {
+fn address(params: &Params) -> Result<(&str, u16), ApiError> {
     let ip = params.required("ip")?;
     check_ip("ip", ip)?;
-    Ok((ip.to_string(), params.port("port")?))
+    Ok((ip, params.port("port")?))
 }
 
 /// The instance at `ip:port` of `key`, if any.
@@ -118,14 +118,14 @@ pub async fn deregister(
     // Validated for the sake of clear errors; the instance's own kind decides the path.
     params.boolean("ephemeral")?;
     let now = now_ms();
-    match state.registry.instance(&key, &ip, port) {
+    match state.registry.instance(&key, ip, port) {
         // An import's deregistration is refused by the state machine (409).
         Some(i) if !i.ephemeral => {
             state
                 .store
                 .propose(CommandV1::Deregister {
                     key,
-                    ip,
+                    ip: ip.to_string(),
                     port,
                     at_ms: now,
                 })
@@ -135,7 +135,11 @@ pub async fn deregister(
         _ => {
             state
                 .distro
-                .execute(EphemeralOp::Deregister { key, ip, port })
+                .execute(EphemeralOp::Deregister {
+                    key,
+                    ip: ip.to_string(),
+                    port,
+                })
                 .await?;
         }
     }
@@ -168,7 +172,7 @@ pub async fn update(
             key.grouped()
         )));
     }
-    let instance = state.registry.instance(&key, &ip, port).ok_or_else(|| {
+    let instance = state.registry.instance(&key, ip, port).ok_or_else(|| {
         ApiError::not_found(format!(
             "instance {ip}:{port} not found in service {}",
             key.grouped()
@@ -180,7 +184,7 @@ pub async fn update(
             .distro
             .execute(EphemeralOp::Update {
                 key,
-                ip,
+                ip: ip.to_string(),
                 port,
                 patch,
             })
@@ -190,7 +194,7 @@ pub async fn update(
             .store
             .propose(CommandV1::UpdateInstance {
                 key,
-                ip,
+                ip: ip.to_string(),
                 port,
                 patch,
                 at_ms: now,
@@ -222,7 +226,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         .ok_or_else(no_ips)?;
     let instance = view
         .instances
-        .get(&addr_key(&ip, port))
+        .get(&Addr::new(ip, port))
         .filter(|i| cluster.is_none_or(|c| *i.cluster == *c))
         .ok_or_else(|| ApiError::not_found("no matched ip found!"))?;
     Ok(json_of(&json!({
@@ -317,11 +321,11 @@ impl HttpBody for Frames {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.parts[self.next.min(3)..].iter().all(Bytes::is_empty)
+        self.parts[self.next..].iter().all(Bytes::is_empty)
     }
 
     fn size_hint(&self) -> SizeHint {
-        let left = self.parts[self.next.min(3)..]
+        let left = self.parts[self.next..]
             .iter()
             .map(Bytes::len)
             .sum::<usize>();
@@ -525,9 +529,7 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
             (ip, port, cluster)
         }
         None => {
-            let ip = params.required("ip")?;
-            check_ip("ip", ip)?;
-            let port = params.port("port")?;
+            let (ip, port) = address(&params)?;
             let cluster = params
                 .optional_any(&["clusterName", "cluster"])
                 .unwrap_or(DEFAULT_CLUSTER);
@@ -549,15 +551,13 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
         None => None,
     };
     state.metrics.beats.inc();
-    // Nearly every beat is for an instance this node owns and holds: its clock is
-    // touched here, without building (and allocating) the op a forward would need.
-    if state.distro.owns_address(ip, port) {
-        if let Some(hb) = state
-            .registry
-            .beat_in(name.namespace, &name.grouped, ip, port, now_ms())
-        {
-            return Ok(beat_reply(10200, hb.interval_ms));
-        }
+    // Nearly every beat is for an instance this node owns and holds: answered without
+    // building (and allocating) the op a forward would need.
+    if let Some(hb) = state
+        .distro
+        .beat_here(name.namespace, &name.grouped, ip, port, now_ms())
+    {
+        return Ok(beat_reply(10200, hb.interval_ms));
     }
     let re_register = match (stand_in, &beat) {
         (Some(weight), Some(b)) => Some(Registration {
@@ -604,7 +604,7 @@ pub async fn health(
         .service_by_key(&key)
         .ok_or_else(|| ApiError::not_found(format!("service {grouped} not found!")))?;
     let view = svc.view();
-    let instance = view.instances.get(&addr_key(&ip, port)).ok_or_else(|| {
+    let instance = view.instances.get(&Addr::new(ip, port)).ok_or_else(|| {
         ApiError::not_found(format!(
             "instance {ip}:{port} not found in service {grouped}"
         ))
@@ -630,7 +630,7 @@ pub async fn health(
         .store
         .propose(CommandV1::SetHealth {
             key,
-            ip,
+            ip: ip.to_string(),
             port,
             healthy,
             at_ms: now_ms(),
