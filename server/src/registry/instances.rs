@@ -1,10 +1,11 @@
 //! The instances of one service view: a persistent sorted sequence, keyed by `ip:port`.
 //!
-//! Every write publishes a new view, so cloning must be cheap; every instance is held
+//! A service's writers change one copy in place and readers get published copies of it
+//! (see [`super::service::Service`]), so a copy must be cheap; every instance is held
 //! here, so each must cost little. A two-level structure does both: sorted chunks of at
-//! most [`CHUNK`] instances, each behind an `Arc`. Cloning copies the chunk pointers
-//! (one per [`CHUNK`] instances); a write copies the one chunk it touches, sized
-//! exactly. An instance costs its pointer and the chunk's slack — about 11 bytes, where
+//! most [`CHUNK`] instances, each behind an `Arc`. Copying copies the chunk pointers
+//! (one per [`CHUNK`] instances); the first write to a chunk a published copy shares
+//! copies that chunk, sized exactly, and later writes change it in place. An instance costs its pointer and the chunk's slack — about 11 bytes, where
 //! a general persistent map (`imbl::OrdMap`, whose every node has room for 64 entries
 //! and 65 children) cost about 50 with the key beside it.
 
@@ -32,14 +33,15 @@ pub struct Instances {
     /// previous one.
     chunks: Vec<Arc<Chunk>>,
     len: usize,
-    /// Instances with a beat clock that a write replaced since this copy was made: their
-    /// clocks are carried over to the new versions once published (see
-    /// [`Instances::take_replaced`]).
+    /// Instances with a beat clock that a write replaced while a published copy (or a
+    /// reader) still held them: their clocks are carried over to the new versions once
+    /// published (see [`Instances::take_replaced`]). A version nobody else held cannot
+    /// have been beaten, so it is not kept: at most one entry per published instance.
     replaced: Vec<Arc<Instance>>,
 }
 
 impl Clone for Instances {
-    /// A copy to write to: the same instances, nothing replaced yet.
+    /// A copy to publish: the same instances, nothing replaced.
     fn clone(&self) -> Self {
         Self {
             chunks: self.chunks.clone(),
@@ -121,7 +123,7 @@ impl Instances {
         match (slot.chunk, slot.at) {
             (chunk, Ok(at)) => {
                 let old = std::mem::replace(&mut own(&mut self.chunks[chunk], 0)[at], instance);
-                if old.clock().is_some() {
+                if old.clock().is_some() && Arc::strong_count(&old) > 1 {
                     self.replaced.push(old.clone());
                 }
                 Some(old)
@@ -179,7 +181,7 @@ impl Instances {
 }
 
 /// `chunk` for writing: a copy sized for `extra` more instances when a published view
-/// shares it (the usual case: the writer's view is a clone of the published one).
+/// shares it (the first write to it since the last publication).
 fn own(chunk: &mut Arc<Chunk>, extra: usize) -> &mut Chunk {
     if Arc::get_mut(chunk).is_none() {
         let mut copy = Vec::with_capacity(chunk.len() + extra);

@@ -741,10 +741,11 @@ impl Registry {
     fn beat_at(&self, svc: &Arc<Service>, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
         let addr = Addr::new(ip, port);
         let mut view = svc.view();
-        // If a writer published a new version of the service after this beat read the
-        // view, the beat may have landed in a replaced instance after the writer carried
-        // its clock over: store again into the current one. Each retry needs another
-        // publish in between; the bound only stops a pathological stream of writes.
+        // If a writer changed the service after this beat read the view, the beat may
+        // have landed in a replaced instance after its clock was carried over: the second
+        // `view()` publishes the change, and the beat stores again into the current
+        // version. Each retry needs another change in between; the bound only stops a
+        // pathological stream of writes.
         let mut tries = 0;
         let instance = loop {
             let instance = view.instances.get(&addr)?.clone();

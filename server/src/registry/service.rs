@@ -230,18 +230,29 @@ impl ServiceView {
 static DEFAULT_SETTINGS: LazyLock<Arc<ServiceSettings>> =
     LazyLock::new(|| Arc::new(ServiceSettings::default()));
 
-/// A service: its key and the current view. Readers `load` the view without locking;
-/// writers serialize on `writer`, build the next view from the current one and swap it in.
+/// A service: its key, its current state, and the view readers load.
+///
+/// Writers change the current state (`draft`) in place, serialized on its lock, and
+/// mark it unpublished; the first reader after a change publishes a copy of it as the
+/// new view. A run of writes with no read in between thus costs no copy at all (a copy
+/// per write was a third of a registration's registry time, and most of the garbage),
+/// and a copy shares every chunk of instances the writes since the last one did not
+/// touch. Readers load the view without locking while nothing is unpublished.
 #[derive(Debug)]
 pub struct Service {
     /// The service's key.
     pub key: Arc<ServiceKey>,
     /// `group@@name`, kept to answer queries without formatting.
     pub grouped: Arc<str>,
+    /// The last published view.
     view: ArcSwap<ServiceView>,
-    /// Serializes writers of this service. Guards nothing itself: it orders view swaps.
-    writer: Mutex<()>,
-    /// Set (under `writer`) when the service is dropped from its namespace; a writer that
+    /// The current state; its lock serializes writers and publishers. Its list cache
+    /// stays empty (only published views are read).
+    draft: Mutex<ServiceView>,
+    /// Whether `draft` holds changes `view` does not show. Set by a writer after its
+    /// change, cleared by a publisher after its store, both under the `draft` lock.
+    unpublished: AtomicBool,
+    /// Set (under `draft`) when the service is dropped from its namespace; a writer that
     /// finds it set must look the service up again.
     removed: AtomicBool,
     /// Wall-clock ms before which the expiry sweep need not look at this service: the
@@ -254,57 +265,75 @@ impl Service {
     /// An empty service.
     pub fn new(key: ServiceKey, now_ms: u64) -> Self {
         let grouped = Arc::from(key.grouped());
+        let empty = ServiceView {
+            list_cache: ListCache::default(),
+            settings: None,
+            instances: Instances::new(),
+            revision: 0,
+            modified_ms: now_ms,
+        };
         Self {
             key: Arc::new(key),
             grouped,
-            view: ArcSwap::from_pointee(ServiceView {
-                list_cache: ListCache::default(),
-                settings: None,
-                instances: Instances::new(),
-                revision: 0,
-                modified_ms: now_ms,
-            }),
-            writer: Mutex::new(()),
+            view: ArcSwap::from_pointee(empty.clone()),
+            draft: Mutex::new(empty),
+            unpublished: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             next_check_ms: AtomicU64::new(0),
         }
     }
 
-    /// The current view.
+    /// The current view: every change that returned before this call is in it.
     pub fn view(&self) -> Arc<ServiceView> {
+        if self.unpublished.load(Ordering::Acquire) {
+            self.publish();
+        }
         self.view.load_full()
     }
 
-    /// Runs `f` on a copy of the current view with the writer lock held; publishes the
-    /// copy if `f` returns `Changed::Yes`. Returns `None` if the service was removed.
+    /// Publishes the current state, unless another reader just did.
+    #[cold]
+    fn publish(&self) {
+        let mut draft = self.draft.lock();
+        if !self.unpublished.load(Ordering::Acquire) {
+            return;
+        }
+        let replaced = draft.instances.take_replaced();
+        let next = Arc::new(ServiceView::clone(&draft));
+        self.view.store(next.clone());
+        self.unpublished.store(false, Ordering::Release);
+        drop(draft);
+        // A beat may have stored into a version a writer replaced after the writer copied
+        // its clock and before this publication: carry it over now. (A beat that lands
+        // later still finds the view changed and stores again: see `Registry::beat`.)
+        for old in replaced {
+            let same_client = |new: &&Arc<Instance>| new.client_id() == old.client_id();
+            if let Some(new) = next.instances.get(&old.address).filter(same_client) {
+                if let (Some(from), Some(to)) = (old.clock(), new.clock()) {
+                    to.beat(from.last_beat_ms());
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on the current state with the writer lock held. `f` must answer
+    /// `Changed::Yes` if it changed anything (the change is then counted and published
+    /// to the next reader), and may only answer `Changed::No` if it changed nothing.
+    /// Returns `None` if the service was removed.
     pub(crate) fn update<R>(
         &self,
         now_ms: u64,
         f: impl FnOnce(&mut ServiceView) -> (Changed, R),
     ) -> Option<(Changed, R)> {
-        let _writer = self.writer.lock();
+        let mut draft = self.draft.lock();
         if self.removed.load(Ordering::Acquire) {
             return None;
         }
-        let mut next = ServiceView::clone(&self.view.load());
-        let (changed, result) = f(&mut next);
+        let (changed, result) = f(&mut draft);
         if changed == Changed::Yes {
-            next.revision += 1;
-            next.modified_ms = now_ms;
-            let replaced = next.instances.take_replaced();
-            let next = Arc::new(next);
-            self.view.store(next.clone());
-            // A beat may have stored into a replaced version after the new one copied its
-            // clock and before the new one was published: carry it over now. (A beat that
-            // lands later still finds the view changed and stores again.)
-            for old in replaced {
-                let same_client = |new: &&Arc<Instance>| new.client_id() == old.client_id();
-                if let Some(new) = next.instances.get(&old.address).filter(same_client) {
-                    if let (Some(from), Some(to)) = (old.clock(), new.clock()) {
-                        to.beat(from.last_beat_ms());
-                    }
-                }
-            }
+            draft.revision += 1;
+            draft.modified_ms = now_ms;
+            self.unpublished.store(true, Ordering::Release);
         }
         Some((changed, result))
     }
@@ -344,11 +373,11 @@ impl Service {
             .fetch_min(next_check_ms, Ordering::AcqRel);
     }
 
-    /// Marks the service removed if `may_remove` approves the current view, with the
+    /// Marks the service removed if `may_remove` approves its current state, with the
     /// writer lock held so that no registration slips in between.
     pub(crate) fn retire(&self, may_remove: impl FnOnce(&ServiceView) -> bool) -> bool {
-        let _writer = self.writer.lock();
-        if self.removed.load(Ordering::Acquire) || !may_remove(&self.view.load()) {
+        let draft = self.draft.lock();
+        if self.removed.load(Ordering::Acquire) || !may_remove(&draft) {
             return false;
         }
         self.removed.store(true, Ordering::Release);

@@ -369,3 +369,35 @@ fn a_new_instance_brings_the_next_sweep_forward() {
     assert_eq!(sweep(&r, 1_300).unhealthy, 1);
     assert_eq!(ports(&r, "s"), [(80, true), (80, false)]);
 }
+
+#[test]
+fn a_view_shows_every_finished_write_and_never_changes_after() {
+    let r = Registry::new();
+    r.register(&key("v"), &reg("10.0.0.1", 80, true), 1_000)
+        .unwrap();
+    let svc = r.service_by_key(&key("v")).unwrap();
+    let first = svc.view();
+    // Writes with no read in between change the service's state in place, unpublished.
+    for port in 81..=90 {
+        r.register(&key("v"), &reg("10.0.0.1", port, true), 2_000)
+            .unwrap();
+    }
+    r.deregister(&key("v"), "10.0.0.1", 80, Some(true), 3_000);
+    assert_eq!(first.instances.len(), 1, "a published view never changes");
+    assert_eq!(first.revision, 1);
+
+    // The next reader sees all of them, counted.
+    let now = svc.view();
+    assert_eq!(
+        now.instances.values().map(|i| i.port).collect::<Vec<_>>(),
+        (81..=90).collect::<Vec<_>>()
+    );
+    assert_eq!(now.revision, 12);
+    assert_eq!(now.modified_ms, 3_000);
+    assert!(Arc::ptr_eq(&now, &svc.view()), "no change, no new view");
+
+    // A re-registration that changes nothing neither counts nor republishes.
+    r.register(&key("v"), &reg("10.0.0.1", 81, true), 4_000)
+        .unwrap();
+    assert!(Arc::ptr_eq(&now, &svc.view()));
+}
