@@ -237,16 +237,12 @@ impl Registry {
 
     /// The service named by `key`.
     pub fn service_by_key(&self, key: &ServiceKey) -> Option<Arc<Service>> {
-        thread_local! {
-            /// `group@@name` of the key looked up: written here rather than allocated
-            /// per lookup (every beat and write looks its service up by key).
-            static GROUPED: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-        }
-        GROUPED.with_borrow_mut(|grouped| {
-            grouped.clear();
-            service::write_grouped(grouped, &key.group, &key.name);
-            self.service(&key.namespace, grouped)
-        })
+        self.service_named(&key.namespace, &key.group, &key.name)
+    }
+
+    /// The service `name` of group `group` in namespace `ns`.
+    pub fn service_named(&self, ns: &str, group: &str, name: &str) -> Option<Arc<Service>> {
+        with_grouped(group, name, |grouped| self.service(ns, grouped))
     }
 
     /// Every service of namespace `ns`, ordered by group and name.
@@ -303,13 +299,14 @@ impl Registry {
 
     fn service_or_create(&self, key: &ServiceKey, now_ms: u64) -> Arc<Service> {
         let ns = self.namespace_or_create(&key.namespace);
-        let grouped = key.grouped();
-        if let Some(svc) = ns.services.get(grouped.as_str()) {
-            return svc.clone();
+        if let Some(svc) = with_grouped(&key.group, &key.name, |grouped| {
+            ns.services.get(grouped).map(|s| s.clone())
+        }) {
+            return svc;
         }
         let svc = ns
             .services
-            .entry(Arc::from(grouped))
+            .entry(Arc::from(key.grouped()))
             .or_insert_with(|| Arc::new(Service::new(key.clone(), now_ms)))
             .clone();
         svc
@@ -1386,6 +1383,19 @@ impl Registry {
 }
 
 /// When the expiry sweep must next judge `instance`, if it beats.
+/// Runs `f` on `group@@name`, written into a per-thread buffer rather than allocated
+/// (every write and beat looks its service up by key).
+fn with_grouped<R>(group: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
+    thread_local! {
+        static GROUPED: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+    GROUPED.with_borrow_mut(|grouped| {
+        grouped.clear();
+        service::write_grouped(grouped, group, name);
+        f(grouped)
+    })
+}
+
 fn beat_deadline(instance: &Instance, now_ms: u64) -> Option<u64> {
     let clock = instance.clock()?;
     Some(
