@@ -5,7 +5,6 @@
 //! revision that grows with every change made here, so that copies on other nodes can be
 //! compared and replaced wholesale.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -126,8 +125,10 @@ pub fn next_revision(current: u64, now_ms: u64) -> u64 {
 #[derive(Default)]
 pub struct Clients {
     records: DashMap<Arc<str>, ClientRecord>,
-    /// Clients changed by this node (API calls, expiry) and not yet handed to Distro.
-    dirty: Mutex<HashSet<Arc<str>>>,
+    /// Clients changed by this node (API calls, expiry) and not yet handed to Distro,
+    /// as often as they changed: a push per change is cheaper than hashing each id
+    /// again, and Distro takes them every 100 ms ([`Clients::drain_changed`] dedups).
+    dirty: Mutex<Vec<Arc<str>>>,
     notify: Notify,
 }
 
@@ -155,7 +156,7 @@ impl Clients {
         let was_empty = {
             let mut dirty = self.dirty.lock();
             let was_empty = dirty.is_empty();
-            dirty.insert(id.clone());
+            dirty.push(id.clone());
             was_empty
         };
         if was_empty {
@@ -242,9 +243,12 @@ impl Clients {
         }
     }
 
-    /// Takes the clients changed here.
+    /// Takes the clients changed here, each once, in order.
     pub fn drain_changed(&self) -> Vec<Arc<str>> {
-        self.dirty.lock().drain().collect()
+        let mut ids = std::mem::take(&mut *self.dirty.lock());
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// Number of clients with instances.
@@ -316,8 +320,12 @@ mod tests {
         let c = Clients::default();
         let id: Arc<str> = "10.0.0.1:80".into();
         let key = Arc::new(ServiceKey::new("public", "g", "s"));
+        let other: Arc<str> = "10.0.0.2:80".into();
         c.changed(&id, &key, &id, true, 1);
-        assert_eq!(c.drain_changed(), std::slice::from_ref(&id));
+        c.changed(&other, &key, &other, true, 1);
+        c.changed(&id, &key, &id, true, 1);
+        assert_eq!(c.drain_changed(), [id.clone(), other.clone()], "each once");
+        assert!(c.drain_changed().is_empty());
         let rev = c.get("10.0.0.1:80").unwrap().revision;
         assert!(c.confirm("10.0.0.1:80", rev, 2));
         assert!(!c.confirm("10.0.0.1:80", rev + 1, 2));
