@@ -2,6 +2,9 @@
 //! expiry, pushes and Raft position, rendered in the text exposition format.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -28,6 +31,14 @@ pub struct StatusLabels {
     pub method: Cow<'static, str>,
     /// Status code.
     pub status: u16,
+}
+
+/// One thread's handles of the figures of one route, method and status.
+struct Handles {
+    method: Cow<'static, str>,
+    status: u16,
+    latency: Histogram,
+    requests: Counter,
 }
 
 /// Labels of a per-member figure.
@@ -58,6 +69,8 @@ pub struct Metrics {
     pub requests: Family<StatusLabels, Counter>,
     /// Request latency by route and method, seconds.
     pub latency: Family<RouteLabels, Histogram>,
+    /// Tells this instance's entries in the per-thread handle cache from another's.
+    id: u64,
     /// Heartbeats received.
     pub beats: Counter,
     /// Instances marked unhealthy by beat expiry.
@@ -232,7 +245,9 @@ impl Metrics {
             "Ephemeral clients owned by each live member, as this node sees them",
             owned_by.clone(),
         );
+        static IDS: AtomicU64 = AtomicU64::new(0);
         Self {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             registry,
             ready,
             members,
@@ -263,6 +278,56 @@ impl Metrics {
             raft_last_applied,
             raft_snapshot_index,
         }
+    }
+
+    /// Counts and times one HTTP request. A family's lookup takes the family's lock
+    /// (shared by every worker) and hashes the labels, twice per request; instead each
+    /// thread keeps the handles it used, by route, and goes to the families only for a
+    /// route, method and status it has not counted yet.
+    pub fn http_request(&self, route: &str, method: Cow<'static, str>, status: u16, secs: f64) {
+        thread_local! {
+            static HANDLES: RefCell<(u64, HashMap<String, Vec<Handles>>)> =
+                RefCell::new((u64::MAX, HashMap::new()));
+        }
+        HANDLES.with_borrow_mut(|(owner, cache)| {
+            if *owner != self.id {
+                // A thread that served another node (tests run several in a process).
+                *owner = self.id;
+                cache.clear();
+            }
+            let handles = match cache.get_mut(route) {
+                Some(handles) => handles,
+                None => cache.entry(route.to_string()).or_default(),
+            };
+            let found = handles
+                .iter()
+                .position(|h| h.status == status && h.method == method);
+            let h = match found {
+                Some(at) => &handles[at],
+                None => {
+                    let labels = RouteLabels {
+                        route: route.to_string(),
+                        method: method.clone(),
+                    };
+                    handles.push(Handles {
+                        method: method.clone(),
+                        status,
+                        latency: self.latency.get_or_create(&labels).clone(),
+                        requests: self
+                            .requests
+                            .get_or_create(&StatusLabels {
+                                route: labels.route,
+                                method: labels.method,
+                                status,
+                            })
+                            .clone(),
+                    });
+                    handles.last().expect("just pushed")
+                }
+            };
+            h.latency.observe(secs);
+            h.requests.inc();
+        });
     }
 
     /// Counts a push outcome.
@@ -348,5 +413,35 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_per_node_route_method_and_status() {
+        // Two nodes in one thread: the per-thread handles must not mix them.
+        let (a, b) = (Metrics::new(), Metrics::new());
+        a.http_request("/x", Cow::Borrowed("GET"), 200, 0.001);
+        b.http_request("/x", Cow::Borrowed("GET"), 200, 0.001);
+        a.http_request("/x", Cow::Borrowed("GET"), 200, 0.001);
+        a.http_request("/x", Cow::Borrowed("POST"), 404, 0.001);
+        a.http_request("/y", Cow::Borrowed("GET"), 200, 0.001);
+        let count = |m: &Metrics, route: &str, method: &'static str, status| {
+            m.requests
+                .get_or_create(&StatusLabels {
+                    route: route.into(),
+                    method: Cow::Borrowed(method),
+                    status,
+                })
+                .get()
+        };
+        assert_eq!(count(&a, "/x", "GET", 200), 2);
+        assert_eq!(count(&b, "/x", "GET", 200), 1);
+        assert_eq!(count(&a, "/x", "POST", 404), 1);
+        assert_eq!(count(&a, "/y", "GET", 200), 1);
+        assert_eq!(count(&b, "/y", "GET", 200), 0);
     }
 }

@@ -31,7 +31,6 @@ use http_body_util::Limited;
 use tower::Service;
 
 use crate::app::AppState;
-use crate::metrics::{RouteLabels, StatusLabels};
 
 /// The whole HTTP service: the console's static files, and the API behind the guard.
 /// No API route, known or unknown, is reached without passing the guard.
@@ -145,24 +144,16 @@ impl Parts {
         response: &Response,
     ) {
         let route = if response.extensions().get::<Unmatched>().is_some() {
-            "unmatched".to_string()
+            "unmatched"
         } else {
-            route
+            &route
         };
-        let labels = RouteLabels { route, method };
-        let metrics = &self.state.metrics;
-        metrics
-            .latency
-            .get_or_create(&labels)
-            .observe(started.elapsed().as_secs_f64());
-        metrics
-            .requests
-            .get_or_create(&StatusLabels {
-                route: labels.route,
-                method: labels.method,
-                status: response.status().as_u16(),
-            })
-            .inc();
+        self.state.metrics.http_request(
+            route,
+            method,
+            response.status().as_u16(),
+            started.elapsed().as_secs_f64(),
+        );
     }
 }
 
