@@ -467,19 +467,6 @@ impl Registry {
         Ok(())
     }
 
-    /// Brings the expiry sweep's next look at `svc` forward to the first deadline of the
-    /// instance at `addr`, if it beats (it was just added or changed).
-    fn expect_deadline(&self, svc: &Service, addr: &str, now_ms: u64) {
-        let view = svc.view();
-        if let Some(at) = view
-            .instances
-            .get(addr)
-            .and_then(|i| beat_deadline(i, now_ms))
-        {
-            svc.check_by(at);
-        }
-    }
-
     /// The error a registration of `ephemeral` kind would meet in service `key`, if its
     /// instances are of the other kind.
     pub fn kind_conflict(&self, key: &ServiceKey, ephemeral: bool) -> Option<RegistryError> {
@@ -651,17 +638,18 @@ impl Registry {
             }
             let client = next.client_id();
             if same_instance(existing, &next) && existing.pinned == next.pinned {
-                return (Changed::No, Ok(client));
+                return (Changed::No, Ok((client, None)));
             }
+            // New metadata may bring new beat timeouts.
+            let deadline = beat_deadline(&next, now_ms);
             view.instances.insert(Arc::new(next));
-            (Changed::Yes, Ok(client))
+            (Changed::Yes, Ok((client, deadline)))
         });
         match result {
             Some((svc, changed, outcome)) => {
-                let client = outcome?;
-                if changed == Changed::Yes {
-                    // New metadata may bring new beat timeouts.
-                    self.expect_deadline(&svc, &addr, now_ms);
+                let (client, deadline) = outcome?;
+                if let Some(at) = deadline {
+                    svc.check_by(at);
                 }
                 if changed == Changed::Yes && ephemeral {
                     self.shared
@@ -1032,10 +1020,10 @@ impl Registry {
         let mut interned = Vec::with_capacity(data.instances.len());
         for (key, incoming) in &data.instances {
             let addr = incoming.addr();
-            let (svc, changed, ()) = self.modify_service(key, now_ms, |view| {
+            let (svc, _, deadline) = self.modify_service(key, now_ms, |view| {
                 let existing = view.instances.get(&addr).cloned();
                 if existing.as_ref().is_some_and(|e| !e.ephemeral) {
-                    return (Changed::No, ());
+                    return (Changed::No, None);
                 }
                 let mut instance = incoming.clone();
                 // Address clients carry a beat clock, restarted from the owner's last beat
@@ -1052,13 +1040,15 @@ impl Registry {
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
                 if unchanged {
-                    return (Changed::No, ());
+                    return (Changed::No, None);
                 }
+                let deadline = beat_deadline(&instance, now_ms);
                 view.instances.insert(Arc::new(instance));
-                (Changed::Yes, ())
+                (Changed::Yes, deadline)
             });
-            if changed == Changed::Yes {
-                self.expect_deadline(&svc, &addr, now_ms);
+            // A new or changed beating instance: the sweep looks by its first deadline.
+            if let Some(at) = deadline {
+                svc.check_by(at);
             }
             interned.push((svc.key.clone(), addr.clone()));
         }
