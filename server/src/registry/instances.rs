@@ -24,6 +24,9 @@ use super::instance::Instance;
 /// Most instances per chunk; a chunk that outgrows it splits in two.
 const CHUNK: usize = 64;
 
+/// A full chunk that takes another instance grows by its length over this.
+const GROWTH: usize = 8;
+
 /// An address' first 16 bytes, zero-padded, as two big-endian words: prefixes order as
 /// their addresses do wherever they differ (a pad byte sorts below any byte it meets:
 /// the shorter address is a prefix of the longer), and equal prefixes leave the order to
@@ -173,6 +176,12 @@ impl Instances {
             }
             Err(at) => {
                 let c = own(chunk, 1);
+                if c.len() == c.capacity() {
+                    // Grown by an eighth, not doubled: chunks written in place would
+                    // otherwise carry up to their size again in slack (a megabyte per
+                    // 100,000 instances), for a reallocation every few inserts.
+                    c.reserve_exact((c.len() / GROWTH).max(1));
+                }
                 c.insert(at, (prefix, instance));
                 if at == 0 {
                     *first = prefix;
