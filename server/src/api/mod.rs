@@ -118,7 +118,8 @@ impl Parts {
             Ok(req) => req,
             Err(refusal) => return refusal,
         };
-        let route = route_label(req.uri().path());
+        // The path outlives the request this way: a clone of the `Uri` shares its bytes.
+        let uri = req.uri().clone();
         let method = method_label(req.method());
         let started = Instant::now();
         let limit = self.state.limits.max_body_bytes;
@@ -132,13 +133,13 @@ impl Parts {
             }
         });
         let Ok(response) = self.api.clone().call(req).await;
-        self.record(route, method, started, &response);
+        self.record(route_label(uri.path()), method, started, &response);
         response
     }
 
     fn record(
         &self,
-        route: String,
+        route: &str,
         method: Cow<'static, str>,
         started: Instant,
         response: &Response,
@@ -146,7 +147,7 @@ impl Parts {
         let route = if response.extensions().get::<Unmatched>().is_some() {
             "unmatched"
         } else {
-            &route
+            route
         };
         self.state.metrics.http_request(
             route,
@@ -163,8 +164,8 @@ pub struct Unmatched;
 
 /// The route a path is counted under: the path itself for the static routes, the
 /// pattern for the sync task routes (the only ones with a parameter).
-fn route_label(path: &str) -> String {
-    sync::route_pattern(path).map_or_else(|| path.to_string(), str::to_string)
+fn route_label(path: &str) -> &str {
+    sync::route_pattern(path).unwrap_or(path)
 }
 
 /// The method label: borrowed for the standard methods.
