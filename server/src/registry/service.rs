@@ -302,10 +302,11 @@ impl Service {
         let next = Arc::new(ServiceView::clone(&draft));
         self.view.store(next.clone());
         self.unpublished.store(false, Ordering::Release);
-        drop(draft);
         // A beat may have stored into a version a writer replaced after the writer copied
-        // its clock and before this publication: carry it over now. (A beat that lands
-        // later still finds the view changed and stores again: see `Registry::beat`.)
+        // its clock and before this publication: carry it over now, still under the lock
+        // (a writer replacing the new version meanwhile would copy its clock too early).
+        // A beat that lands later finds the view changed and stores again: see
+        // `Registry::beat`.
         for old in replaced {
             let same_client = |new: &&Arc<Instance>| new.client_id() == old.client_id();
             if let Some(new) = next.instances.get(&old.address).filter(same_client) {
