@@ -18,7 +18,6 @@ use crate::registry::instance::{
 use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::registry::selector::LabelSelector;
 use crate::registry::service::ServiceKey;
-use crate::registry::Registry;
 
 /// The default group.
 pub const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
@@ -213,16 +212,6 @@ impl Params {
     pub fn service_key(&self) -> Result<ServiceKey, ApiError> {
         let (namespace, group, name, _) = self.service_parts()?;
         Ok(ServiceKey::new(namespace, group, name))
-    }
-
-    /// [`Params::service_key`] sharing the strings of the service's own key when
-    /// `registry` knows it (no allocation: every write names its service).
-    pub fn known_service_key(&self, registry: &Registry) -> Result<ServiceKey, ApiError> {
-        let (namespace, group, name, _) = self.service_parts()?;
-        Ok(match registry.service_named(namespace, group, name) {
-            Some(service) => ServiceKey::clone(&service.key),
-            None => ServiceKey::new(namespace, group, name),
-        })
     }
 
     /// Namespace, group and name, checked, and `serviceName` when it carried the group

@@ -237,12 +237,9 @@ impl Registry {
 
     /// The service named by `key`.
     pub fn service_by_key(&self, key: &ServiceKey) -> Option<Arc<Service>> {
-        self.service_named(&key.namespace, &key.group, &key.name)
-    }
-
-    /// The service `name` of group `group` in namespace `ns`.
-    pub fn service_named(&self, ns: &str, group: &str, name: &str) -> Option<Arc<Service>> {
-        with_grouped(group, name, |grouped| self.service(ns, grouped))
+        with_grouped(&key.group, &key.name, |grouped| {
+            self.service(&key.namespace, grouped)
+        })
     }
 
     /// Every service of namespace `ns`, ordered by group and name.
@@ -1372,7 +1369,6 @@ impl Registry {
     }
 }
 
-/// When the expiry sweep must next judge `instance`, if it beats.
 /// Runs `f` on `group@@name`, written into a per-thread buffer rather than allocated
 /// (every write and beat looks its service up by key).
 fn with_grouped<R>(group: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
@@ -1386,6 +1382,7 @@ fn with_grouped<R>(group: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
     })
 }
 
+/// When the expiry sweep must next judge `instance`, if it beats.
 fn beat_deadline(instance: &Instance, now_ms: u64) -> Option<u64> {
     let clock = instance.clock()?;
     Some(

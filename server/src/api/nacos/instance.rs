@@ -81,7 +81,7 @@ pub async fn register(
     State(state): State<AppState>,
     params: Params,
 ) -> Result<&'static str, ApiError> {
-    let key = params.known_service_key(&state.registry)?;
+    let key = params.service_key()?;
     let registration = registration(&params, &state.limits)?;
     let now = now_ms();
     if registration.ephemeral {
@@ -113,7 +113,7 @@ pub async fn deregister(
     State(state): State<AppState>,
     params: Params,
 ) -> Result<&'static str, ApiError> {
-    let key = params.known_service_key(&state.registry)?;
+    let key = params.service_key()?;
     let (ip, port) = address(&params)?;
     // Validated for the sake of clear errors; the instance's own kind decides the path.
     params.boolean("ephemeral")?;
@@ -155,7 +155,7 @@ pub async fn update(
     State(state): State<AppState>,
     params: Params,
 ) -> Result<&'static str, ApiError> {
-    let key = params.known_service_key(&state.registry)?;
+    let key = params.service_key()?;
     let (ip, port) = address(&params)?;
     let patch = InstancePatch {
         weight: params
