@@ -56,29 +56,26 @@ impl Decoded {
         }
         match String::from_utf8(bytes) {
             Ok(text) => Self { text, spans },
-            Err(_) => Self::lossy(inputs),
+            Err(e) => Self::lossy(&e.into_bytes(), &spans),
         }
     }
 
-    /// [`Decoded::new`] for input that does not decode to UTF-8 (rare: one more copy).
-    fn lossy(inputs: &[&[u8]]) -> Self {
-        let mut text = String::new();
-        let mut spans = SmallVec::new();
-        let mut scratch = Vec::new();
-        let mut push = |text: &mut String, raw: &[u8]| {
-            scratch.clear();
-            percent_decode(&mut scratch, raw);
-            text.push_str(&String::from_utf8_lossy(&scratch));
+    /// [`Decoded::new`]'s bytes when they are not UTF-8 (rare): each key and value
+    /// replaced lossily on its own, as `form_urlencoded` does.
+    fn lossy(bytes: &[u8], spans: &[(usize, usize, usize)]) -> Self {
+        let mut text = String::with_capacity(bytes.len());
+        let push = |text: &mut String, part: &[u8]| {
+            text.push_str(&String::from_utf8_lossy(part));
+            text.len()
         };
-        for input in inputs {
-            for (key, value) in pairs_of(input) {
+        let spans = spans
+            .iter()
+            .map(|&(key, value, end)| {
                 let key_start = text.len();
-                push(&mut text, key);
-                let value_start = text.len();
-                push(&mut text, value);
-                spans.push((key_start, value_start, text.len()));
-            }
-        }
+                let value_start = push(&mut text, &bytes[key..value]);
+                (key_start, value_start, push(&mut text, &bytes[value..end]))
+            })
+            .collect();
         Self { text, spans }
     }
 
