@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use crate::api::{Answer, Api, Instance};
 use crate::report::{Report, Row, Target, Unit};
 use crate::servers::{self, free_port, System};
-use crate::wrk::{Figures, Load};
+use crate::wrk::{Failures, Load, Runs};
 use crate::Bench;
 
 /// Service sizes measured.
@@ -77,10 +77,11 @@ async fn expect_hosts(api: &Api, service: &str, n: usize) -> Result<()> {
     }
 }
 
-/// Runs the list metrics and the ceiling.
+/// Runs the list metrics and the ceiling. Both systems are loaded once, then each round
+/// measures both (alternating which goes first) and the ceiling.
 pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let live = LiveAddresses::bind(SIZES[1]).await?;
-    let mut figures: HashMap<(System, usize), Figures> = HashMap::new();
+    let mut nodes = Vec::new();
     let mut body_sizes: HashMap<(System, usize), usize> = HashMap::new();
     let mut roster_body: Option<Answer> = None;
     for system in System::BOTH {
@@ -100,17 +101,6 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         for size in SIZES {
             let service = format!("list{size}");
             expect_hosts(&api, &service, size).await?;
-            let url = format!("http://{}{}", node.http, list_path(&service));
-            let load = || Load {
-                url: url.clone(),
-                script: None,
-                secs: bench.plan.secs,
-            };
-            let name = format!("list{size}-{}", system.key());
-            bench.warm_up(&name, load()).await?;
-            let measured = bench.wrk(&name, load()).await?;
-            // The figure counts only if the answers were complete throughout.
-            expect_hosts(&api, &service, size).await?;
             let body = api.get(&list_path(&service)).await?;
             // Kept next to wrk's reports, to compare what each system answers.
             let _ = std::fs::write(
@@ -123,22 +113,57 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             if system == System::Roster && size == SIZES[0] {
                 roster_body = Some(body);
             }
-            figures.insert((system, size), measured);
         }
+        nodes.push((system, node));
     }
-    for ((system, size), f) in &figures {
-        report.raw(format!("list{size}.{}", system.key()), f);
-    }
-
     let body = roster_body.context("no roster list body for the ceiling")?;
-    let ceiling = ceiling(bench, &body).await?;
+    let ceiling_server = serve_ceiling(&body).await?;
+
+    let mut figures: HashMap<(System, usize), Runs> = HashMap::new();
+    let mut ceiling = Runs::default();
+    for round in bench.rounds() {
+        for system in bench.order(round) {
+            let node = nodes
+                .iter()
+                .find(|(s, _)| *s == system)
+                .map(|(_, n)| n)
+                .context("a node per system")?;
+            let api = node.api();
+            for size in SIZES {
+                let service = format!("list{size}");
+                let url = format!("http://{}{}", node.http, list_path(&service));
+                let load = || Load {
+                    url: url.clone(),
+                    script: None,
+                    secs: bench.plan.secs,
+                };
+                let name = format!("list{size}-{}-r{}", system.key(), round + 1);
+                bench.warm_up(&name, load()).await?;
+                let measured = bench.wrk(&name, load()).await?;
+                // The figure counts only if the answers were complete throughout.
+                expect_hosts(&api, &service, size).await?;
+                figures.entry((system, size)).or_default().0.push(measured);
+            }
+        }
+        let load = || Load {
+            url: ceiling_server.url.clone(),
+            script: None,
+            secs: bench.plan.secs,
+        };
+        let name = format!("list10-ceiling-r{}", round + 1);
+        bench.warm_up(&name, load()).await?;
+        ceiling.0.push(bench.wrk(&name, load()).await?);
+    }
+    for ((system, size), runs) in &figures {
+        report.raw(format!("list{size}.{}", system.key()), runs);
+    }
     report.raw("list10.ceiling", &ceiling);
 
     for size in SIZES {
         let roster = figures.get(&(System::Roster, size));
         let rnacos = figures.get(&(System::RNacos, size));
         let note = format!(
-            "bodies {} / {} B{}",
+            "bodies {} / {} B; per round {} vs {}{}",
             body_sizes
                 .get(&(System::Roster, size))
                 .copied()
@@ -147,14 +172,16 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                 .get(&(System::RNacos, size))
                 .copied()
                 .unwrap_or(0),
+            roster.map(Runs::rates).unwrap_or_default(),
+            rnacos.map(Runs::rates).unwrap_or_default(),
             failures(roster, rnacos)
         );
         report.rows.push(Row::pair(
             "list",
             format!("instance list, {size} instances, QPS"),
             Unit::PerSec,
-            roster.map(Figures::ok_per_sec),
-            rnacos.map(Figures::ok_per_sec),
+            roster.and_then(Runs::rate),
+            rnacos.and_then(Runs::rate),
             Some(Target::RatioAtLeast(2.0)),
             note,
         ));
@@ -162,24 +189,28 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             report.rows.push(Row::ceiling(
                 "list",
                 format!("instance list, {size} instances, QPS vs bare axum"),
-                roster.map(Figures::ok_per_sec),
-                Some(ceiling.ok_per_sec()),
+                roster.and_then(Runs::rate),
+                ceiling.rate(),
                 Target::RatioAtLeast(0.6),
                 format!(
-                    "ceiling {}/s, p99 {:.2} ms: axum handler returning roster's {} B",
-                    crate::report::thousands(ceiling.ok_per_sec().round() as u64),
-                    ceiling.p99_ms,
+                    "ceiling {}/s (per round {}), p99 {:.2} ms: axum handler returning roster's {} B",
+                    crate::report::thousands(ceiling.rate().unwrap_or(0.0).round() as u64),
+                    ceiling.rates(),
+                    ceiling.p99().unwrap_or(0.0),
                     body.body.len()
                 ),
             ));
         }
-        for (label, pick) in [("p50", p50 as fn(&Figures) -> f64), ("p99", p99)] {
+        for (label, pick) in [
+            ("p50", Runs::p50 as fn(&Runs) -> Option<f64>),
+            ("p99", Runs::p99),
+        ] {
             report.rows.push(Row::pair(
                 "list",
                 format!("instance list, {size} instances, {label}"),
                 Unit::Ms,
-                roster.map(pick),
-                rnacos.map(pick),
+                roster.and_then(pick),
+                rnacos.and_then(pick),
                 None,
                 "",
             ));
@@ -188,20 +219,12 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     Ok(())
 }
 
-fn p50(f: &Figures) -> f64 {
-    f.p50_ms
-}
-
-fn p99(f: &Figures) -> f64 {
-    f.p99_ms
-}
-
-/// `; roster: 3 non-2xx` and the like, empty when both runs were clean.
-pub fn failures(roster: Option<&Figures>, rnacos: Option<&Figures>) -> String {
+/// `; roster: 3 non-2xx` and the like, empty when both systems' runs were clean.
+pub fn failures<T: Failures>(roster: Option<&T>, rnacos: Option<&T>) -> String {
     let mut out = String::new();
-    for (name, f) in [("roster", roster), ("r-nacos", rnacos)] {
-        if let Some(f) = f {
-            let text = f.failures();
+    for (name, runs) in [("roster", roster), ("r-nacos", rnacos)] {
+        if let Some(runs) = runs {
+            let text = runs.failures();
             if !text.is_empty() {
                 out.push_str(&format!("; {name}: {text}"));
             }
@@ -210,8 +233,15 @@ pub fn failures(roster: Option<&Figures>, rnacos: Option<&Figures>) -> String {
     out
 }
 
-/// The ceiling: wrk against an axum handler that answers `body` as roster did.
-async fn ceiling(bench: &Bench, body: &Answer) -> Result<Figures> {
+/// A ceiling server, running until dropped.
+struct Ceiling {
+    /// Its list URL.
+    url: String,
+    _server: Task<()>,
+}
+
+/// The ceiling: an axum handler that answers `body` as roster did, under the same load.
+async fn serve_ceiling(body: &Answer) -> Result<Ceiling> {
     let bytes = Bytes::from(body.body.clone());
     let content_type = body.content_type.clone();
     let app = axum::Router::new().route(
@@ -223,15 +253,11 @@ async fn ceiling(bench: &Bench, body: &Answer) -> Result<Figures> {
     );
     let listener = TcpListener::bind(("127.0.0.1", free_port()?)).await?;
     let addr = listener.local_addr()?;
-    let _server = Task(tokio::spawn(async move {
+    let server = Task(tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     }));
-    let url = format!("http://{addr}{}", list_path("list10"));
-    let load = || Load {
-        url: url.clone(),
-        script: None,
-        secs: bench.plan.secs,
-    };
-    bench.warm_up("list10-ceiling", load()).await?;
-    bench.wrk("list10-ceiling", load()).await
+    Ok(Ceiling {
+        url: format!("http://{addr}{}", list_path("list10")),
+        _server: server,
+    })
 }

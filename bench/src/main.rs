@@ -30,7 +30,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::machine::Machine;
 use crate::report::Report;
-use crate::servers::Setup;
+use crate::servers::{Setup, System};
 use crate::wrk::{Figures, Load};
 
 /// Benchmark roster against r-nacos on this machine.
@@ -44,6 +44,10 @@ struct Args {
     /// with a full run.
     #[arg(long)]
     quick: bool,
+    /// Rounds of the list, register, beat and rss groups (default 3, 1 with --quick):
+    /// the systems alternate within them, and each figure is the median over them.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=9))]
+    rounds: Option<u64>,
     /// The roster binary (default: target/release/roster).
     #[arg(long)]
     roster_bin: Option<PathBuf>,
@@ -94,6 +98,8 @@ impl Group {
 /// Durations and sizes of a run.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Rounds of the alternating groups.
+    pub rounds: usize,
     /// Measured wrk runs, seconds.
     pub secs: u64,
     /// wrk warm-up before list and beat runs, seconds.
@@ -111,9 +117,18 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn new(quick: bool) -> Self {
+    fn new(quick: bool, rounds: Option<u64>) -> Self {
+        let mut plan = Self::defaults(quick);
+        if let Some(rounds) = rounds {
+            plan.rounds = rounds as usize;
+        }
+        plan
+    }
+
+    fn defaults(quick: bool) -> Self {
         if quick {
             Self {
+                rounds: 1,
                 secs: 3,
                 warm_up_secs: 1,
                 beat_instances: 10_000,
@@ -124,6 +139,7 @@ impl Plan {
             }
         } else {
             Self {
+                rounds: 3,
                 secs: 10,
                 warm_up_secs: 2,
                 beat_instances: 10_000,
@@ -149,6 +165,23 @@ pub struct Bench {
 }
 
 impl Bench {
+    /// The order of the systems in `round`: roster first in even rounds, r-nacos first
+    /// in odd ones (ABBA), so that a machine drifting one way over the group favours
+    /// neither.
+    pub fn order(&self, round: usize) -> [System; 2] {
+        let [a, b] = System::BOTH;
+        if round.is_multiple_of(2) {
+            [a, b]
+        } else {
+            [b, a]
+        }
+    }
+
+    /// The rounds of the alternating groups.
+    pub fn rounds(&self) -> std::ops::Range<usize> {
+        0..self.plan.rounds
+    }
+
     /// The Lua script `name` in `bench/lua`.
     pub fn script(&self, name: &str) -> PathBuf {
         self.lua.join(name)
@@ -264,7 +297,7 @@ async fn run(args: Args) -> Result<()> {
     );
     let bench = Bench {
         setup,
-        plan: Plan::new(args.quick),
+        plan: Plan::new(args.quick, args.rounds),
         lua: workspace.join("bench/lua"),
         wrk_dir,
     };
@@ -331,9 +364,16 @@ fn notes(plan: &Plan) -> Vec<String> {
          open-API auth off (its default, `RNACOS_ENABLE_OPEN_API_AUTH=false`)."
             .to_string(),
         format!(
-            "Loopback only, logs at warn, a fresh server (or cluster) per metric group, roster \
-             first, then r-nacos. Load: wrk -t{} -c{} --latency, {} s measured ({} s warm-up \
-             before list and beat runs); bulk loading by the driver (32 requests in flight).",
+            "Loopback only, logs at warn. list, register, beat and rss run in {} round{}; the \
+             systems alternate within each round (roster first in odd-numbered rounds, r-nacos \
+             first in even-numbered ones) and every figure in the table is the median over the \
+             rounds (each round's rate is in the notes). register, beat and rss start fresh \
+             servers for every run; list loads one server of each system and alternates wrk \
+             runs between them; cluster and push run once, roster first. Load: wrk -t{} -c{} \
+             --latency, {} s measured ({} s warm-up before list and beat runs); bulk loading \
+             by the driver (32 requests in flight).",
+            plan.rounds,
+            if plan.rounds == 1 { "" } else { "s" },
             wrk::THREADS,
             wrk::CONNECTIONS,
             plan.secs,

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::api::Layout;
 use crate::machine::rss_kib;
-use crate::report::{thousands, Report, Row, Target, Unit};
+use crate::report::{median, thousands, Report, Row, Target, Unit};
 use crate::servers::{self, System};
 use crate::Bench;
 
@@ -23,10 +23,10 @@ const LAYOUT: Layout = Layout {
 /// Settling time before the idle reading.
 const IDLE_SETTLE: Duration = Duration::from_secs(2);
 
-/// One system's readings.
+/// One run's readings.
 #[derive(Default)]
 struct Readings {
-    idle_mib: Option<f64>,
+    idle_mib: f64,
     /// Per plan count: RSS (MiB), instances held, age of the oldest instance (s).
     loaded: Vec<(f64, usize, f64)>,
 }
@@ -35,16 +35,20 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-/// Runs the memory readings.
+/// Runs the memory readings: a fresh node per system and round.
 pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let counts = bench.plan.rss_counts;
     let mut all: Vec<(System, Readings)> = Vec::new();
-    for system in System::BOTH {
-        let node = servers::start(system, &bench.setup, &format!("rss-{}", system.key())).await?;
+    for (round, system) in bench
+        .rounds()
+        .flat_map(|round| bench.order(round).map(|system| (round, system)))
+    {
+        let name = format!("rss-{}-r{}", system.key(), round + 1);
+        let node = servers::start(system, &bench.setup, &name).await?;
         let api = node.api();
         tokio::time::sleep(IDLE_SETTLE).await;
         let mut readings = Readings {
-            idle_mib: Some(mib(rss_kib(node.pid)?)),
+            idle_mib: mib(rss_kib(node.pid)?),
             loaded: Vec::new(),
         };
         let first_registration = Instant::now();
@@ -55,7 +59,8 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             let age = first_registration.elapsed().as_secs_f64();
             let held = api.count(&LAYOUT.services(count)).await?;
             report.check(format!(
-                "{system}: RSS {rss:.1} MiB with {} instances held ({} registered at {:.0}/s, {} failed; oldest {age:.0} s old)",
+                "{system}, round {}: RSS {rss:.1} MiB with {} instances held ({} registered at {:.0}/s, {} failed; oldest {age:.0} s old)",
+                round + 1,
                 thousands(held as u64),
                 thousands((count - registered) as u64),
                 bulk.acked as f64 / bulk.secs,
@@ -64,42 +69,77 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             readings.loaded.push((rss, held, age));
             registered = count;
         }
-        report.raw(
-            format!("rss.{}", system.key()),
-            json!({
-                "idleMiB": readings.idle_mib,
-                "loaded": readings.loaded.iter().zip(counts).map(|((rss, held, age), count)| json!({
-                    "registered": count, "held": held, "rssMiB": rss, "oldestSecs": age,
-                })).collect::<Vec<_>>(),
-            }),
-        );
         all.push((system, readings));
     }
+    for system in System::BOTH {
+        let runs: Vec<_> = all
+            .iter()
+            .filter(|(s, _)| *s == system)
+            .map(|(_, r)| {
+                json!({
+                    "idleMiB": r.idle_mib,
+                    "loaded": r.loaded.iter().zip(counts).map(|((rss, held, age), count)| json!({
+                        "registered": count, "held": held, "rssMiB": rss, "oldestSecs": age,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        report.raw(format!("rss.{}", system.key()), runs);
+    }
 
-    let of = |system| all.iter().find(|(s, _)| *s == system).map(|(_, r)| r);
-    let (roster, rnacos) = (of(System::Roster), of(System::RNacos));
+    // A system's readings over the rounds: the median, and each round's figure.
+    let of = |system: System, pick: &dyn Fn(&Readings) -> Option<f64>| {
+        let values: Vec<f64> = all
+            .iter()
+            .filter(|(s, _)| *s == system)
+            .filter_map(|(_, r)| pick(r))
+            .collect();
+        let rounds = values
+            .iter()
+            .map(|v| format!("{v:.1}"))
+            .collect::<Vec<_>>()
+            .join(" · ");
+        (median(values), rounds)
+    };
+    let ((roster, roster_rounds), (rnacos, rnacos_rounds)) = (
+        of(System::Roster, &|r| Some(r.idle_mib)),
+        of(System::RNacos, &|r| Some(r.idle_mib)),
+    );
     report.rows.push(Row::pair(
         "rss",
         "RSS idle",
         Unit::MiB,
-        roster.and_then(|r| r.idle_mib),
-        rnacos.and_then(|r| r.idle_mib),
+        roster,
+        rnacos,
         None,
-        "fresh node, 2 s after ready",
+        format!("fresh node, 2 s after ready; per round {roster_rounds} vs {rnacos_rounds}"),
     ));
     for (i, count) in counts.iter().enumerate() {
-        let at = |r: Option<&Readings>| r.and_then(|r| r.loaded.get(i).copied());
-        let (a, b) = (at(roster), at(rnacos));
-        let held =
-            |x: Option<(f64, usize, f64)>| x.map_or("—".to_string(), |x| thousands(x.1 as u64));
+        let rss = |r: &Readings| r.loaded.get(i).map(|x| x.0);
+        let ((roster, roster_rounds), (rnacos, rnacos_rounds)) =
+            (of(System::Roster, &rss), of(System::RNacos, &rss));
+        // Every run must have held every instance at the reading.
+        let short: Vec<String> = all
+            .iter()
+            .filter_map(|(system, r)| r.loaded.get(i).map(|x| (system, x.1)))
+            .filter(|(_, held)| held != count)
+            .map(|(system, held)| format!("{system} held {}", thousands(held as u64)))
+            .collect();
         report.rows.push(Row::pair(
             "rss",
             format!("RSS at {} ephemeral instances", thousands(*count as u64)),
             Unit::MiB,
-            a.map(|x| x.0),
-            b.map(|x| x.0),
+            roster,
+            rnacos,
             (i == counts.len() - 1).then_some(Target::RatioAtMost(0.5)),
-            format!("held: roster {}, r-nacos {}", held(a), held(b)),
+            format!(
+                "{}; per round {roster_rounds} vs {rnacos_rounds}",
+                if short.is_empty() {
+                    "every run held every instance".to_string()
+                } else {
+                    short.join(", ")
+                }
+            ),
         ));
     }
     Ok(())

@@ -195,6 +195,22 @@ fn unit_name(unit: Unit) -> &'static str {
     }
 }
 
+/// The median of `values` (the mean of the middle two for an even count); `None` when
+/// there are none.
+pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len().is_multiple_of(2) {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    })
+}
+
 /// `1234567` as `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -352,6 +368,14 @@ mod tests {
             "",
         );
         assert_eq!(missing.pass, None);
+    }
+
+    #[test]
+    fn medians_take_the_middle() {
+        assert_eq!(median([]), None);
+        assert_eq!(median([7.0]), Some(7.0));
+        assert_eq!(median([90.0, 10.0, 50.0]), Some(50.0));
+        assert_eq!(median([4.0, 1.0, 3.0, 2.0]), Some(2.5));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::api::{services, Layout};
 use crate::list::failures;
 use crate::report::{thousands, Report, Row, Target, Unit};
 use crate::servers::{self, System};
-use crate::wrk::{Figures, Load};
+use crate::wrk::{Figures, Load, Runs};
 use crate::Bench;
 
 /// Services the distinct registrations are spread over.
@@ -20,11 +20,14 @@ const BEAT_LAYOUT: Layout = Layout {
 
 /// Distinct ephemeral registrations per second.
 pub async fn register(bench: &Bench, report: &mut Report) -> Result<()> {
-    let mut figures: Vec<(System, Figures)> = Vec::new();
-    let mut notes = Vec::new();
-    for system in System::BOTH {
-        let node =
-            servers::start(system, &bench.setup, &format!("register-{}", system.key())).await?;
+    let mut figures: Vec<(System, Runs)> = Vec::new();
+    let mut held_after = Vec::new();
+    for (round, system) in bench
+        .rounds()
+        .flat_map(|round| bench.order(round).map(|system| (round, system)))
+    {
+        let name = format!("register-{}-r{}", system.key(), round + 1);
+        let node = servers::start(system, &bench.setup, &name).await?;
         let load = Load {
             url: format!("http://{}/", node.http),
             script: Some((
@@ -38,29 +41,27 @@ pub async fn register(bench: &Bench, report: &mut Report) -> Result<()> {
             )),
             secs: bench.plan.secs,
         };
-        let measured = bench
-            .wrk(&format!("register-{}", system.key()), load)
-            .await?;
+        let measured = bench.wrk(&name, load).await?;
         let held = node
             .api()
             .count(&services("reg", REGISTER_SERVICES))
             .await?;
         report.check(format!(
-            "{system}: distinct ephemeral registrations: {} acknowledged in {:.1} s, {} held right after",
+            "{system}, round {}: distinct ephemeral registrations: {} acknowledged in {:.1} s, {} held right after",
+            round + 1,
             thousands(measured.ok()),
             measured.secs,
             thousands(held as u64)
         ));
-        notes.push(format!("{system} held {}", thousands(held as u64)));
-        report.raw(format!("register.{}", system.key()), &measured);
-        figures.push((system, measured));
+        held_after.push(format!("{system} {}", thousands(held as u64)));
+        add_run(&mut figures, system, measured);
     }
     push_rows(
         report,
         "register",
         "ephemeral registrations, distinct instances",
         &figures,
-        notes.join(", "),
+        format!("held right after each run: {}", held_after.join(", ")),
     );
     Ok(())
 }
@@ -68,10 +69,14 @@ pub async fn register(bench: &Bench, report: &mut Report) -> Result<()> {
 /// Heartbeats per second cycling over the plan's registered instances.
 pub async fn beat(bench: &Bench, report: &mut Report) -> Result<()> {
     let count = bench.plan.beat_instances;
-    let mut figures: Vec<(System, Figures)> = Vec::new();
-    let mut notes = Vec::new();
-    for system in System::BOTH {
-        let node = servers::start(system, &bench.setup, &format!("beat-{}", system.key())).await?;
+    let mut figures: Vec<(System, Runs)> = Vec::new();
+    let mut held_after = Vec::new();
+    for (round, system) in bench
+        .rounds()
+        .flat_map(|round| bench.order(round).map(|system| (round, system)))
+    {
+        let name = format!("beat-{}-r{}", system.key(), round + 1);
+        let node = servers::start(system, &bench.setup, &name).await?;
         let api = node.api();
         let bulk = api.register_bulk(BEAT_LAYOUT, 0..count, true).await?;
         if bulk.failed > 0 {
@@ -111,28 +116,35 @@ pub async fn beat(bench: &Bench, report: &mut Report) -> Result<()> {
             )),
             secs: bench.plan.secs,
         };
-        let name = format!("beat-{}", system.key());
         bench.warm_up(&name, load()).await?;
         let measured = bench.wrk(&name, load()).await?;
         let held = api.count(&BEAT_LAYOUT.services(count)).await?;
         report.check(format!(
-            "{system}: beats: {} instances registered at {:.0}/s beforehand; {} held after the run",
+            "{system}, round {}: beats: {} instances registered at {:.0}/s beforehand; {} held after the run",
+            round + 1,
             thousands(bulk.acked as u64),
             bulk.acked as f64 / bulk.secs,
             thousands(held as u64)
         ));
-        notes.push(format!("{system} held {}", thousands(held as u64)));
-        report.raw(format!("beat.{}", system.key()), &measured);
-        figures.push((system, measured));
+        held_after.push(format!("{system} {}", thousands(held as u64)));
+        add_run(&mut figures, system, measured);
     }
     push_rows(
         report,
         "beat",
         &format!("heartbeats over {} instances", thousands(count as u64)),
         &figures,
-        notes.join(", "),
+        format!("held after each run: {}", held_after.join(", ")),
     );
     Ok(())
+}
+
+/// Adds one round's run of `system`.
+fn add_run(figures: &mut Vec<(System, Runs)>, system: System, run: Figures) {
+    match figures.iter_mut().find(|(s, _)| *s == system) {
+        Some((_, runs)) => runs.0.push(run),
+        None => figures.push((system, Runs(vec![run]))),
+    }
 }
 
 /// The rate row (target: twice r-nacos) and the latency rows of one write metric.
@@ -140,26 +152,34 @@ fn push_rows(
     report: &mut Report,
     group: &'static str,
     metric: &str,
-    figures: &[(System, Figures)],
+    figures: &[(System, Runs)],
     note: String,
 ) {
     let of = |system| figures.iter().find(|(s, _)| *s == system).map(|(_, f)| f);
     let (roster, rnacos) = (of(System::Roster), of(System::RNacos));
+    for (system, runs) in figures {
+        report.raw(format!("{group}.{}", system.key()), runs);
+    }
     report.rows.push(Row::pair(
         group,
         metric,
         Unit::PerSec,
-        roster.map(Figures::ok_per_sec),
-        rnacos.map(Figures::ok_per_sec),
+        roster.and_then(Runs::rate),
+        rnacos.and_then(Runs::rate),
         Some(Target::RatioAtLeast(2.0)),
-        format!("{note}{}", failures(roster, rnacos)),
+        format!(
+            "{note}; per round {} vs {}{}",
+            roster.map(Runs::rates).unwrap_or_default(),
+            rnacos.map(Runs::rates).unwrap_or_default(),
+            failures(roster, rnacos)
+        ),
     ));
     report.rows.push(Row::pair(
         group,
         format!("{metric}, p50"),
         Unit::Ms,
-        roster.map(|f| f.p50_ms),
-        rnacos.map(|f| f.p50_ms),
+        roster.and_then(Runs::p50),
+        rnacos.and_then(Runs::p50),
         None,
         "",
     ));
@@ -167,8 +187,8 @@ fn push_rows(
         group,
         format!("{metric}, p99"),
         Unit::Ms,
-        roster.map(|f| f.p99_ms),
-        rnacos.map(|f| f.p99_ms),
+        roster.and_then(Runs::p99),
+        rnacos.and_then(Runs::p99),
         None,
         "",
     ));

@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::procs;
+use crate::report::{median, thousands};
 
 /// wrk threads and connections, the same for every run and both systems.
 pub const THREADS: u32 = 2;
@@ -59,12 +60,68 @@ impl Figures {
 
     /// A short account of failures, empty when there were none.
     pub fn failures(&self) -> String {
+        Failures::failures(self)
+    }
+}
+
+/// What went wrong in a run or in runs: a short account, empty when nothing did.
+pub trait Failures {
+    /// The account.
+    fn failures(&self) -> String;
+}
+
+impl Failures for Figures {
+    fn failures(&self) -> String {
         match (self.non_2xx, self.socket_errors) {
             (0, 0) => String::new(),
             (n, 0) => format!("{n} non-2xx"),
             (0, e) => format!("{e} socket errors"),
             (n, e) => format!("{n} non-2xx, {e} socket errors"),
         }
+    }
+}
+
+/// The runs of one load on one system, one per round; each figure is summarised by its
+/// median over the rounds, so that one disturbed run does not decide a verdict.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(transparent)]
+pub struct Runs(pub Vec<Figures>);
+
+impl Runs {
+    /// Median successful responses per second.
+    pub fn rate(&self) -> Option<f64> {
+        median(self.0.iter().map(Figures::ok_per_sec))
+    }
+
+    /// Median of the runs' median latencies, ms.
+    pub fn p50(&self) -> Option<f64> {
+        median(self.0.iter().map(|f| f.p50_ms))
+    }
+
+    /// Median of the runs' 99th percentiles, ms.
+    pub fn p99(&self) -> Option<f64> {
+        median(self.0.iter().map(|f| f.p99_ms))
+    }
+
+    /// Each round's rate, in round order: `93,067 · 91,540 · 95,012`.
+    pub fn rates(&self) -> String {
+        self.0
+            .iter()
+            .map(|f| thousands(f.ok_per_sec().round() as u64))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    }
+}
+
+impl Failures for Runs {
+    /// The failures of every run that had some, empty when all were clean.
+    fn failures(&self) -> String {
+        self.0
+            .iter()
+            .map(Figures::failures)
+            .filter(|f| !f.is_empty())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
