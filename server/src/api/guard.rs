@@ -46,11 +46,34 @@ fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a
     }
 }
 
+/// A request the guard let through, with what it found: the request's parameters and,
+/// when the path needs or accepts one, the caller.
+pub struct Admitted {
+    /// The request (its urlencoded body, if any, buffered).
+    pub req: Request,
+    /// Query and form parameters.
+    pub params: Params,
+    /// The authenticated caller.
+    pub identity: Option<Identity>,
+}
+
+impl Admitted {
+    /// The request with its [`Params`] and [`Identity`] in its extensions, where the
+    /// routed handlers' extractors find them.
+    pub fn into_request(self) -> Request {
+        let mut req = self.req;
+        if let Some(identity) = self.identity {
+            req.extensions_mut().insert(identity);
+        }
+        req.extensions_mut().insert(self.params);
+        req
+    }
+}
+
 /// The guard: parses the parameters, holds requests until the node is ready and
-/// authenticates. Returns the request with its [`Params`] (and the caller's
-/// [`Identity`]) in its extensions, or the refusal to answer instead.
-pub async fn admit(state: &AppState, req: Request) -> Result<Request, Response> {
-    let (mut parts, body) = req.into_parts();
+/// authenticates. Returns the admitted request, or the refusal to answer instead.
+pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response> {
+    let (parts, body) = req.into_parts();
     let query = parts.uri.query();
     let limit = state.limits.max_body_bytes;
     let too_large = || {
@@ -78,6 +101,7 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Request, Response> 
         (Params::parse(query, None), body)
     };
     let path = parts.uri.path();
+    let mut identity = None;
     if !OPS_PATHS.contains(&path) {
         if !state.ready.is_ready() {
             return Err(refuse(
@@ -86,20 +110,19 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Request, Response> 
             ));
         }
         if SOFT_PATHS.contains(&path) {
-            if let Ok(identity) = authenticate(state, &parts.headers, &params).await {
-                parts.extensions.insert(identity);
-            }
+            identity = authenticate(state, &parts.headers, &params).await.ok();
         } else if !OPEN_PATHS.contains(&path) {
             match authenticate(state, &parts.headers, &params).await {
-                Ok(identity) => {
-                    parts.extensions.insert(identity);
-                }
+                Ok(caller) => identity = Some(caller),
                 Err(e) => return Err(refuse(path, e)),
             }
         }
     }
-    parts.extensions.insert(params);
-    Ok(Request::from_parts(parts, body))
+    Ok(Admitted {
+        req: Request::from_parts(parts, body),
+        params,
+        identity,
+    })
 }
 
 /// A refusal in the shape the path's API answers errors in (v2: the envelope).

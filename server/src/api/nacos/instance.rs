@@ -248,6 +248,16 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
 pub struct Agent(Option<HeaderValue>);
 
 impl Agent {
+    /// The agent a request's headers name.
+    pub fn of(headers: &axum::http::HeaderMap) -> Agent {
+        Agent(
+            headers
+                .get("user-agent")
+                .or_else(|| headers.get("client-version"))
+                .cloned(),
+        )
+    }
+
     /// The agent, or `""`.
     fn as_str(&self) -> &str {
         self.0.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("")
@@ -258,13 +268,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Agent {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let headers = &parts.headers;
-        Ok(Agent(
-            headers
-                .get("user-agent")
-                .or_else(|| headers.get("client-version"))
-                .cloned(),
-        ))
+        Ok(Agent::of(&parts.headers))
     }
 }
 
