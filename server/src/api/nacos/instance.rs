@@ -337,9 +337,22 @@ impl HttpBody for Frames {
     }
 }
 
-/// `n` in decimal.
-fn decimal(n: u64) -> Bytes {
-    Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes())
+/// `now_ms` in decimal, as answers splice it in. Kept per thread for the millisecond it
+/// names: the hundred-odd lists a node answers per millisecond share one buffer rather
+/// than allocating one each.
+fn decimal_ms(now_ms: u64) -> Bytes {
+    thread_local! {
+        static LAST: std::cell::RefCell<(u64, Bytes)> = const {
+            std::cell::RefCell::new((u64::MAX, Bytes::new()))
+        };
+    }
+    LAST.with_borrow_mut(|(ms, text)| {
+        if *ms != now_ms {
+            *ms = now_ms;
+            *text = Bytes::copy_from_slice(itoa::Buffer::new().format(now_ms).as_bytes());
+        }
+        text.clone()
+    })
 }
 
 /// Answers an instance query — Nacos' `/instance/list` (v1 and v2) and roster's
@@ -394,7 +407,7 @@ pub async fn query<'p>(
                 ))
             });
             // The cached bytes go out as they are, around this request's time: no copy.
-            ListBody::Spliced([head.clone(), decimal(request.now_ms), tail.clone()])
+            ListBody::Spliced([head.clone(), decimal_ms(request.now_ms), tail.clone()])
         }
         view => ListBody::Whole(service_info(view, &request)),
     };
