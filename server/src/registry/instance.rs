@@ -113,6 +113,28 @@ impl Clone for BeatClock {
     }
 }
 
+/// What keeps an instance alive. An address client's instance lives by the beats of its
+/// address and carries their clock; a connection client's lives as long as its gRPC
+/// connection and carries the connection's client id. An instance needs one or the
+/// other, never both, so they share 16 bytes (see [`Instance`]'s size).
+#[derive(Clone, Debug)]
+pub enum Keeper {
+    /// The clock of the address's beats (persistent instances carry one, unused, at 0).
+    Beats(BeatClock),
+    /// The client id of the gRPC connection that registered it.
+    Connection(Arc<str>),
+}
+
+impl Keeper {
+    /// The connection's, or else a beat clock at `last_beat_ms`.
+    pub fn new(client: Option<Arc<str>>, last_beat_ms: u64) -> Self {
+        match client {
+            Some(client) => Keeper::Connection(client),
+            None => Keeper::Beats(BeatClock::new(last_beat_ms)),
+        }
+    }
+}
+
 /// One instance of a service. Immutable once published in a service view (but for its
 /// beat clock): changes replace the `Arc<Instance>`.
 ///
@@ -127,7 +149,7 @@ pub struct Instance {
     /// Port.
     pub port: u16,
     /// Cluster name (`DEFAULT` unless given).
-    pub cluster: Arc<str>,
+    pub cluster: ClusterName,
     /// Relative weight, 0 to 10000.
     pub weight: f64,
     /// Health: from beats for ephemeral instances, from checks or the API for persistent.
@@ -140,11 +162,8 @@ pub struct Instance {
     pub metadata: Arc<Metadata>,
     /// Fields an operator update set, kept over re-registration.
     pub pinned: Pinned,
-    /// The client that owns it when that is not its address: a gRPC connection.
-    pub client: Option<Arc<str>>,
-    /// Liveness clock; kept by address clients' ephemeral instances only (see
-    /// [`Instance::clock`]), the rest leave it at 0.
-    pub beat: BeatClock,
+    /// What keeps it alive: its address's beats, or a gRPC connection.
+    pub keeper: Keeper,
     /// Explicit id, importing task and beat timing: `None` when all are the defaults.
     pub rare: Option<Box<Rare>>,
 }
@@ -193,7 +212,18 @@ impl Instance {
     /// The beat clock, for an ephemeral instance of an address client (a connection
     /// client's instances live as long as the connection).
     pub fn clock(&self) -> Option<&BeatClock> {
-        (self.ephemeral && self.client.is_none()).then_some(&self.beat)
+        match &self.keeper {
+            Keeper::Beats(clock) if self.ephemeral => Some(clock),
+            _ => None,
+        }
+    }
+
+    /// The client that owns it when that is not its address: a gRPC connection.
+    pub fn client(&self) -> Option<&Arc<str>> {
+        match &self.keeper {
+            Keeper::Connection(client) => Some(client),
+            Keeper::Beats(_) => None,
+        }
     }
 
     /// The id the client gave, if it gave one.
@@ -238,7 +268,7 @@ impl Instance {
 
     /// The client that owns it: its gRPC connection, else its address.
     pub fn client_id(&self) -> Arc<str> {
-        self.client.clone().unwrap_or_else(|| self.addr())
+        self.client().cloned().unwrap_or_else(|| self.addr())
     }
 }
 
@@ -303,7 +333,7 @@ pub struct InstanceWire {
     instance_id: Option<Arc<str>>,
     ip: Arc<str>,
     port: u16,
-    cluster: Arc<str>,
+    cluster: ClusterName,
     weight: f64,
     healthy: bool,
     enabled: bool,
@@ -323,15 +353,14 @@ impl From<InstanceWire> for Instance {
         Self {
             address: addr_key(&w.ip, w.port),
             port: w.port,
-            cluster: cluster_name(&w.cluster),
+            cluster: w.cluster,
             weight: w.weight,
             healthy: w.healthy,
             enabled: w.enabled,
             ephemeral: w.ephemeral,
             metadata: shared_metadata_arc(w.metadata),
             pinned: w.pinned,
-            client: w.client,
-            beat: BeatClock::default(),
+            keeper: Keeper::new(w.client, 0),
             rare: Rare::boxed(w.instance_id, w.owner, w.heartbeat),
         }
     }
@@ -340,6 +369,7 @@ impl From<InstanceWire> for Instance {
 impl From<Instance> for InstanceWire {
     fn from(i: Instance) -> Self {
         let rare = i.rare.as_deref().cloned().unwrap_or_default();
+        let client = i.client().cloned();
         Self {
             instance_id: rare.instance_id,
             ip: Arc::from(i.ip()),
@@ -352,7 +382,7 @@ impl From<Instance> for InstanceWire {
             metadata: i.metadata,
             heartbeat: rare.heartbeat,
             pinned: i.pinned,
-            client: i.client,
+            client,
             owner: rare.owner,
         }
     }
@@ -378,13 +408,103 @@ fn shared_metadata_arc(metadata: Arc<Metadata>) -> Arc<Metadata> {
     }
 }
 
-/// A cluster name as an `Arc`, the one shared `DEFAULT` for the usual case.
-pub fn cluster_name(name: &str) -> Arc<str> {
-    static DEFAULT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("DEFAULT"));
-    if name == "DEFAULT" {
-        DEFAULT.clone()
-    } else {
-        Arc::from(name)
+/// A cluster name, interned: instances of the same cluster share one allocation, and each
+/// holds a thin pointer to it (8 bytes where an `Arc<str>` took 16). Compares, orders,
+/// hashes and serializes as the name.
+#[derive(Clone)]
+pub struct ClusterName(Arc<Box<str>>);
+
+/// The cluster names in use, for [`ClusterName::new`]: weak, so a name no instance holds
+/// any more is dropped; the dead entries are swept whenever the table doubles.
+struct ClusterNames {
+    names: std::collections::HashMap<Box<str>, std::sync::Weak<Box<str>>>,
+    sweep_at: usize,
+}
+
+impl ClusterName {
+    /// The interned `name`; `DEFAULT`, the usual case, without a lock.
+    pub fn new(name: &str) -> Self {
+        static DEFAULT: LazyLock<ClusterName> =
+            LazyLock::new(|| ClusterName(Arc::new("DEFAULT".into())));
+        static NAMES: LazyLock<parking_lot::Mutex<ClusterNames>> = LazyLock::new(|| {
+            parking_lot::Mutex::new(ClusterNames {
+                names: std::collections::HashMap::new(),
+                sweep_at: 64,
+            })
+        });
+        if name == "DEFAULT" {
+            return DEFAULT.clone();
+        }
+        let mut table = NAMES.lock();
+        if let Some(live) = table.names.get(name).and_then(std::sync::Weak::upgrade) {
+            return ClusterName(live);
+        }
+        let interned = Arc::new(Box::<str>::from(name));
+        table.names.insert(name.into(), Arc::downgrade(&interned));
+        if table.names.len() >= table.sweep_at {
+            table.names.retain(|_, held| held.strong_count() > 0);
+            table.sweep_at = (table.names.len() * 2).max(64);
+        }
+        ClusterName(interned)
+    }
+}
+
+impl std::ops::Deref for ClusterName {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq for ClusterName {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || **self == **other
+    }
+}
+
+impl Eq for ClusterName {}
+
+impl PartialOrd for ClusterName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ClusterName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (**self).cmp(&**other)
+    }
+}
+
+impl std::hash::Hash for ClusterName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state);
+    }
+}
+
+impl std::fmt::Debug for ClusterName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl std::fmt::Display for ClusterName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl Serialize for ClusterName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ClusterName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(ClusterName::new(&name))
     }
 }
 
@@ -400,15 +520,14 @@ pub(crate) fn sample(port: u16) -> Instance {
     Instance {
         address: addr_key("10.0.0.1", port),
         port,
-        cluster: cluster_name("DEFAULT"),
+        cluster: ClusterName::new("DEFAULT"),
         weight: 1.0,
         healthy: true,
         enabled: true,
         ephemeral: true,
         metadata: shared_metadata(&Metadata::new()),
         pinned: Pinned::default(),
-        client: None,
-        beat: BeatClock::default(),
+        keeper: Keeper::new(None, 0),
         rare: None,
     }
 }
@@ -441,7 +560,7 @@ mod tests {
             instance_id: None,
             ip: "fe80::1".into(),
             port: 8848,
-            cluster: "DEFAULT".into(),
+            cluster: ClusterName::new("DEFAULT"),
             weight: 1.0,
             healthy: true,
             enabled: true,
@@ -465,10 +584,61 @@ mod tests {
 
     #[test]
     fn an_instance_stays_small() {
-        // Every registered instance is one of these behind an `Arc`: 88 bytes plus the
-        // `Arc`'s 16 fit a 112-byte allocation, beat clock included (see the README's
-        // memory figures).
-        assert_eq!(std::mem::size_of::<Instance>(), 88);
+        // Every registered instance is one of these behind an `Arc`: 72 bytes plus the
+        // `Arc`'s 16 fit glibc's 96-byte chunk (at 88 it took a 112-byte one), beat clock
+        // or connection included (see the README's memory figures).
+        assert_eq!(std::mem::size_of::<Instance>(), 72);
+        assert_eq!(std::mem::size_of::<Keeper>(), 16);
+    }
+
+    #[test]
+    fn cluster_names_are_shared_and_compare_as_text() {
+        let a = ClusterName::new("zone-a");
+        let again = ClusterName::new("zone-a");
+        assert!(
+            Arc::ptr_eq(&a.0, &again.0),
+            "one allocation per name in use"
+        );
+        assert_eq!(a, again);
+        assert!(Arc::ptr_eq(
+            &ClusterName::new("DEFAULT").0,
+            &ClusterName::new("DEFAULT").0
+        ));
+        let b = ClusterName::new("zone-b");
+        assert_ne!(a, b);
+        assert!(a < b && &*b == "zone-b");
+        assert_eq!(format!("{a} {a:?}"), "zone-a \"zone-a\"");
+        // A name nobody holds any more is made anew, and still equals its text.
+        drop((a, again));
+        let fresh = ClusterName::new("zone-a");
+        assert_eq!(&*fresh, "zone-a");
+        // Through serde it is the bare name, and comes back interned.
+        let json = serde_json::to_string(&fresh).unwrap();
+        assert_eq!(json, "\"zone-a\"");
+        let back: ClusterName = serde_json::from_str(&json).unwrap();
+        assert!(Arc::ptr_eq(&back.0, &fresh.0));
+    }
+
+    #[test]
+    fn a_keeper_is_a_clock_or_a_connection() {
+        let beats = sample(80);
+        assert!(beats.clock().is_some() && beats.client().is_none());
+        assert_eq!(&*beats.client_id(), "10.0.0.1:80");
+        let held = Instance {
+            keeper: Keeper::new(Some("g:1:c".into()), 0),
+            ..sample(81)
+        };
+        assert!(
+            held.clock().is_none(),
+            "a connection's instance has no beat clock"
+        );
+        assert_eq!(held.client().map(|c| &**c), Some("g:1:c"));
+        assert_eq!(&*held.client_id(), "g:1:c");
+        let persistent = Instance {
+            ephemeral: false,
+            ..sample(82)
+        };
+        assert!(persistent.clock().is_none());
     }
 
     #[test]

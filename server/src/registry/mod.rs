@@ -411,7 +411,7 @@ impl Registry {
             let instance = Instance {
                 address: addr.clone(),
                 port: reg.port,
-                cluster: instance::cluster_name(&reg.cluster),
+                cluster: instance::ClusterName::new(&reg.cluster),
                 weight: keep(pinned.weight).map(|e| e.weight).unwrap_or(reg.weight),
                 // A registration is proof of life for an ephemeral instance.
                 healthy: if reg.ephemeral { true } else { reg.healthy },
@@ -421,8 +421,7 @@ impl Registry {
                 ephemeral: reg.ephemeral,
                 metadata,
                 pinned,
-                client: client.clone(),
-                beat: BeatClock::new(last_beat_ms),
+                keeper: instance::Keeper::new(client.clone(), last_beat_ms),
                 rare: instance::Rare::boxed(
                     reg.instance_id.as_deref().map(Arc::from),
                     owner.clone(),
@@ -969,7 +968,7 @@ impl Registry {
                     continue;
                 };
                 // The client's own: a connection client by id, an address client by address.
-                let own = match &inst.client {
+                let own = match inst.client() {
                     Some(client) => &**client == id,
                     None => &**addr == id,
                 };
@@ -1032,7 +1031,7 @@ impl Registry {
                     c.beat(data.last_beat_ms);
                     last_beat_ms = c.last_beat_ms();
                 }
-                instance.beat = BeatClock::new(last_beat_ms);
+                instance.keeper = instance::Keeper::new(instance.client().cloned(), last_beat_ms);
                 let unchanged = existing
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
@@ -1402,7 +1401,7 @@ fn same_instance(a: &Instance, b: &Instance) -> bool {
         && a.enabled == b.enabled
         && a.ephemeral == b.ephemeral
         && a.metadata == b.metadata
-        && a.client == b.client
+        && a.client() == b.client()
 }
 
 #[cfg(test)]

@@ -105,7 +105,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::sample;
+    use crate::registry::instance::{sample, ClusterName};
     use crate::registry::service::{Selector, ServiceSettings};
 
     fn instance(port: u16, cluster: &str, healthy: bool, enabled: bool) -> Arc<Instance> {
@@ -120,7 +120,7 @@ mod tests {
         meta: &[(&str, &str)],
     ) -> Arc<Instance> {
         Arc::new(Instance {
-            cluster: cluster.into(),
+            cluster: ClusterName::new(cluster),
             healthy,
             enabled,
             metadata: Arc::new(

@@ -10,7 +10,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::instance::{Instance, Metadata};
+use super::instance::{ClusterName, Instance, Metadata};
 use super::instances::Instances;
 
 /// Names a service: namespace, group and service name.
@@ -214,8 +214,9 @@ impl ServiceView {
     }
 
     /// Names of the clusters that hold instances, in order.
-    pub fn cluster_names(&self) -> Vec<Arc<str>> {
-        let mut names: Vec<Arc<str>> = self.instances.values().map(|i| i.cluster.clone()).collect();
+    pub fn cluster_names(&self) -> Vec<ClusterName> {
+        let mut names: Vec<ClusterName> =
+            self.instances.values().map(|i| i.cluster.clone()).collect();
         names.sort();
         names.dedup();
         names
