@@ -182,6 +182,13 @@ impl Bench {
         0..self.plan.rounds
     }
 
+    /// Every run of an alternating group that starts fresh servers: (round, system), in
+    /// the order they run.
+    pub fn runs(&self) -> impl Iterator<Item = (usize, System)> + '_ {
+        self.rounds()
+            .flat_map(|round| self.order(round).map(|system| (round, system)))
+    }
+
     /// The Lua script `name` in `bench/lua`.
     pub fn script(&self, name: &str) -> PathBuf {
         self.lua.join(name)

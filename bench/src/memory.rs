@@ -39,10 +39,7 @@ fn mib(kib: u64) -> f64 {
 pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let counts = bench.plan.rss_counts;
     let mut all: Vec<(System, Readings)> = Vec::new();
-    for (round, system) in bench
-        .rounds()
-        .flat_map(|round| bench.order(round).map(|system| (round, system)))
-    {
+    for (round, system) in bench.runs() {
         let name = format!("rss-{}-r{}", system.key(), round + 1);
         let node = servers::start(system, &bench.setup, &name).await?;
         let api = node.api();

@@ -22,10 +22,7 @@ const BEAT_LAYOUT: Layout = Layout {
 pub async fn register(bench: &Bench, report: &mut Report) -> Result<()> {
     let mut figures: Vec<(System, Runs)> = Vec::new();
     let mut held_after = Vec::new();
-    for (round, system) in bench
-        .rounds()
-        .flat_map(|round| bench.order(round).map(|system| (round, system)))
-    {
+    for (round, system) in bench.runs() {
         let name = format!("register-{}-r{}", system.key(), round + 1);
         let node = servers::start(system, &bench.setup, &name).await?;
         let load = Load {
@@ -71,10 +68,7 @@ pub async fn beat(bench: &Bench, report: &mut Report) -> Result<()> {
     let count = bench.plan.beat_instances;
     let mut figures: Vec<(System, Runs)> = Vec::new();
     let mut held_after = Vec::new();
-    for (round, system) in bench
-        .rounds()
-        .flat_map(|round| bench.order(round).map(|system| (round, system)))
-    {
+    for (round, system) in bench.runs() {
         let name = format!("beat-{}-r{}", system.key(), round + 1);
         let node = servers::start(system, &bench.setup, &name).await?;
         let api = node.api();
