@@ -1,6 +1,7 @@
 //! roster-bench: runs roster and r-nacos side by side on this machine, with the same
-//! data and the same load, one after the other for each metric, and reports both
-//! figures, their ratio and the target (`bench/run` builds everything and calls this).
+//! data and the same load, alternating between them over rounds, and reports both
+//! figures (medians of the rounds), their ratio and the target (`bench/run` builds
+//! everything and calls this).
 //!
 //! Modules: `procs` (every child process, killed on exit, panic or signal), `servers`
 //! (single nodes and three-node clusters of both systems), `api` (the Nacos v1 calls and
