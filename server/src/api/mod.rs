@@ -186,8 +186,8 @@ impl Parts {
 /// The routes that carry nearly all of a registry's traffic (clients poll lists, beat and
 /// re-register), served by calling their handlers directly rather than through the
 /// router. Going through it costs a route lookup, a clone of the route's boxed service,
-/// three boxed futures and an extension map per request (measured: 7 of a list
-/// request's 20 allocations). The router still holds these routes for every other
+/// three boxed futures and an extension map per request (heaptrack: a list request
+/// went from 20 allocations to 11). The router still holds these routes for every other
 /// method and spelling (HEAD, a trailing slash, 405s); the handlers take the same
 /// arguments either way, and none of them reads the body or the caller's identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
