@@ -1031,7 +1031,9 @@ impl Registry {
                     c.beat(data.last_beat_ms);
                     last_beat_ms = c.last_beat_ms();
                 }
-                instance.keeper = instance::Keeper::new(instance.client().cloned(), last_beat_ms);
+                if let instance::Keeper::Beats(clock) = &mut instance.keeper {
+                    *clock = BeatClock::new(last_beat_ms);
+                }
                 let unchanged = existing
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
