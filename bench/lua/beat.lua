@@ -32,7 +32,7 @@ function init(args)
   local offset = math.floor((tid - 1) * count / nthreads)
   for i = 0, count - 1 do
     local k = (offset + i) % count
-    local ip = string.format("10.%d.%d.%d", 1 + math.floor(k / 65536),
+    local ip = string.format("127.%d.%d.%d", 1 + math.floor(k / 65536),
       math.floor(k / 256) % 256, k % 256)
     local service = string.format("DEFAULT_GROUP@@%s-%d", prefix, math.floor(k / per_service))
     local beat = string.format(

@@ -43,7 +43,7 @@ impl Layout {
     pub fn instance(&self, k: usize) -> Instance {
         Instance {
             service: format!("{}-{}", self.prefix, k / self.per_service),
-            ip: format!("10.{}.{}.{}", 1 + k / 65536, (k / 256) % 256, k % 256),
+            ip: format!("127.{}.{}.{}", 1 + k / 65536, (k / 256) % 256, k % 256),
             port: 8080,
         }
     }

@@ -52,17 +52,11 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             "  {system}: leader {leader}, writing through node {}",
             follower.id
         );
-        // 127/8 addresses: the persistent instances' TCP health checks stay on loopback.
         let load = Load {
             url: format!("http://{}/", follower.http),
             script: Some((
                 bench.script("register.lua"),
-                vec![
-                    "per".to_string(),
-                    SERVICES.to_string(),
-                    "false".to_string(),
-                    "127".to_string(),
-                ],
+                vec!["per".to_string(), SERVICES.to_string(), "false".to_string()],
             )),
             secs: bench.plan.secs,
         };

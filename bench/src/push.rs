@@ -144,7 +144,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         ip,
         port: 8080,
     };
-    api.register(&instance("10.77.0.1".to_string()), true)
+    api.register(&instance("127.77.0.1".to_string()), true)
         .await?;
 
     let mut sockets = Vec::with_capacity(n);
@@ -190,7 +190,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     for round in 0..rounds {
         // Stale receipts (resends, earlier rounds) must not count for this round.
         while rx.try_recv().is_ok() {}
-        let ip = format!("10.77.1.{}", round + 1);
+        let ip = format!("127.77.1.{}", round + 1);
         let sent = Instant::now();
         api.register(&instance(ip.clone()), true).await?;
         let deadline = sent + ROUND_TIMEOUT;

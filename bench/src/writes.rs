@@ -33,7 +33,6 @@ pub async fn register(bench: &Bench, report: &mut Report) -> Result<()> {
                     "reg".to_string(),
                     REGISTER_SERVICES.to_string(),
                     "true".to_string(),
-                    "10".to_string(),
                 ],
             )),
             secs: bench.plan.secs,

@@ -39,7 +39,7 @@ fn requests_without_valid_credentials_are_refused() {
     // Nothing was written by refused writes.
     node.raw(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=x&ip=10.0.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=x&ip=127.0.0.1&port=80",
         &[("user-agent", "Nacos-Server")],
         None,
     )
@@ -137,7 +137,7 @@ fn user_management_is_for_admins() {
     let alice = "username=alice&password=alice-pass-1";
     node.raw(
         "POST",
-        &format!("/nacos/v1/ns/instance?serviceName=a&ip=10.8.0.1&port=80&{alice}"),
+        &format!("/nacos/v1/ns/instance?serviceName=a&ip=127.8.0.1&port=80&{alice}"),
         &[],
         None,
     )
@@ -241,7 +241,7 @@ fn no_auth_opens_everything_and_says_so() {
     });
     node.raw(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=open&ip=10.9.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=open&ip=127.9.0.1&port=80",
         &[],
         None,
     )

@@ -30,7 +30,7 @@ fn persistent_writes_through_any_node_are_read_on_all() {
     for (i, node) in c.nodes.iter().enumerate() {
         node.call(
             "POST",
-            &format!("/nacos/v1/ns/instance?serviceName=everywhere&ip=10.20.0.{i}&port={}&ephemeral=false", 100 + i),
+            &format!("/nacos/v1/ns/instance?serviceName=everywhere&ip=127.20.0.{i}&port={}&ephemeral=false", 100 + i),
         )
         .expect(200);
     }
@@ -200,7 +200,7 @@ fn stream_with_crash(c: &mut Cluster, count: u16, kill_after: u16, victim: usize
             .collect();
         let node = &c.nodes[running[usize::from(i) % running.len()]];
         let port = 2000 + u64::from(i);
-        if register_stream(node, "10.21.0.1", port) {
+        if register_stream(node, "127.21.0.1", port) {
             acked.insert(port);
         }
         assert!(
@@ -289,7 +289,7 @@ fn no_acknowledged_concurrent_write_is_lost_when_the_leader_dies() {
                 let started = Instant::now();
                 for i in 0..40u64 {
                     let port = 5000 + writer * 100 + i;
-                    if register_stream(node, "10.21.0.2", port) {
+                    if register_stream(node, "127.21.0.2", port) {
                         acked.lock().unwrap().insert(port);
                     }
                     assert!(
@@ -348,7 +348,7 @@ fn a_node_that_fell_behind_catches_up_by_snapshot() {
     let token = c.nodes[writer].token();
     for i in 0..200u16 {
         let path = format!(
-            "/nacos/v1/ns/instance?serviceName=snap&ip=10.22.0.1&port={}&ephemeral=false",
+            "/nacos/v1/ns/instance?serviceName=snap&ip=127.22.0.1&port={}&ephemeral=false",
             3000 + i
         );
         c.nodes[writer]
@@ -394,7 +394,7 @@ fn a_minority_cannot_commit_and_the_cluster_converges_after() {
     }
     let r = c.nodes[leader].call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=minority&ip=10.23.0.1&port=1&ephemeral=false",
+        "/nacos/v1/ns/instance?serviceName=minority&ip=127.23.0.1&port=1&ephemeral=false",
     );
     assert_eq!(
         r.status, 503,
@@ -408,7 +408,7 @@ fn a_minority_cannot_commit_and_the_cluster_converges_after() {
     eventually(Duration::from_secs(20), || {
         let r = c.nodes[leader].call(
             "POST",
-            "/nacos/v1/ns/instance?serviceName=minority&ip=10.23.0.2&port=2&ephemeral=false",
+            "/nacos/v1/ns/instance?serviceName=minority&ip=127.23.0.2&port=2&ephemeral=false",
         );
         if r.status == 200 {
             Ok(())
@@ -429,7 +429,7 @@ fn nodes_join_and_leave_at_run_time() {
     c.nodes[0]
         .call(
             "POST",
-            "/nacos/v1/ns/instance?serviceName=grow&ip=10.24.0.1&port=1&ephemeral=false",
+            "/nacos/v1/ns/instance?serviceName=grow&ip=127.24.0.1&port=1&ephemeral=false",
         )
         .expect(200);
     let (http, peer) = (free_port(), free_port());
@@ -509,7 +509,7 @@ fn nodes_join_and_leave_at_run_time() {
     c.nodes[2]
         .call(
             "POST",
-            "/nacos/v1/ns/instance?serviceName=grow&ip=10.24.0.2&port=2&ephemeral=false",
+            "/nacos/v1/ns/instance?serviceName=grow&ip=127.24.0.2&port=2&ephemeral=false",
         )
         .expect(200);
     let view = c.view(0);
@@ -596,14 +596,14 @@ fn a_node_cut_off_by_the_network_cannot_commit_and_converges_after() {
     c.nodes[0]
         .call(
             "POST",
-            "/nacos/v1/ns/instance?serviceName=split&ip=10.40.0.1&port=1&ephemeral=false",
+            "/nacos/v1/ns/instance?serviceName=split&ip=127.40.0.1&port=1&ephemeral=false",
         )
         .expect(200);
     c.nodes[0]
         .call(
             "POST",
             &format!(
-                "/nacos/v1/ns/instance?serviceName=split-e&ip=10.40.1.1&port=1&metadata={meta}"
+                "/nacos/v1/ns/instance?serviceName=split-e&ip=127.40.1.1&port=1&metadata={meta}"
             ),
         )
         .expect(200);
@@ -622,7 +622,7 @@ fn a_node_cut_off_by_the_network_cannot_commit_and_converges_after() {
     lab.cut(cut + 1);
     let r = c.nodes[cut].call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=split&ip=10.40.0.2&port=2&ephemeral=false",
+        "/nacos/v1/ns/instance?serviceName=split&ip=127.40.0.2&port=2&ephemeral=false",
     );
     assert_eq!(
         r.status, 503,
@@ -639,7 +639,7 @@ fn a_node_cut_off_by_the_network_cannot_commit_and_converges_after() {
     eventually(Duration::from_secs(20), || {
         let r = c.nodes[other].call(
             "POST",
-            "/nacos/v1/ns/instance?serviceName=split&ip=10.40.0.3&port=3&ephemeral=false",
+            "/nacos/v1/ns/instance?serviceName=split&ip=127.40.0.3&port=3&ephemeral=false",
         );
         if r.status == 200 {
             Ok(())
@@ -652,7 +652,7 @@ fn a_node_cut_off_by_the_network_cannot_commit_and_converges_after() {
         .call(
             "POST",
             &format!(
-                "/nacos/v1/ns/instance?serviceName=split-e&ip=10.40.1.2&port=1&metadata={meta}"
+                "/nacos/v1/ns/instance?serviceName=split-e&ip=127.40.1.2&port=1&metadata={meta}"
             ),
         )
         .expect(200);
@@ -660,7 +660,7 @@ fn a_node_cut_off_by_the_network_cannot_commit_and_converges_after() {
         .call(
             "POST",
             &format!(
-                "/nacos/v1/ns/instance?serviceName=split-e&ip=10.40.1.3&port=1&metadata={meta}"
+                "/nacos/v1/ns/instance?serviceName=split-e&ip=127.40.1.3&port=1&metadata={meta}"
             ),
         )
         .expect(200);
@@ -685,7 +685,7 @@ fn a_node_cut_off_by_the_network_cannot_commit_and_converges_after() {
                 .iter()
                 .map(|h| h["ip"].as_str().unwrap().to_string())
                 .collect();
-            let want: BTreeSet<String> = ["10.40.1.1", "10.40.1.2", "10.40.1.3"]
+            let want: BTreeSet<String> = ["127.40.1.1", "127.40.1.2", "127.40.1.3"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect();

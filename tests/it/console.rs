@@ -152,12 +152,12 @@ fn the_event_stream_reports_changes_of_its_namespace() {
     // A change elsewhere is not reported; one here is.
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=elsewhere&ip=10.7.0.1&port=1",
+        "/nacos/v1/ns/instance?serviceName=elsewhere&ip=127.7.0.1&port=1",
     )
     .expect(200);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?namespaceId=ev-ns&groupName=G&serviceName=here&ip=10.7.0.2&port=1",
+        "/nacos/v1/ns/instance?namespaceId=ev-ns&groupName=G&serviceName=here&ip=127.7.0.2&port=1",
     )
     .expect(200);
     let data: serde_json::Value = serde_json::from_str(&next_service_event(&mut stream)).unwrap();

@@ -40,13 +40,13 @@ fn registrations_reach_every_node_within_two_seconds() {
     c.nodes[0]
         .call(
             "POST",
-            "/nacos/v1/ns/instance?serviceName=spread&ip=10.30.0.1&port=80",
+            "/nacos/v1/ns/instance?serviceName=spread&ip=127.30.0.1&port=80",
         )
         .expect(200);
     c.nodes[2]
         .call(
             "POST",
-            "/nacos/v1/ns/instance?serviceName=spread&ip=10.30.0.2&port=80",
+            "/nacos/v1/ns/instance?serviceName=spread&ip=127.30.0.2&port=80",
         )
         .expect(200);
     for node in &c.nodes {
@@ -64,7 +64,7 @@ fn registrations_reach_every_node_within_two_seconds() {
     c.nodes[1]
         .call(
             "DELETE",
-            "/nacos/v1/ns/instance?serviceName=spread&ip=10.30.0.1&port=80",
+            "/nacos/v1/ns/instance?serviceName=spread&ip=127.30.0.1&port=80",
         )
         .expect(200);
     for node in &c.nodes {
@@ -98,6 +98,7 @@ fn beat_forever(
     client: (&'static str, u16),
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<usize> {
+    roster_tests::addresses::check_ip(client.0);
     std::thread::spawn(move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -124,7 +125,7 @@ fn beat_forever(
 #[test]
 fn an_owner_dies_and_beating_clients_stay_healthy() {
     let mut c = Cluster::start(3, &[]);
-    let client = ("10.31.0.1", 8080u16);
+    let client = ("127.31.0.1", 8080u16);
     let id = format!("{}:{}", client.0, client.1);
     let owner_idx = owner(&c, 0, &id);
     let via = (owner_idx + 1) % 3;
@@ -169,7 +170,7 @@ fn an_owner_dies_and_beating_clients_stay_healthy() {
 #[test]
 fn killing_a_non_owner_changes_nothing() {
     let mut c = Cluster::start(3, &[]);
-    let client = ("10.32.0.1", 8080u16);
+    let client = ("127.32.0.1", 8080u16);
     let owner_idx = owner(&c, 0, &format!("{}:{}", client.0, client.1));
     let other = (owner_idx + 1) % 3;
     c.nodes[owner_idx]
@@ -220,7 +221,7 @@ fn a_restarted_node_loads_ephemeral_instances_before_it_is_ready() {
         c.nodes[i % 3]
             .call(
                 "POST",
-                &format!("/nacos/v1/ns/instance?serviceName=reload&ip=10.33.0.{i}&port=80"),
+                &format!("/nacos/v1/ns/instance?serviceName=reload&ip=127.33.0.{i}&port=80"),
             )
             .expect(200);
     }
@@ -246,7 +247,7 @@ fn a_paused_node_converges_after_it_resumes() {
         c.nodes[0]
             .call(
                 "POST",
-                &format!("/nacos/v1/ns/instance?serviceName=heal&ip=10.34.0.{i}&port=80"),
+                &format!("/nacos/v1/ns/instance?serviceName=heal&ip=127.34.0.{i}&port=80"),
             )
             .expect(200);
     }
@@ -263,14 +264,14 @@ fn a_paused_node_converges_after_it_resumes() {
         c.nodes[1]
             .call(
                 "POST",
-                &format!("/nacos/v1/ns/instance?serviceName=heal&ip=10.34.0.{i}&port=80"),
+                &format!("/nacos/v1/ns/instance?serviceName=heal&ip=127.34.0.{i}&port=80"),
             )
             .expect(200);
     }
     c.nodes[0]
         .call(
             "DELETE",
-            "/nacos/v1/ns/instance?serviceName=heal&ip=10.34.0.0&port=80",
+            "/nacos/v1/ns/instance?serviceName=heal&ip=127.34.0.0&port=80",
         )
         .expect(200);
     std::thread::sleep(Duration::from_secs(5));
@@ -278,7 +279,7 @@ fn a_paused_node_converges_after_it_resumes() {
     // Every node, node 3 included, converges on the seven. (Not read off node 1: a
     // write another node took while node 3 owned the client reaches node 1 by
     // propagation or verification, a moment later under load.)
-    let expected: BTreeSet<String> = (1..8).map(|i| format!("10.34.0.{i}:80")).collect();
+    let expected: BTreeSet<String> = (1..8).map(|i| format!("127.34.0.{i}:80")).collect();
     for node in &c.nodes {
         eventually(Duration::from_secs(15), || {
             let a = addrs(node, "serviceName=heal");
@@ -301,16 +302,16 @@ fn the_eviction_guard_keeps_mass_silence_listed() {
     let auth = format!("Bearer {token}");
     let beat_all = |count: usize| {
         for i in 0..count {
-            node.raw("PUT", &format!("/nacos/v1/ns/instance/beat?serviceName=herd&namespaceId=herd&ip=10.35.0.{i}&port=80"), &[("authorization", &auth)], None)
+            node.raw("PUT", &format!("/nacos/v1/ns/instance/beat?serviceName=herd&namespaceId=herd&ip=127.35.0.{i}&port=80"), &[("authorization", &auth)], None)
                 .expect(200);
         }
     };
     for i in 0..20 {
-        node.raw("POST", &format!("/nacos/v1/ns/instance?serviceName=herd&namespaceId=herd&ip=10.35.0.{i}&port=80&metadata={meta}"), &[("authorization", &auth)], None)
+        node.raw("POST", &format!("/nacos/v1/ns/instance?serviceName=herd&namespaceId=herd&ip=127.35.0.{i}&port=80&metadata={meta}"), &[("authorization", &auth)], None)
             .expect(200);
     }
     // A lone instance elsewhere, silent too.
-    node.call("POST", &format!("/nacos/v1/ns/instance?serviceName=loner&namespaceId=quiet&ip=10.35.1.1&port=80&metadata={meta}")).expect(200);
+    node.call("POST", &format!("/nacos/v1/ns/instance?serviceName=loner&namespaceId=quiet&ip=127.35.1.1&port=80&metadata={meta}")).expect(200);
     // All twenty fall silent at once: unhealthy, then kept well past the delete timeout.
     let catalog = |ns: &str, svc: &str| {
         let r = node.call("GET", &format!("/nacos/v1/ns/catalog/instances?serviceName={svc}&namespaceId={ns}&clusterName=DEFAULT"));

@@ -25,14 +25,14 @@ fn acknowledged_persistent_writes_survive_kill_9() {
     let mut acked = Vec::new();
     for i in 0..40u16 {
         let ns = if i % 2 == 0 { "public" } else { "prod" };
-        let path = format!("/nacos/v1/ns/instance?serviceName=orders&namespaceId={ns}&ip=10.10.0.{}&port={}&ephemeral=false&weight=2", i % 250, 1000 + i);
+        let path = format!("/nacos/v1/ns/instance?serviceName=orders&namespaceId={ns}&ip=127.10.0.{}&port={}&ephemeral=false&weight=2", i % 250, 1000 + i);
         node.call("POST", &path).expect(200);
         acked.push((ns, 1000 + i));
     }
     // An ephemeral instance, to see that it does not come back from disk.
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=eph&ip=10.10.1.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=eph&ip=127.10.1.1&port=80",
     )
     .expect(200);
     node.restart();
@@ -100,7 +100,7 @@ fn acknowledged_persistent_writes_survive_kill_9() {
     // Deletions are durable too.
     node.call(
         "DELETE",
-        "/nacos/v1/ns/instance?serviceName=orders&ip=10.10.0.0&port=1000",
+        "/nacos/v1/ns/instance?serviceName=orders&ip=127.10.0.0&port=1000",
     )
     .expect(200);
     node.restart();
@@ -127,7 +127,7 @@ fn snapshots_compact_the_log_and_restore() {
     let auth = format!("Bearer {token}");
     for i in 0..260u32 {
         let path = format!(
-            "/nacos/v1/ns/instance?serviceName=bulk&ip=10.11.{}.{}&port=80&ephemeral=false",
+            "/nacos/v1/ns/instance?serviceName=bulk&ip=127.11.{}.{}&port=80&ephemeral=false",
             i / 250,
             i % 250
         );

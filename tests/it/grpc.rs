@@ -42,7 +42,10 @@ struct Payload {
     body: Option<Any>,
 }
 
+/// A request payload; panics if `body` names an instance address off this machine.
+#[track_caller]
 fn payload(kind: &str, body: &Value, token: Option<&str>) -> Payload {
+    roster_tests::addresses::check_json(body);
     let mut headers = HashMap::new();
     if let Some(t) = token {
         headers.insert("accessToken".to_string(), t.to_string());
@@ -222,7 +225,7 @@ fn the_wire_protocol_handshake_requests_errors_and_push() {
         assert_eq!((body["resultCode"].clone(), body["errorCode"].clone(), body["success"].clone()), (json!(200), json!(0), json!(true)));
         assert_eq!(body["supportAbilityNegotiation"], true);
         // Naming before the stream: the connection is unregistered (clients reconnect).
-        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.1", 8080), Some(&token)).await;
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "127.80.0.1", 8080), Some(&token)).await;
         assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(301)));
         // The stream, and the ability negotiation.
         c.open_stream().await;
@@ -231,24 +234,24 @@ fn the_wire_protocol_handshake_requests_errors_and_push() {
         assert_eq!(ack["abilityTable"]["supportPersistentInstanceByGrpc"], true);
         assert!(ack["headers"].is_object());
         // Auth: no token, a typed 403.
-        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.1", 8080), None).await;
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "127.80.0.1", 8080), None).await;
         assert_eq!((kind.as_str(), body["errorCode"].clone(), body["success"].clone()), ("InstanceResponse", json!(403), json!(false)));
         // Register; the HTTP API sees it.
-        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.1", 8080), Some(&token)).await;
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "127.80.0.1", 8080), Some(&token)).await;
         assert_eq!(kind, "InstanceResponse");
         assert_eq!((body["type"].clone(), body["errorCode"].clone(), body["success"].clone()), (json!("registerInstance"), json!(0), json!(true)));
         assert!(body.get("message").is_none_or(|m| !m.is_null()), "never null: {body}");
-        assert_eq!(http_ips(&node, "serviceName=wire"), ["10.80.0.1:8080"]);
+        assert_eq!(http_ips(&node, "serviceName=wire"), ["127.80.0.1:8080"]);
         // A second register on the connection replaces the first (one per service).
-        c.unary("InstanceRequest", register_body("wire", "10.80.0.2", 8080), Some(&token)).await;
-        assert_eq!(http_ips(&node, "serviceName=wire"), ["10.80.0.2:8080"]);
+        c.unary("InstanceRequest", register_body("wire", "127.80.0.2", 8080), Some(&token)).await;
+        assert_eq!(http_ips(&node, "serviceName=wire"), ["127.80.0.2:8080"]);
         // Errors: unknown type, malformed body, bad fields.
         let (kind, body) = c.unary("FrobnicateRequest", json!({}), Some(&token)).await;
         assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(302)));
         let bad = Payload { body: Some(Any { type_url: String::new(), value: b"{not json".to_vec() }), ..payload("InstanceRequest", &json!({}), Some(&token)) };
         let (kind, body) = decode(&c.try_unary(bad).await.unwrap());
         assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(400)));
-        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "10.80.0.3", 70000), Some(&token)).await;
+        let (kind, body) = c.unary("InstanceRequest", register_body("wire", "127.80.0.3", 70000), Some(&token)).await;
         assert!(kind == "ErrorResponse" && body["errorCode"] == 400 && body["message"].as_str().unwrap().contains("instance.port"), "{body}");
         // Query, subscribe and push.
         let (kind, body) = c.unary("ServiceQueryRequest", json!({"namespace":"public","serviceName":"wire","groupName":"DEFAULT_GROUP","cluster":"","healthyOnly":false,"udpPort":0}), Some(&token)).await;
@@ -266,7 +269,7 @@ fn the_wire_protocol_handshake_requests_errors_and_push() {
         assert!(last > first, "pushes are newer than the subscribe answer");
         // A change over HTTP v1 is pushed over gRPC.
         let started = Instant::now();
-        node.call("POST", "/nacos/v1/ns/instance?serviceName=wire&ip=10.80.0.9&port=9&ephemeral=true").expect(200);
+        node.call("POST", "/nacos/v1/ns/instance?serviceName=wire&ip=127.80.0.9&port=9&ephemeral=true").expect(200);
         loop {
             let push = c.expect("NotifySubscriberRequest", Duration::from_secs(5)).await;
             let t = push["serviceInfo"]["lastRefTime"].as_u64().unwrap();
@@ -291,7 +294,7 @@ fn the_wire_protocol_handshake_requests_errors_and_push() {
     });
     eventually(Duration::from_secs(5), || {
         let ips = http_ips(&node, "serviceName=wire");
-        if ips == ["10.80.0.9:9"] {
+        if ips == ["127.80.0.9:9"] {
             Ok(())
         } else {
             Err(format!("{ips:?}"))
@@ -315,7 +318,9 @@ impl NamingEventListener for Events {
     }
 }
 
+#[track_caller]
 fn instance(ip: &str, port: i32) -> ServiceInstance {
+    roster_tests::addresses::check_ip(ip);
     ServiceInstance {
         ip: ip.into(),
         port,
@@ -348,7 +353,7 @@ fn the_rust_nacos_sdk_registers_subscribes_batches_and_lists() {
     rt.block_on(async {
         let naming = rust_client(&node.addr()).await;
         naming
-            .register_instance("rs-orders".into(), None, instance("10.81.0.1", 8080))
+            .register_instance("rs-orders".into(), None, instance("127.81.0.1", 8080))
             .await
             .expect("register");
         let all = naming
@@ -368,7 +373,7 @@ fn the_rust_nacos_sdk_registers_subscribes_batches_and_lists() {
         tokio::task::block_in_place(|| {
             n.call(
                 "POST",
-                "/nacos/v1/ns/instance?serviceName=rs-orders&ip=10.81.0.2&port=8080",
+                "/nacos/v1/ns/instance?serviceName=rs-orders&ip=127.81.0.2&port=8080",
             )
             .expect(200);
         });
@@ -378,7 +383,7 @@ fn the_rust_nacos_sdk_registers_subscribes_batches_and_lists() {
                 .lock()
                 .unwrap()
                 .iter()
-                .any(|e| e.contains(&"10.81.0.2:8080".to_string()))
+                .any(|e| e.contains(&"127.81.0.2:8080".to_string()))
             {
                 break;
             }
@@ -411,22 +416,22 @@ fn the_rust_nacos_sdk_registers_subscribes_batches_and_lists() {
             .batch_register_instance(
                 "rs-batch".into(),
                 None,
-                vec![instance("10.81.1.1", 1), instance("10.81.1.2", 2)],
+                vec![instance("127.81.1.1", 1), instance("127.81.1.2", 2)],
             )
             .await
             .expect("batch register");
         tokio::task::block_in_place(|| {
             assert_eq!(
                 http_ips(n, "serviceName=rs-batch"),
-                ["10.81.1.1:1", "10.81.1.2:2"]
+                ["127.81.1.1:1", "127.81.1.2:2"]
             )
         });
         naming
-            .deregister_instance("rs-orders".into(), None, instance("10.81.0.1", 8080))
+            .deregister_instance("rs-orders".into(), None, instance("127.81.0.1", 8080))
             .await
             .expect("deregister");
         tokio::task::block_in_place(|| {
-            assert_eq!(http_ips(n, "serviceName=rs-orders"), ["10.81.0.2:8080"])
+            assert_eq!(http_ips(n, "serviceName=rs-orders"), ["127.81.0.2:8080"])
         });
         let (names, count) = naming
             .get_service_list(1, 10, None)
@@ -463,7 +468,7 @@ fn a_grpc_client_follows_a_dying_node_and_its_old_copies_expire() {
     let naming = rt.block_on(async {
         let naming = rust_client(&servers).await;
         naming
-            .register_instance("rs-ha".into(), None, instance("10.82.0.1", 8080))
+            .register_instance("rs-ha".into(), None, instance("127.82.0.1", 8080))
             .await
             .expect("register");
         naming
@@ -474,7 +479,7 @@ fn a_grpc_client_follows_a_dying_node_and_its_old_copies_expire() {
     for node in &c.nodes {
         eventually(Duration::from_secs(3), || {
             let ips = http_ips(node, "serviceName=rs-ha");
-            if ips == ["10.82.0.1:8080"] {
+            if ips == ["127.82.0.1:8080"] {
                 Ok(())
             } else {
                 Err(format!("{ips:?}"))
@@ -489,7 +494,7 @@ fn a_grpc_client_follows_a_dying_node_and_its_old_copies_expire() {
     eventually(Duration::from_secs(30), || {
         let now_on = connected_node(&c).ok_or("not reconnected yet")?;
         let ips = http_ips(&c.nodes[survivor], "serviceName=rs-ha");
-        if now_on != holder && ips == ["10.82.0.1:8080"] {
+        if now_on != holder && ips == ["127.82.0.1:8080"] {
             Ok(())
         } else {
             Err(format!("{ips:?}"))
@@ -506,7 +511,7 @@ fn a_grpc_client_follows_a_dying_node_and_its_old_copies_expire() {
     for i in (0..3).filter(|i| *i != holder) {
         assert_eq!(
             http_ips(&c.nodes[i], "serviceName=rs-ha"),
-            ["10.82.0.1:8080"],
+            ["127.82.0.1:8080"],
             "node {}",
             i + 1
         );
@@ -532,7 +537,7 @@ fn a_graceful_shutdown_moves_grpc_clients_to_other_nodes() {
     let naming = rt.block_on(async {
         let naming = rust_client(&servers).await;
         naming
-            .register_instance("rs-move".into(), None, instance("10.83.0.1", 8080))
+            .register_instance("rs-move".into(), None, instance("127.83.0.1", 8080))
             .await
             .expect("register");
         naming
@@ -553,7 +558,7 @@ fn a_graceful_shutdown_moves_grpc_clients_to_other_nodes() {
     // The instance is missing at most for the reconnect, and comes back.
     let started = Instant::now();
     eventually(Duration::from_secs(15), || {
-        if http_ips(&c.nodes[watcher], "serviceName=rs-move") == ["10.83.0.1:8080"]
+        if http_ips(&c.nodes[watcher], "serviceName=rs-move") == ["127.83.0.1:8080"]
             && connected_node(&c).is_some()
         {
             Ok(())

@@ -29,7 +29,7 @@ fn silent_instances_turn_unhealthy_then_disappear() {
     node.call(
         "POST",
         &format!(
-            "/nacos/v1/ns/instance?serviceName=hb&ip=10.12.0.1&port=80&metadata={}",
+            "/nacos/v1/ns/instance?serviceName=hb&ip=127.12.0.1&port=80&metadata={}",
             short_metadata()
         ),
     )
@@ -37,14 +37,14 @@ fn silent_instances_turn_unhealthy_then_disappear() {
     // A default-timeout neighbour stays healthy meanwhile.
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=hb&ip=10.12.0.2&port=80",
+        "/nacos/v1/ns/instance?serviceName=hb&ip=127.12.0.2&port=80",
     )
     .expect(200);
     let h = hosts(&node, "hb");
     assert_eq!(h[0]["instanceHeartBeatTimeOut"], 1500);
     eventually(Duration::from_secs(5), || {
         let h = hosts(&node, "hb");
-        match h.iter().find(|x| x["ip"] == "10.12.0.1") {
+        match h.iter().find(|x| x["ip"] == "127.12.0.1") {
             Some(x) if x["healthy"] == false => Ok(()),
             other => Err(format!("still {other:?}")),
         }
@@ -55,7 +55,7 @@ fn silent_instances_turn_unhealthy_then_disappear() {
     );
     eventually(Duration::from_secs(6), || {
         let h = hosts(&node, "hb");
-        if h.iter().any(|x| x["ip"] == "10.12.0.1") {
+        if h.iter().any(|x| x["ip"] == "127.12.0.1") {
             Err(format!("still listed: {h:?}"))
         } else {
             Ok(())
@@ -72,7 +72,7 @@ fn silent_instances_turn_unhealthy_then_disappear() {
     // The empty-after-expiry service is kept (no Nacos-style auto-delete).
     node.call(
         "DELETE",
-        "/nacos/v1/ns/instance?serviceName=hb&ip=10.12.0.2&port=80",
+        "/nacos/v1/ns/instance?serviceName=hb&ip=127.12.0.2&port=80",
     )
     .expect(200);
     node.call("GET", "/nacos/v1/ns/service?serviceName=hb")
@@ -85,7 +85,7 @@ fn beats_keep_instances_and_revive_them() {
     node.call(
         "POST",
         &format!(
-            "/nacos/v1/ns/instance?serviceName=alive&ip=10.13.0.1&port=80&metadata={}",
+            "/nacos/v1/ns/instance?serviceName=alive&ip=127.13.0.1&port=80&metadata={}",
             short_metadata()
         ),
     )
@@ -96,7 +96,7 @@ fn beats_keep_instances_and_revive_them() {
         let r = node
             .call(
                 "PUT",
-                "/nacos/v1/ns/instance/beat?serviceName=alive&ip=10.13.0.1&port=80",
+                "/nacos/v1/ns/instance/beat?serviceName=alive&ip=127.13.0.1&port=80",
             )
             .expect(200)
             .json();
@@ -114,7 +114,7 @@ fn beats_keep_instances_and_revive_them() {
     });
     node.call(
         "PUT",
-        "/nacos/v1/ns/instance/beat?serviceName=alive&ip=10.13.0.1&port=80",
+        "/nacos/v1/ns/instance/beat?serviceName=alive&ip=127.13.0.1&port=80",
     )
     .expect(200);
     assert_eq!(hosts(&node, "alive")[0]["healthy"], true);
@@ -124,7 +124,7 @@ fn beats_keep_instances_and_revive_them() {
 fn full_beats_re_register_expired_instances() {
     let node = Node::start();
     let beat = enc(&format!(
-        r#"{{"ip":"10.14.0.1","port":80,"serviceName":"DEFAULT_GROUP@@back","cluster":"c1","metadata":{}}}"#,
+        r#"{{"ip":"127.14.0.1","port":80,"serviceName":"DEFAULT_GROUP@@back","cluster":"c1","metadata":{}}}"#,
         r#"{"preserved.heart.beat.timeout":"1500","preserved.ip.delete.timeout":"3000","preserved.heart.beat.interval":"500","v":"1"}"#
     ));
     // No such instance: a full beat registers it (weight 1.0 when the beat has none).
@@ -140,7 +140,7 @@ fn full_beats_re_register_expired_instances() {
     let v = node
         .call(
             "GET",
-            "/nacos/v1/ns/instance?serviceName=back&ip=10.14.0.1&port=80",
+            "/nacos/v1/ns/instance?serviceName=back&ip=127.14.0.1&port=80",
         )
         .expect(200)
         .json();
@@ -151,7 +151,7 @@ fn full_beats_re_register_expired_instances() {
     let r = node
         .call(
             "PUT",
-            "/nacos/v1/ns/instance/beat?serviceName=back&ip=10.14.0.2&port=80",
+            "/nacos/v1/ns/instance/beat?serviceName=back&ip=127.14.0.2&port=80",
         )
         .expect(200)
         .json();
@@ -166,7 +166,7 @@ fn full_beats_re_register_expired_instances() {
         "PUT",
         &format!(
             "/nacos/v1/ns/instance/beat?serviceName=back&beat={}",
-            enc(r#"{"ip":"10.14.0.3","port":70000}"#)
+            enc(r#"{"ip":"127.14.0.3","port":70000}"#)
         ),
     );
     assert!(
@@ -176,7 +176,7 @@ fn full_beats_re_register_expired_instances() {
     );
     let r = node.call(
         "PUT",
-        "/nacos/v1/ns/instance/beat?serviceName=back&ip=10.14.0.2",
+        "/nacos/v1/ns/instance/beat?serviceName=back&ip=127.14.0.2",
     );
     assert_eq!(
         (r.status, r.body.as_str()),
@@ -188,7 +188,7 @@ fn full_beats_re_register_expired_instances() {
 fn protection_threshold_when_every_instance_is_silent() {
     // Default threshold 0 (Nacos 1.x): when no instance is healthy, all are returned.
     let node = Node::start();
-    for ip in ["10.15.0.1", "10.15.0.2"] {
+    for ip in ["127.15.0.1", "127.15.0.2"] {
         let meta = enc(
             r#"{"preserved.heart.beat.interval":"500","preserved.heart.beat.timeout":"1000","preserved.ip.delete.timeout":"60000"}"#,
         );
@@ -226,7 +226,9 @@ fn protection_threshold_when_every_instance_is_silent() {
     );
     node.call(
         "POST",
-        &format!("/nacos/v1/ns/instance?serviceName=prot-off&ip=10.15.1.1&port=80&metadata={meta}"),
+        &format!(
+            "/nacos/v1/ns/instance?serviceName=prot-off&ip=127.15.1.1&port=80&metadata={meta}"
+        ),
     )
     .expect(200);
     eventually(Duration::from_secs(5), || {

@@ -1,5 +1,6 @@
 //! roster's black-box tests: one binary, real `roster` processes, real clients.
 
+mod addresses;
 mod auth;
 mod clients;
 mod cluster;

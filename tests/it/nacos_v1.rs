@@ -25,7 +25,7 @@ fn section_6_exchanges() {
     // Python legacy registration: clusterName=None lands in cluster "None".
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=demo&ip=10.0.0.1&port=8080&enable=True&healthy=True&clusterName=None&ephemeral=True&groupName=DEFAULT_GROUP&weight=1.0",
+        "/nacos/v1/ns/instance?serviceName=demo&ip=127.0.0.1&port=8080&enable=True&healthy=True&clusterName=None&ephemeral=True&groupName=DEFAULT_GROUP&weight=1.0",
     )
     .expect(200);
     let v = list(&node, "serviceName=demo");
@@ -33,7 +33,7 @@ fn section_6_exchanges() {
 
     // Full beat for a known instance → 10200.
     let beat = enc(
-        r#"{"serviceName":"DEFAULT_GROUP@@demo","ip":"10.0.0.1","port":8080,"weight":1.0,"ephemeral":true,"cluster":"None"}"#,
+        r#"{"serviceName":"DEFAULT_GROUP@@demo","ip":"127.0.0.1","port":8080,"weight":1.0,"ephemeral":true,"cluster":"None"}"#,
     );
     let r = node
         .call("PUT", &format!("/nacos/v1/ns/instance/beat?serviceName=DEFAULT_GROUP%40%40demo&groupName=DEFAULT_GROUP&beat={beat}"))
@@ -45,7 +45,7 @@ fn section_6_exchanges() {
 
     // Light beat for an unknown instance → 20404.
     let r = node
-        .call("PUT", "/nacos/v1/ns/instance/beat?serviceName=DEFAULT_GROUP%40%40nope&ip=1.2.3.4&port=1&clusterName=DEFAULT")
+        .call("PUT", "/nacos/v1/ns/instance/beat?serviceName=DEFAULT_GROUP%40%40nope&ip=127.2.3.4&port=1&clusterName=DEFAULT")
         .expect(200);
     assert_eq!(
         r.json(),
@@ -55,7 +55,7 @@ fn section_6_exchanges() {
     // The list shape, with clusters echoed verbatim.
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=demo&ip=10.0.0.2&port=8080",
+        "/nacos/v1/ns/instance?serviceName=demo&ip=127.0.0.2&port=8080",
     )
     .expect(200);
     let v = node
@@ -87,9 +87,9 @@ fn section_6_exchanges() {
     );
     assert_eq!(
         host["instanceId"],
-        "10.0.0.2#8080#DEFAULT#DEFAULT_GROUP@@demo"
+        "127.0.0.2#8080#DEFAULT#DEFAULT_GROUP@@demo"
     );
-    assert_eq!(host["ip"], "10.0.0.2");
+    assert_eq!(host["ip"], "127.0.0.2");
     assert_eq!(host["weight"].to_string(), "1.0", "weight is a JSON double");
     assert_eq!(host["healthy"], true);
     assert_eq!(host["enabled"], true);
@@ -109,44 +109,44 @@ fn section_6_exchanges() {
     let cases = [
         (
             "POST",
-            "/nacos/v1/ns/instance?serviceName=demo&ip=10.0.0.1",
+            "/nacos/v1/ns/instance?serviceName=demo&ip=127.0.0.1",
             400,
             "Param 'port' is required.",
         ),
         (
             "POST",
-            "/nacos/v1/ns/instance?serviceName=demo&ip=10.0.0.1&port=99999",
+            "/nacos/v1/ns/instance?serviceName=demo&ip=127.0.0.1&port=99999",
             400,
             "Param 'port' is illegal, the value should be between 0 and 65535.",
         ),
         (
             "POST",
-            "/nacos/v1/ns/instance?serviceName=demo&ip=10.0.0.1&port=80&weight=20000",
+            "/nacos/v1/ns/instance?serviceName=demo&ip=127.0.0.1&port=80&weight=20000",
             400,
             "instance format invalid: The weights range from 0.0 to 10000.0",
         ),
         (
             "POST",
-            "/nacos/v1/ns/instance?serviceName=demo&ip=10.0.0.1&port=80&clusterName=a_b",
+            "/nacos/v1/ns/instance?serviceName=demo&ip=127.0.0.1&port=80&clusterName=a_b",
             400,
             "Instance 'clusterName' should be characters with only 0-9a-zA-Z-. (current: a_b)",
         ),
         // Nacos answers 500 here (its param filter throws); roster never answers 500 for bad input.
         (
             "POST",
-            "/nacos/v1/ns/instance?serviceName=demo&ip=10.0.0.1&port=80&metadata=a=b=c",
+            "/nacos/v1/ns/instance?serviceName=demo&ip=127.0.0.1&port=80&metadata=a=b=c",
             400,
             "metadata format incorrect:a=b=c",
         ),
         (
             "GET",
-            "/nacos/v1/ns/instance?serviceName=empty-one&ip=9.9.9.9&port=1",
+            "/nacos/v1/ns/instance?serviceName=empty-one&ip=127.9.9.9&port=1",
             404,
             "no ips found for cluster DEFAULT in service DEFAULT_GROUP@@empty-one",
         ),
         (
             "GET",
-            "/nacos/v1/ns/instance?serviceName=demo&ip=9.9.9.9&port=1",
+            "/nacos/v1/ns/instance?serviceName=demo&ip=127.9.9.9&port=1",
             404,
             "no matched ip found!",
         ),
@@ -195,13 +195,13 @@ fn params_come_from_query_and_form_body_on_every_method() {
     node.call_form(
         "POST",
         "/nacos/v1/ns/instance",
-        "serviceName=formsvc&ip=10.1.0.1&port=81&enabled=false&weight=2",
+        "serviceName=formsvc&ip=127.1.0.1&port=81&enabled=false&weight=2",
     )
     .expect(200);
     let r = node
         .call(
             "GET",
-            "/nacos/v1/ns/instance?serviceName=formsvc&ip=10.1.0.1&port=81",
+            "/nacos/v1/ns/instance?serviceName=formsvc&ip=127.1.0.1&port=81",
         )
         .expect(200);
     assert_eq!(r.json()["weight"].as_f64(), Some(2.0));
@@ -209,7 +209,7 @@ fn params_come_from_query_and_form_body_on_every_method() {
     // A beat with its JSON in the form body and the rest in the query.
     let beat = format!(
         "beat={}",
-        enc(r#"{"ip":"10.1.0.1","port":81,"serviceName":"DEFAULT_GROUP@@formsvc"}"#)
+        enc(r#"{"ip":"127.1.0.1","port":81,"serviceName":"DEFAULT_GROUP@@formsvc"}"#)
     );
     let r = node
         .call_form(
@@ -222,7 +222,7 @@ fn params_come_from_query_and_form_body_on_every_method() {
     node.call_form(
         "PUT",
         "/nacos/v1/ns/instance",
-        "serviceName=formsvc&ip=10.1.0.1&port=81&enable=true",
+        "serviceName=formsvc&ip=127.1.0.1&port=81&enable=true",
     )
     .expect(200);
     // Disabled instances are not listed; enabled again, it is.
@@ -230,7 +230,7 @@ fn params_come_from_query_and_form_body_on_every_method() {
     node.call_form(
         "DELETE",
         "/nacos/v1/ns/instance",
-        "serviceName=formsvc&ip=10.1.0.1&port=81",
+        "serviceName=formsvc&ip=127.1.0.1&port=81",
     )
     .expect(200);
     assert!(ports(&list(&node, "serviceName=formsvc")).is_empty());
@@ -239,25 +239,25 @@ fn params_come_from_query_and_form_body_on_every_method() {
 #[test]
 fn groups_namespaces_and_clusters() {
     let node = Node::start();
-    node.call("POST", "/nacos/v1/ns/instance?serviceName=g1%40%40s&groupName=ignored&ip=10.2.0.1&port=1&clusterName=c1")
+    node.call("POST", "/nacos/v1/ns/instance?serviceName=g1%40%40s&groupName=ignored&ip=127.2.0.1&port=1&clusterName=c1")
         .expect(200);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=s&groupName=g1&ip=10.2.0.2&port=1&cluster=c2",
+        "/nacos/v1/ns/instance?serviceName=s&groupName=g1&ip=127.2.0.2&port=1&cluster=c2",
     )
     .expect(200);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=s&namespaceId=dev&ip=10.2.0.3&port=1",
+        "/nacos/v1/ns/instance?serviceName=s&namespaceId=dev&ip=127.2.0.3&port=1",
     )
     .expect(200);
     let v = list(&node, "serviceName=s&groupName=g1");
     assert_eq!(v["name"], "g1@@s");
     assert_eq!(v["hosts"].as_array().unwrap().len(), 2);
     let v = list(&node, "serviceName=g1%40%40s&clusters=c2");
-    assert_eq!(v["hosts"][0]["ip"], "10.2.0.2");
+    assert_eq!(v["hosts"][0]["ip"], "127.2.0.2");
     let v = list(&node, "serviceName=s&namespaceId=dev");
-    assert_eq!(v["hosts"][0]["ip"], "10.2.0.3");
+    assert_eq!(v["hosts"][0]["ip"], "127.2.0.3");
     assert_eq!(
         list(&node, "serviceName=s")["hosts"],
         json!([]),
@@ -274,7 +274,7 @@ fn groups_namespaces_and_clusters() {
     // Re-registering an address in another cluster moves it (one instance per address).
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=s&groupName=g1&ip=10.2.0.2&port=1&clusterName=c3",
+        "/nacos/v1/ns/instance?serviceName=s&groupName=g1&ip=127.2.0.2&port=1&clusterName=c3",
     )
     .expect(200);
     let v = list(&node, "serviceName=s&groupName=g1&clusters=c2");
@@ -305,7 +305,7 @@ fn service_settings_and_protection_threshold() {
         &format!("/nacos/v1/ns/cluster?serviceName=ps&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true&healthChecker={}", enc(r#"{"type":"NONE"}"#)),
     )
     .expect(200);
-    for ip in ["10.3.0.1", "10.3.0.2"] {
+    for ip in ["127.3.0.1", "127.3.0.2"] {
         node.call(
             "POST",
             &format!("/nacos/v1/ns/instance?serviceName=ps&ip={ip}&port=80&ephemeral=false"),
@@ -314,7 +314,7 @@ fn service_settings_and_protection_threshold() {
     }
     node.call(
         "PUT",
-        "/nacos/v1/ns/health/instance?serviceName=ps&ip=10.3.0.1&port=80&healthy=false",
+        "/nacos/v1/ns/health/instance?serviceName=ps&ip=127.3.0.1&port=80&healthy=false",
     )
     .expect(200);
     // healthy/total = 0.5 <= 0.6: everything comes back, marked healthy, even healthyOnly.
@@ -351,17 +351,17 @@ fn service_settings_and_protection_threshold() {
     // Manual health needs checker NONE and a persistent instance.
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=eph&ip=10.3.1.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=eph&ip=127.3.1.1&port=80",
     )
     .expect(200);
     let r = node.call(
         "PUT",
-        "/nacos/v1/ns/health/instance?serviceName=eph&ip=10.3.1.1&port=80&healthy=false",
+        "/nacos/v1/ns/health/instance?serviceName=eph&ip=127.3.1.1&port=80&healthy=false",
     );
     assert_eq!(r.status, 400, "{}", r.body);
     let r = node.call(
         "PUT",
-        "/nacos/v1/ns/health/instance?serviceName=ps&ip=10.3.0.1&port=80",
+        "/nacos/v1/ns/health/instance?serviceName=ps&ip=127.3.0.1&port=80",
     );
     assert_eq!(
         (r.status, r.body.as_str()),
@@ -395,7 +395,7 @@ fn service_settings_and_protection_threshold() {
         (json!(0.3), json!("x")),
         "the threshold change kept the metadata: {d}"
     );
-    for ip in ["10.3.0.1", "10.3.0.2"] {
+    for ip in ["127.3.0.1", "127.3.0.2"] {
         node.call(
             "DELETE",
             &format!("/nacos/v1/ns/instance?serviceName=ps&ip={ip}&port=80"),
@@ -413,25 +413,25 @@ fn kinds_do_not_mix_and_deregister_finds_either() {
     let node = Node::start();
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=kind&ip=10.4.0.1&port=80&ephemeral=false",
+        "/nacos/v1/ns/instance?serviceName=kind&ip=127.4.0.1&port=80&ephemeral=false",
     )
     .expect(200);
     let r = node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=kind&ip=10.4.0.2&port=80",
+        "/nacos/v1/ns/instance?serviceName=kind&ip=127.4.0.2&port=80",
     );
     assert_eq!(r.status, 400);
     assert!(r.body.contains("persistent"), "{}", r.body);
     // Deregistering without ephemeral=false still removes the persistent instance.
     node.call(
         "DELETE",
-        "/nacos/v1/ns/instance?serviceName=kind&ip=10.4.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=kind&ip=127.4.0.1&port=80",
     )
     .expect(200);
     assert!(ports(&list(&node, "serviceName=kind")).is_empty());
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=kind&ip=10.4.0.2&port=80",
+        "/nacos/v1/ns/instance?serviceName=kind&ip=127.4.0.2&port=80",
     )
     .expect(200);
 }
@@ -441,23 +441,23 @@ fn operator_updates_are_kept_over_re_registration() {
     let node = Node::start();
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=pin&ip=10.5.0.1&port=80&weight=1",
+        "/nacos/v1/ns/instance?serviceName=pin&ip=127.5.0.1&port=80&weight=1",
     )
     .expect(200);
     node.call(
         "PUT",
-        "/nacos/v1/ns/instance?serviceName=pin&ip=10.5.0.1&port=80&weight=7&metadata=k%3Dv",
+        "/nacos/v1/ns/instance?serviceName=pin&ip=127.5.0.1&port=80&weight=7&metadata=k%3Dv",
     )
     .expect(200);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=pin&ip=10.5.0.1&port=80&weight=1",
+        "/nacos/v1/ns/instance?serviceName=pin&ip=127.5.0.1&port=80&weight=1",
     )
     .expect(200);
     let v = node
         .call(
             "GET",
-            "/nacos/v1/ns/instance?serviceName=pin&ip=10.5.0.1&port=80",
+            "/nacos/v1/ns/instance?serviceName=pin&ip=127.5.0.1&port=80",
         )
         .expect(200)
         .json();
@@ -465,12 +465,12 @@ fn operator_updates_are_kept_over_re_registration() {
     assert_eq!(v["metadata"], json!({"k":"v"}));
     let r = node.call(
         "PUT",
-        "/nacos/v1/ns/instance?serviceName=pin&ip=10.5.0.9&port=80&weight=2",
+        "/nacos/v1/ns/instance?serviceName=pin&ip=127.5.0.9&port=80&weight=2",
     );
     assert_eq!(r.status, 404, "{}", r.body);
     let r = node.call(
         "PUT",
-        "/nacos/v1/ns/instance?serviceName=nosuch&ip=10.5.0.9&port=80&weight=2",
+        "/nacos/v1/ns/instance?serviceName=nosuch&ip=127.5.0.9&port=80&weight=2",
     );
     assert_eq!(r.status, 404, "{}", r.body);
 }
@@ -490,42 +490,42 @@ fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
     let node = Node::start();
     let big = "x".repeat(20_000);
     let cases: Vec<(String, &str)> = vec![
-        ("ip=10.0.0.1".into(), "'port'"),
-        ("ip=10.0.0.1&port=abc".into(), "'port'"),
-        ("ip=10.0.0.1&port=-1".into(), "'port'"),
-        ("ip=10.0.0.1&port=65536".into(), "'port'"),
-        ("ip=10.0.0.1&port=80&weight=-1".into(), "weights range"),
-        ("ip=10.0.0.1&port=80&weight=abc".into(), "'weight'"),
+        ("ip=127.0.0.1".into(), "'port'"),
+        ("ip=127.0.0.1&port=abc".into(), "'port'"),
+        ("ip=127.0.0.1&port=-1".into(), "'port'"),
+        ("ip=127.0.0.1&port=65536".into(), "'port'"),
+        ("ip=127.0.0.1&port=80&weight=-1".into(), "weights range"),
+        ("ip=127.0.0.1&port=80&weight=abc".into(), "'weight'"),
         ("port=80".into(), "'ip'"),
         ("ip=not%20an%20ip&port=80".into(), "'ip'"),
-        ("ip=10.0.0.1%3B&port=80".into(), "'ip'"),
-        ("ip=10.0.0.1&port=80&clusterName=a_b".into(), "clusterName"),
+        ("ip=127.0.0.1%3B&port=80".into(), "'ip'"),
+        ("ip=127.0.0.1&port=80&clusterName=a_b".into(), "clusterName"),
         (
-            "ip=10.0.0.1&port=80&clusterName=a%20b".into(),
+            "ip=127.0.0.1&port=80&clusterName=a%20b".into(),
             "clusterName",
         ),
         (
-            format!("ip=10.0.0.1&port=80&metadata={}", enc("{not json")),
+            format!("ip=127.0.0.1&port=80&metadata={}", enc("{not json")),
             "'metadata'",
         ),
         (
             format!(
-                "ip=10.0.0.1&port=80&metadata={}",
+                "ip=127.0.0.1&port=80&metadata={}",
                 enc(&format!(r#"{{"k":"{big}"}}"#))
             ),
             "'metadata'",
         ),
-        ("ip=10.0.0.1&port=80&healthy=maybe".into(), "'healthy'"),
+        ("ip=127.0.0.1&port=80&healthy=maybe".into(), "'healthy'"),
         (
-            "ip=10.0.0.1&port=80&ephemeral=perhaps".into(),
+            "ip=127.0.0.1&port=80&ephemeral=perhaps".into(),
             "'ephemeral'",
         ),
         (
-            "ip=10.0.0.1&port=80&namespaceId=bad%20ns".into(),
+            "ip=127.0.0.1&port=80&namespaceId=bad%20ns".into(),
             "'namespaceId'",
         ),
         (
-            "ip=10.0.0.1&port=80&groupName=bad%20group".into(),
+            "ip=127.0.0.1&port=80&groupName=bad%20group".into(),
             "'groupName'",
         ),
     ];
@@ -549,7 +549,7 @@ fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
     for name in ["", "%40%40svc", "a%20b", "a%40%40b%40%40c", long.as_str()] {
         let r = node.call(
             "POST",
-            &format!("/nacos/v1/ns/instance?serviceName={name}&ip=10.0.0.1&port=80"),
+            &format!("/nacos/v1/ns/instance?serviceName={name}&ip=127.0.0.1&port=80"),
         );
         assert!(
             (400..500).contains(&r.status),
@@ -638,7 +638,7 @@ fn bad_inputs_get_4xx_naming_the_field_and_change_nothing() {
     }
     // A large body within the limit but with metadata over its own limit is a 400.
     let big = format!(
-        "serviceName=huge&ip=10.0.0.1&port=80&metadata=k%3D{}",
+        "serviceName=huge&ip=127.0.0.1&port=80&metadata=k%3D{}",
         "a".repeat(64 * 1024)
     );
     let r = node.call_form("POST", "/nacos/v1/ns/instance", &big);
@@ -720,7 +720,7 @@ fn namespaces_lifecycle() {
     // A namespace that holds services is refused; so is public.
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=s&namespaceId=team-a&ip=10.6.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=s&namespaceId=team-a&ip=127.6.0.1&port=80",
     )
     .expect(200);
     let r = node.call("DELETE", "/nacos/v1/console/namespaces?namespaceId=team-a");
@@ -736,7 +736,7 @@ fn namespaces_lifecycle() {
     assert_eq!(r.status, 404, "{}", r.body);
     node.call(
         "DELETE",
-        "/nacos/v1/ns/instance?serviceName=s&namespaceId=team-a&ip=10.6.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=s&namespaceId=team-a&ip=127.6.0.1&port=80",
     )
     .expect(200);
     node.call(
@@ -778,7 +778,7 @@ fn operator_endpoints() {
     .expect(401);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=op&ip=10.7.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=op&ip=127.7.0.1&port=80",
     )
     .expect(200);
     let v = node

@@ -15,7 +15,7 @@ fn instances_and_services_round_trip_in_the_envelope() {
             .call_form(
                 "POST",
                 "/nacos/v2/ns/instance",
-                &format!("serviceName={svc}&groupName=G1&ip=10.1.0.1&port={port}&clusterName={cluster}&weight=2&metadata=%7B%22lane%22%3A%22blue%22%7D"),
+                &format!("serviceName={svc}&groupName=G1&ip=127.1.0.1&port={port}&clusterName={cluster}&weight=2&metadata=%7B%22lane%22%3A%22blue%22%7D"),
             )
             .expect(200);
         assert_eq!(
@@ -52,7 +52,7 @@ fn instances_and_services_round_trip_in_the_envelope() {
     let detail = node
         .call(
             "GET",
-            &format!("/nacos/v2/ns/instance?serviceName={svc}&groupName=G1&ip=10.1.0.1&port=8080&clusterName=A"),
+            &format!("/nacos/v2/ns/instance?serviceName={svc}&groupName=G1&ip=127.1.0.1&port=8080&clusterName=A"),
         )
         .expect(200)
         .json();
@@ -63,7 +63,7 @@ fn instances_and_services_round_trip_in_the_envelope() {
     node.call_form(
         "PUT",
         "/nacos/v2/ns/instance",
-        &format!("serviceName={svc}&groupName=G1&ip=10.1.0.1&port=8080&clusterName=A&weight=5"),
+        &format!("serviceName={svc}&groupName=G1&ip=127.1.0.1&port=8080&clusterName=A&weight=5"),
     )
     .expect(200);
     let a = node
@@ -96,7 +96,7 @@ fn instances_and_services_round_trip_in_the_envelope() {
     for (port, cluster) in [(8080, "A"), (8081, "B")] {
         node.call(
             "DELETE",
-            &format!("/nacos/v2/ns/instance?serviceName={svc}&groupName=G1&ip=10.1.0.1&port={port}&clusterName={cluster}"),
+            &format!("/nacos/v2/ns/instance?serviceName={svc}&groupName=G1&ip=127.1.0.1&port={port}&clusterName={cluster}"),
         )
         .expect(200);
     }
@@ -173,7 +173,7 @@ fn errors_carry_v2_codes_and_change_nothing() {
         .call_form(
             "POST",
             "/nacos/v2/ns/instance",
-            &format!("serviceName={svc}&ip=10.0.0.1&port=80&weight=100000"),
+            &format!("serviceName={svc}&ip=127.0.0.1&port=80&weight=100000"),
         )
         .expect(400)
         .json();
@@ -184,7 +184,7 @@ fn errors_carry_v2_codes_and_change_nothing() {
         .call_form(
             "POST",
             "/nacos/v2/ns/instance",
-            &format!("serviceName={svc}&ip=10.0.0.1&port=80&metadata=no-equals-sign"),
+            &format!("serviceName={svc}&ip=127.0.0.1&port=80&metadata=no-equals-sign"),
         )
         .expect(400)
         .json();
@@ -195,7 +195,7 @@ fn errors_carry_v2_codes_and_change_nothing() {
         .call_form(
             "POST",
             "/nacos/v2/ns/instance",
-            &format!("serviceName={svc}&ip=10.0.0.1&port=99999"),
+            &format!("serviceName={svc}&ip=127.0.0.1&port=99999"),
         )
         .expect(400)
         .json();

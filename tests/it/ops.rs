@@ -86,12 +86,12 @@ fn health_metrics_and_graceful_shutdown() {
     node.raw("GET", "/health/ready", &[], None).expect(200);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=m&ip=10.19.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=m&ip=127.19.0.1&port=80",
     )
     .expect(200);
     node.call(
         "PUT",
-        "/nacos/v1/ns/instance/beat?serviceName=m&ip=10.19.0.1&port=80",
+        "/nacos/v1/ns/instance/beat?serviceName=m&ip=127.19.0.1&port=80",
     )
     .expect(200);
     // Unknown paths are counted under one label, not one per invented path.

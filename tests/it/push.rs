@@ -67,7 +67,7 @@ fn changes_are_pushed_acked_and_subscribers_listed() {
     let sent_at = Instant::now();
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=pushed&ip=10.16.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=pushed&ip=127.16.0.1&port=80",
     )
     .expect(200);
     let (packet, from, _) = receive(&socket, Duration::from_secs(5)).expect("a push");
@@ -76,7 +76,7 @@ fn changes_are_pushed_acked_and_subscribers_listed() {
     let data: Value = serde_json::from_str(packet["data"].as_str().unwrap()).unwrap();
     assert_eq!(data["name"], "DEFAULT_GROUP@@pushed");
     assert_eq!(data["clusters"], "DEFAULT");
-    assert_eq!(data["hosts"][0]["ip"], "10.16.0.1");
+    assert_eq!(data["hosts"][0]["ip"], "127.16.0.1");
     eprintln!("push arrived {latency:?} after the registration was acknowledged");
     ack(&socket, &packet, from);
     // Acked pushes are not resent: nothing with this push's lastRefTime comes again (a
@@ -101,7 +101,7 @@ fn changes_are_pushed_acked_and_subscribers_listed() {
     // Deregistration is pushed too, as an empty host list.
     node.call(
         "DELETE",
-        "/nacos/v1/ns/instance?serviceName=pushed&ip=10.16.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=pushed&ip=127.16.0.1&port=80",
     )
     .expect(200);
     let (packet, from, _) = receive(&socket, Duration::from_secs(5)).expect("a push");
@@ -117,7 +117,7 @@ fn unacked_pushes_are_resent_a_bounded_number_of_times() {
     subscribe(&node, "resend", &socket, JAVA_AGENT);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=resend&ip=10.17.0.1&port=80",
+        "/nacos/v1/ns/instance?serviceName=resend&ip=127.17.0.1&port=80",
     )
     .expect(200);
     let (first, _, _) = receive(&socket, Duration::from_secs(5)).expect("a push");
@@ -142,7 +142,7 @@ fn large_pushes_are_gzipped() {
     let token = node.token();
     let auth = format!("Bearer {token}");
     for i in 0..20 {
-        let path = format!("/nacos/v1/ns/instance?serviceName=big&ip=10.18.0.{i}&port=80");
+        let path = format!("/nacos/v1/ns/instance?serviceName=big&ip=127.18.0.{i}&port=80");
         node.raw("POST", &path, &[("authorization", &auth)], None)
             .expect(200);
     }

@@ -28,7 +28,7 @@ fn ports(v: &Value) -> Vec<u64> {
 fn register(node: &Node, service: &str, port: u16, metadata: &str, weight: f64) {
     node.call(
         "POST",
-        &format!("/nacos/v1/ns/instance?serviceName={service}&ip=10.50.0.1&port={port}&weight={weight}&metadata={}", enc(metadata)),
+        &format!("/nacos/v1/ns/instance?serviceName={service}&ip=127.50.0.1&port={port}&weight={weight}&metadata={}", enc(metadata)),
     )
     .expect(200);
 }
@@ -152,12 +152,12 @@ fn lanes_route_coloured_traffic_to_its_branch() {
     );
     node.call(
         "POST",
-        &format!("/nacos/v1/ns/instance?serviceName=pay&ip=10.50.1.1&port=1&metadata={meta}"),
+        &format!("/nacos/v1/ns/instance?serviceName=pay&ip=127.50.1.1&port=1&metadata={meta}"),
     )
     .expect(200);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=pay&ip=10.50.1.2&port=2",
+        "/nacos/v1/ns/instance?serviceName=pay&ip=127.50.1.2&port=2",
     )
     .expect(200);
     assert_eq!(
@@ -239,7 +239,7 @@ fn picks_follow_weights_round_robin_and_keys() {
     assert_eq!(before, keys.iter().map(|k| owner(k)).collect::<Vec<_>>());
     node.call(
         "DELETE",
-        "/nacos/v1/ns/instance?serviceName=pick&ip=10.50.0.1&port=2",
+        "/nacos/v1/ns/instance?serviceName=pick&ip=127.50.0.1&port=2",
     )
     .expect(200);
     for (k, b) in keys.iter().zip(&before) {
@@ -394,16 +394,16 @@ fn dns_answers_match_the_registry_and_follow_health() {
     node.call(
         "POST",
         &format!(
-            "/nacos/v1/ns/instance?serviceName=web&ip=10.60.0.1&port=8080&weight=2&metadata={meta}"
+            "/nacos/v1/ns/instance?serviceName=web&ip=127.60.0.1&port=8080&weight=2&metadata={meta}"
         ),
     )
     .expect(200);
     node.call(
         "POST",
-        "/nacos/v1/ns/instance?serviceName=web&ip=10.60.0.2&port=8081",
+        "/nacos/v1/ns/instance?serviceName=web&ip=127.60.0.2&port=8081",
     )
     .expect(200);
-    node.call("POST", "/nacos/v1/ns/instance?serviceName=api&groupName=shop&namespaceId=dev&ip=10.60.1.1&port=9000").expect(200);
+    node.call("POST", "/nacos/v1/ns/instance?serviceName=api&groupName=shop&namespaceId=dev&ip=127.60.1.1&port=9000").expect(200);
     let grpc_config = r#"[{"serviceConfig":{"loadBalancingConfig":[{"round_robin":{}}]}}]"#;
     let metadata = serde_json::json!({ "grpc_config": grpc_config }).to_string();
     node.call(
@@ -415,21 +415,24 @@ fn dns_answers_match_the_registry_and_follow_health() {
     )
     .expect(200);
 
-    assert_eq!(dig(dns_port, "web.roster", "A"), ["10.60.0.1", "10.60.0.2"]);
+    assert_eq!(
+        dig(dns_port, "web.roster", "A"),
+        ["127.60.0.1", "127.60.0.2"]
+    );
     assert_eq!(
         dig(dns_port, "web.default_group.public.roster", "A"),
-        ["10.60.0.1", "10.60.0.2"]
+        ["127.60.0.1", "127.60.0.2"]
     );
-    assert_eq!(dig(dns_port, "api.shop.dev.roster", "A"), ["10.60.1.1"]);
+    assert_eq!(dig(dns_port, "api.shop.dev.roster", "A"), ["127.60.1.1"]);
     let srv = dig(dns_port, "web.roster", "SRV");
     assert_eq!(
         srv,
         [
-            "10 100 8081 10-60-0-2.ip.roster.",
-            "10 200 8080 10-60-0-1.ip.roster."
+            "10 100 8081 127-60-0-2.ip.roster.",
+            "10 200 8080 127-60-0-1.ip.roster."
         ]
     );
-    assert_eq!(dig(dns_port, "10-60-0-1.ip.roster", "A"), ["10.60.0.1"]);
+    assert_eq!(dig(dns_port, "127-60-0-1.ip.roster", "A"), ["127.60.0.1"]);
     let txt = dig(dns_port, "_grpc_config.web.roster", "TXT").join("");
     assert!(
         txt.contains("grpc_config=[{") && txt.contains("round_robin"),
@@ -441,24 +444,24 @@ fn dns_answers_match_the_registry_and_follow_health() {
     let (ips, srv) = resolve_rust(dns_port, "web.roster.");
     assert_eq!(
         ips,
-        BTreeSet::from(["10.60.0.1".parse().unwrap(), "10.60.0.2".parse().unwrap()])
+        BTreeSet::from(["127.60.0.1".parse().unwrap(), "127.60.0.2".parse().unwrap()])
     );
     assert_eq!(srv.len(), 2);
     assert!(
-        srv.contains(&(8080, 200, "10-60-0-1.ip.roster.".into())),
+        srv.contains(&(8080, 200, "127-60-0-1.ip.roster.".into())),
         "{srv:?}"
     );
 
-    // 10.60.0.1 stops beating: it leaves the answers.
+    // 127.60.0.1 stops beating: it leaves the answers.
     eventually(Duration::from_secs(5), || {
         let a = dig(dns_port, "web.roster", "A");
-        if a == ["10.60.0.2"] {
+        if a == ["127.60.0.2"] {
             Ok(())
         } else {
             Err(format!("{a:?}"))
         }
     });
     let (ips, srv) = resolve_rust(dns_port, "web.roster.");
-    assert_eq!(ips, BTreeSet::from(["10.60.0.2".parse().unwrap()]));
+    assert_eq!(ips, BTreeSet::from(["127.60.0.2".parse().unwrap()]));
     assert_eq!(srv.len(), 1);
 }

@@ -8,7 +8,9 @@ use roster_tests::{eventually, unique, Node, Resp, ADMIN_PASSWORD};
 use serde_json::{json, Value};
 
 /// A JSON request as the admin.
+#[track_caller]
 pub fn call_json(node: &Node, method: &str, path: &str, body: &Value) -> Resp {
+    roster_tests::addresses::check_json(body);
     let url = format!("http://{}{}", node.addr(), path);
     let req = ureq::http::Request::builder()
         .method(method)
@@ -238,7 +240,7 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
         "public",
         "DEFAULT_GROUP",
         &svc,
-        "10.1.0.1",
+        "127.1.0.1",
         8080,
         "&weight=2&metadata=%7B%22zone%22%3A%22a%22%7D",
     );
@@ -247,18 +249,18 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
         "public",
         "DEFAULT_GROUP",
         &svc,
-        "10.1.0.2",
+        "127.1.0.2",
         8080,
         "",
     );
-    register(&source, "dev", "G1", "billing", "10.1.0.3", 9000, "");
+    register(&source, "dev", "G1", "billing", "127.1.0.3", 9000, "");
     // A native instance already here at one of the addresses: it is left alone.
     register(
         &node,
         "public",
         "DEFAULT_GROUP",
         &svc,
-        "10.1.0.2",
+        "127.1.0.2",
         8080,
         "&metadata=%7B%22native%22%3A%22yes%22%7D",
     );
@@ -272,7 +274,7 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
         "public",
         "DEFAULT_GROUP",
         &svc,
-        &["10.1.0.1:8080", "10.1.0.2:8080"],
+        &["127.1.0.1:8080", "127.1.0.2:8080"],
     );
     let imported = &found[0];
     assert_eq!(imported["weight"], 2.0);
@@ -285,13 +287,13 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
         "the native instance was overwritten"
     );
     // Namespaces and groups come across as they are at the source.
-    wait_addrs(&node, "dev", "G1", "billing", &["10.1.0.3:9000"]);
+    wait_addrs(&node, "dev", "G1", "billing", &["127.1.0.3:9000"]);
     let t = wait_state(&node, "from-nacos", "running");
     assert_eq!(t["status"]["skipped"], 1, "{t}");
     // Users cannot remove an import: the task owns it.
     let r = node.call(
         "DELETE",
-        &format!("/nacos/v1/ns/instance?serviceName={svc}&ip=10.1.0.1&port=8080&ephemeral=false"),
+        &format!("/nacos/v1/ns/instance?serviceName={svc}&ip=127.1.0.1&port=8080&ephemeral=false"),
     );
     assert_eq!(r.status, 409, "{}", r.body);
     assert!(r.body.contains("from-nacos"), "{}", r.body);
@@ -301,7 +303,7 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
         .call_form(
             "PUT",
             "/nacos/v1/ns/instance",
-            &format!("serviceName={svc}&ip=10.1.0.1&port=8080&ephemeral=false&weight=5"),
+            &format!("serviceName={svc}&ip=127.1.0.1&port=8080&ephemeral=false&weight=5"),
         )
         .expect(200);
     wait_host(&node, ("public", "DEFAULT_GROUP", &svc), 0, |first| {
@@ -310,7 +312,7 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
     source
         .call(
             "DELETE",
-            "/nacos/v1/ns/instance?namespaceId=dev&groupName=G1&serviceName=billing&ip=10.1.0.3&port=9000&ephemeral=false",
+            "/nacos/v1/ns/instance?namespaceId=dev&groupName=G1&serviceName=billing&ip=127.1.0.3&port=9000&ephemeral=false",
         )
         .expect(200);
     wait_addrs(&node, "dev", "G1", "billing", &[]);
@@ -328,7 +330,7 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
     );
     assert_eq!(
         addrs(&hosts(&source, "public", "DEFAULT_GROUP", &svc)),
-        ["10.1.0.1:8080", "10.1.0.2:8080"],
+        ["127.1.0.1:8080", "127.1.0.2:8080"],
         "a copy was imported back"
     );
 
@@ -338,7 +340,7 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
         .expect(200)
         .json();
     assert_eq!(r["removedInstances"], 1);
-    wait_addrs(&node, "public", "DEFAULT_GROUP", &svc, &["10.1.0.2:8080"]);
+    wait_addrs(&node, "public", "DEFAULT_GROUP", &svc, &["127.1.0.2:8080"]);
 }
 
 #[test]
@@ -346,7 +348,15 @@ fn sync_dry_run_reports_and_writes_nothing() {
     let source = Node::start();
     let node = Node::start();
     let svc = unique("dry");
-    register(&source, "public", "DEFAULT_GROUP", &svc, "10.2.0.1", 80, "");
+    register(
+        &source,
+        "public",
+        "DEFAULT_GROUP",
+        &svc,
+        "127.2.0.1",
+        80,
+        "",
+    );
     let from = format!(
         "nacos://{}?username=nacos&password={ADMIN_PASSWORD}",
         source.addr()
@@ -365,7 +375,7 @@ fn sync_dry_run_reports_and_writes_nothing() {
     });
     let sample = t["status"]["dryRun"]["sample"].to_string();
     assert!(
-        sample.contains(&format!("public/MIGRATED/{svc} 10.2.0.1:80")),
+        sample.contains(&format!("public/MIGRATED/{svc} 127.2.0.1:80")),
         "{sample}"
     );
     assert!(hosts(&node, "public", "MIGRATED", &svc).is_empty());
@@ -393,7 +403,15 @@ fn sync_cli_adds_lists_pauses_resumes_and_deletes() {
     let source = Node::start();
     let node = Node::start();
     let svc = unique("cli");
-    register(&source, "public", "DEFAULT_GROUP", &svc, "10.3.0.1", 80, "");
+    register(
+        &source,
+        "public",
+        "DEFAULT_GROUP",
+        &svc,
+        "127.3.0.1",
+        80,
+        "",
+    );
     let from = format!(
         "nacos://{}?username=nacos&password={ADMIN_PASSWORD}",
         source.addr()
@@ -404,7 +422,7 @@ fn sync_cli_adds_lists_pauses_resumes_and_deletes() {
     );
     assert!(out.contains("name:       cli"), "{out}");
     assert!(out.contains("password=***"), "{out}");
-    wait_addrs(&node, "public", "DEFAULT_GROUP", &svc, &["10.3.0.1:80"]);
+    wait_addrs(&node, "public", "DEFAULT_GROUP", &svc, &["127.3.0.1:80"]);
     wait_state(&node, "cli", "running");
     let out = roster_sync_cli(&node, &["list"]);
     assert!(
@@ -415,11 +433,19 @@ fn sync_cli_adds_lists_pauses_resumes_and_deletes() {
     let out = roster_sync_cli(&node, &["pause", "cli"]);
     assert!(out.contains("state:      paused"), "{out}");
     // Paused: the source's changes wait, the imports stay.
-    register(&source, "public", "DEFAULT_GROUP", &svc, "10.3.0.2", 80, "");
+    register(
+        &source,
+        "public",
+        "DEFAULT_GROUP",
+        &svc,
+        "127.3.0.2",
+        80,
+        "",
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         addrs(&hosts(&node, "public", "DEFAULT_GROUP", &svc)),
-        ["10.3.0.1:80"]
+        ["127.3.0.1:80"]
     );
     roster_sync_cli(&node, &["resume", "cli"]);
     wait_addrs(
@@ -427,7 +453,7 @@ fn sync_cli_adds_lists_pauses_resumes_and_deletes() {
         "public",
         "DEFAULT_GROUP",
         &svc,
-        &["10.3.0.1:80", "10.3.0.2:80"],
+        &["127.3.0.1:80", "127.3.0.2:80"],
     );
     let out = roster_sync_cli(&node, &["--output", "json", "status", "cli"]);
     let v: Value = serde_json::from_str(&out).expect("json status");
@@ -478,7 +504,7 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
     let node = Node::start();
     etcd.put(
         &micro_key("greeter", "greeter-1"),
-        &micro("greeter", "greeter-1", "10.4.0.1:8080", "a"),
+        &micro("greeter", "greeter-1", "127.4.0.1:8080", "a"),
     );
     let from = format!("etcd://{}?layout=go-micro", etcd.addr());
     create_task(&node, json!({"name": "micro", "source": from}));
@@ -487,7 +513,7 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
         "public",
         "DEFAULT_GROUP",
         "greeter",
-        &["10.4.0.1:8080"],
+        &["127.4.0.1:8080"],
     );
     assert_eq!(found[0]["metadata"]["zone"], "a");
     assert_eq!(found[0]["metadata"]["syncSource"], "ETCD");
@@ -498,7 +524,7 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
     // What roster's API would refuse (whitespace in a service name) is not imported.
     etcd.put(
         &micro_key("bad name", "bad-1"),
-        &micro("bad name", "bad-1", "10.4.0.9:8080", "a"),
+        &micro("bad name", "bad-1", "127.4.0.9:8080", "a"),
     );
     eventually(Duration::from_secs(20), || {
         let t = task(&node, "micro");
@@ -516,18 +542,18 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
     // Added, changed, deleted at the source: reflected within seconds (by the watch).
     etcd.put(
         &micro_key("greeter", "greeter-2"),
-        &micro("greeter", "greeter-2", "10.4.0.2:8080", "a"),
+        &micro("greeter", "greeter-2", "127.4.0.2:8080", "a"),
     );
     wait_addrs(
         &node,
         "public",
         "DEFAULT_GROUP",
         "greeter",
-        &["10.4.0.1:8080", "10.4.0.2:8080"],
+        &["127.4.0.1:8080", "127.4.0.2:8080"],
     );
     etcd.put(
         &micro_key("greeter", "greeter-1"),
-        &micro("greeter", "greeter-1", "10.4.0.1:8080", "b"),
+        &micro("greeter", "greeter-1", "127.4.0.1:8080", "b"),
     );
     wait_host(&node, ("public", "DEFAULT_GROUP", "greeter"), 0, |first| {
         first["metadata"]["zone"] == "b"
@@ -538,12 +564,12 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
         "public",
         "DEFAULT_GROUP",
         "greeter",
-        &["10.4.0.1:8080"],
+        &["127.4.0.1:8080"],
     );
     // A lease that runs out is a deletion too.
     etcd.put_with_lease(
         &micro_key("greeter", "greeter-3"),
-        &micro("greeter", "greeter-3", "10.4.0.3:8080", "a"),
+        &micro("greeter", "greeter-3", "127.4.0.3:8080", "a"),
         2,
     );
     wait_addrs(
@@ -551,21 +577,21 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
         "public",
         "DEFAULT_GROUP",
         "greeter",
-        &["10.4.0.1:8080", "10.4.0.3:8080"],
+        &["127.4.0.1:8080", "127.4.0.3:8080"],
     );
     wait_addrs(
         &node,
         "public",
         "DEFAULT_GROUP",
         "greeter",
-        &["10.4.0.1:8080"],
+        &["127.4.0.1:8080"],
     );
 
     // go-kratos, into a group of its own: one instance per endpoint.
     let kratos = json!({
         "id": "k-1", "name": "orders", "version": "v1.4.2",
         "metadata": {"weight": "10", "zone": "az1"},
-        "endpoints": ["http://10.4.1.1:8000", "grpc://10.4.1.1:9000"]
+        "endpoints": ["http://127.4.1.1:8000", "grpc://127.4.1.1:9000"]
     });
     etcd.put("/microservices/orders/k-1", &kratos.to_string());
     let from = format!("etcd://{}?layout=kratos", etcd.addr());
@@ -578,7 +604,7 @@ fn sync_etcd_go_micro_and_kratos_follow_the_source() {
         "public",
         "KRATOS",
         "orders",
-        &["10.4.1.1:8000", "10.4.1.1:9000"],
+        &["127.4.1.1:8000", "127.4.1.1:9000"],
     );
     assert_eq!(found[0]["weight"], 10.0);
     assert_eq!(found[0]["metadata"]["protocol"], "http");
@@ -595,7 +621,7 @@ fn sync_etcd_going_away_deletes_nothing_and_reconcile_converges() {
         let id = format!("away-{i}");
         etcd.put(
             &micro_key("away", &id),
-            &micro("away", &id, &format!("10.4.2.{i}:80"), "a"),
+            &micro("away", &id, &format!("127.4.2.{i}:80"), "a"),
         );
     }
     let from = format!("etcd://{}", etcd.addr());
@@ -608,7 +634,7 @@ fn sync_etcd_going_away_deletes_nothing_and_reconcile_converges() {
         "public",
         "DEFAULT_GROUP",
         "away",
-        &["10.4.2.1:80", "10.4.2.2:80"],
+        &["127.4.2.1:80", "127.4.2.2:80"],
     );
     etcd.stop();
     let t = wait_state(&node, "away", "error");
@@ -623,11 +649,11 @@ fn sync_etcd_going_away_deletes_nothing_and_reconcile_converges() {
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(
         addrs(&hosts(&node, "public", "DEFAULT_GROUP", "away")),
-        ["10.4.2.1:80", "10.4.2.2:80"]
+        ["127.4.2.1:80", "127.4.2.2:80"]
     );
     etcd.start_again();
     etcd.delete(&micro_key("away", "away-1"));
-    wait_addrs(&node, "public", "DEFAULT_GROUP", "away", &["10.4.2.2:80"]);
+    wait_addrs(&node, "public", "DEFAULT_GROUP", "away", &["127.4.2.2:80"]);
     wait_state(&node, "away", "running");
 }
 
@@ -638,7 +664,7 @@ fn sync_task_fails_over_with_the_leader_without_duplicates_or_losses() {
         let id = format!("fo-{i}");
         etcd.put(
             &micro_key("failover", &id),
-            &micro("failover", &id, &format!("10.4.3.{i}:80"), "a"),
+            &micro("failover", &id, &format!("127.4.3.{i}:80"), "a"),
         );
     }
     let mut cluster = roster_tests::Cluster::start(3, &[]);
@@ -648,7 +674,7 @@ fn sync_task_fails_over_with_the_leader_without_duplicates_or_losses() {
         &cluster.nodes[follower],
         json!({"name": "fo", "source": from}),
     );
-    let all3 = ["10.4.3.1:80", "10.4.3.2:80", "10.4.3.3:80"];
+    let all3 = ["127.4.3.1:80", "127.4.3.2:80", "127.4.3.3:80"];
     for node in &cluster.nodes {
         wait_addrs(node, "public", "DEFAULT_GROUP", "failover", &all3);
     }
@@ -659,12 +685,12 @@ fn sync_task_fails_over_with_the_leader_without_duplicates_or_losses() {
     // Changes while the leadership moves: the next leader's runner picks them up.
     etcd.put(
         &micro_key("failover", "fo-4"),
-        &micro("failover", "fo-4", "10.4.3.4:80", "a"),
+        &micro("failover", "fo-4", "127.4.3.4:80", "a"),
     );
     etcd.delete(&micro_key("failover", "fo-1"));
     let new = cluster.leader();
     assert_ne!(new, old);
-    let want = ["10.4.3.2:80", "10.4.3.3:80", "10.4.3.4:80"];
+    let want = ["127.4.3.2:80", "127.4.3.3:80", "127.4.3.4:80"];
     for (i, node) in cluster.nodes.iter().enumerate() {
         if i != old {
             let h = wait_addrs(node, "public", "DEFAULT_GROUP", "failover", &want);
@@ -711,7 +737,7 @@ fn sync_zookeeper_dubbo_and_spring_cloud_follow_the_source() {
     let zookeeper = ZooKeeper::start();
     let node = Node::start();
     let client = rt.block_on(zookeeper.client());
-    let first = dubbo_node("10.5.0.1", 20880);
+    let first = dubbo_node("127.5.0.1", 20880);
     rt.block_on(zk_create(
         &client,
         &first,
@@ -721,29 +747,29 @@ fn sync_zookeeper_dubbo_and_spring_cloud_follow_the_source() {
     let from = format!("zookeeper://{}?layout=dubbo", zookeeper.addr());
     create_task(&node, json!({"name": "dubbo", "source": from}));
     let svc = "providers:org.example.DemoService:1.0.0:g1";
-    let found = wait_addrs(&node, "public", "DEFAULT_GROUP", svc, &["10.5.0.1:20880"]);
+    let found = wait_addrs(&node, "public", "DEFAULT_GROUP", svc, &["127.5.0.1:20880"]);
     assert_eq!(found[0]["weight"], 200.0);
     assert_eq!(found[0]["metadata"]["application"], "demo");
     assert_eq!(found[0]["metadata"]["syncSource"], "ZK");
     // A provider on an ephemeral node; its host drops off the network and ZooKeeper
     // expires its session: the node and the import go.
     let session = rt.block_on(ExpiringSession::open(&zookeeper, Duration::from_secs(2)));
-    rt.block_on(session.create_ephemeral(&dubbo_node("10.5.0.2", 20880), b""));
+    rt.block_on(session.create_ephemeral(&dubbo_node("127.5.0.2", 20880), b""));
     wait_addrs(
         &node,
         "public",
         "DEFAULT_GROUP",
         svc,
-        &["10.5.0.1:20880", "10.5.0.2:20880"],
+        &["127.5.0.1:20880", "127.5.0.2:20880"],
     );
     session.cut();
-    wait_addrs(&node, "public", "DEFAULT_GROUP", svc, &["10.5.0.1:20880"]);
+    wait_addrs(&node, "public", "DEFAULT_GROUP", svc, &["127.5.0.1:20880"]);
     rt.block_on(zk_delete(&client, &first));
     wait_addrs(&node, "public", "DEFAULT_GROUP", svc, &[]);
 
     // Spring Cloud Zookeeper (Curator JSON under /services), into its own group.
     let instance = json!({
-        "name": "order-service", "id": "6d4e5121", "address": "10.5.1.1", "port": 8080,
+        "name": "order-service", "id": "6d4e5121", "address": "127.5.1.1", "port": 8080,
         "sslPort": null,
         "payload": {
             "@class": "org.springframework.cloud.zookeeper.discovery.ZookeeperInstance",
@@ -764,7 +790,7 @@ fn sync_zookeeper_dubbo_and_spring_cloud_follow_the_source() {
         &node,
         json!({"name": "spring", "source": from, "group": "SC"}),
     );
-    let found = wait_addrs(&node, "public", "SC", "order-service", &["10.5.1.1:8080"]);
+    let found = wait_addrs(&node, "public", "SC", "order-service", &["127.5.1.1:8080"]);
     assert_eq!(found[0]["metadata"]["zone"], "az1");
     rt.block_on(zk_delete(&client, path));
     wait_addrs(&node, "public", "SC", "order-service", &[]);
@@ -776,26 +802,26 @@ fn sync_consul_fake_follows_registrations_and_health() {
     use roster_tests::fixtures::{ConsulService, FakeConsul};
     let consul = FakeConsul::start();
     let node = Node::start();
-    consul.register(ConsulService::new("payments", "10.6.0.1", 8080));
+    consul.register(ConsulService::new("payments", "127.6.0.1", 8080));
     create_task(&node, json!({"name": "consul", "source": consul.url()}));
     let found = wait_addrs(
         &node,
         "public",
         "DEFAULT_GROUP",
         "payments",
-        &["10.6.0.1:8080"],
+        &["127.6.0.1:8080"],
     );
     assert_eq!(found[0]["healthy"], true);
     assert_eq!(found[0]["metadata"]["syncSource"], "CONSUL");
-    consul.register(ConsulService::new("payments", "10.6.0.2", 8080));
+    consul.register(ConsulService::new("payments", "127.6.0.2", 8080));
     wait_addrs(
         &node,
         "public",
         "DEFAULT_GROUP",
         "payments",
-        &["10.6.0.1:8080", "10.6.0.2:8080"],
+        &["127.6.0.1:8080", "127.6.0.2:8080"],
     );
-    let second = ConsulService::new("payments", "10.6.0.2", 8080);
+    let second = ConsulService::new("payments", "127.6.0.2", 8080);
     assert!(consul.set_status(&second.node, &second.id, "critical"));
     wait_host(&node, ("public", "DEFAULT_GROUP", "payments"), 1, |s| {
         s["healthy"] == false
@@ -806,7 +832,7 @@ fn sync_consul_fake_follows_registrations_and_health() {
         "public",
         "DEFAULT_GROUP",
         "payments",
-        &["10.6.0.1:8080"],
+        &["127.6.0.1:8080"],
     );
 }
 
@@ -816,17 +842,17 @@ fn sync_eureka_fake_follows_registrations_and_status() {
     use roster_tests::fixtures::{EurekaInstance, FakeEureka};
     let eureka = FakeEureka::start();
     let node = Node::start();
-    eureka.register(EurekaInstance::new("INVENTORY", "10.7.0.1", 8080));
+    eureka.register(EurekaInstance::new("INVENTORY", "127.7.0.1", 8080));
     create_task(&node, json!({"name": "eureka", "source": eureka.url()}));
     let found = wait_addrs(
         &node,
         "public",
         "DEFAULT_GROUP",
         "inventory",
-        &["10.7.0.1:8080"],
+        &["127.7.0.1:8080"],
     );
     assert_eq!(found[0]["metadata"]["syncSource"], "EUREKA");
-    let second = EurekaInstance::new("INVENTORY", "10.7.0.2", 8080);
+    let second = EurekaInstance::new("INVENTORY", "127.7.0.2", 8080);
     let id = second.instance_id.clone();
     eureka.register(second);
     wait_addrs(
@@ -834,7 +860,7 @@ fn sync_eureka_fake_follows_registrations_and_status() {
         "public",
         "DEFAULT_GROUP",
         "inventory",
-        &["10.7.0.1:8080", "10.7.0.2:8080"],
+        &["127.7.0.1:8080", "127.7.0.2:8080"],
     );
     assert!(eureka.set_status("INVENTORY", &id, "DOWN"));
     wait_host(&node, ("public", "DEFAULT_GROUP", "inventory"), 1, |s| {
@@ -846,6 +872,6 @@ fn sync_eureka_fake_follows_registrations_and_status() {
         "public",
         "DEFAULT_GROUP",
         "inventory",
-        &["10.7.0.1:8080"],
+        &["127.7.0.1:8080"],
     );
 }

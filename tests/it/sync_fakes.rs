@@ -76,16 +76,16 @@ fn consul_with_services() -> FakeConsul {
             ("version".into(), "1.4.2".into()),
         ]),
         weights: (10, 1),
-        ..ConsulService::new("order-service", "10.1.10.12", 8080)
+        ..ConsulService::new("order-service", "127.1.10.12", 8080)
     });
     consul.register(ConsulService {
         address: String::new(),
-        ..ConsulService::new("order-service", "10.1.10.13", 8080)
+        ..ConsulService::new("order-service", "127.1.10.13", 8080)
     });
-    consul.register(ConsulService::new("payment-service", "10.1.11.7", 9000));
+    consul.register(ConsulService::new("payment-service", "127.1.11.7", 9000));
     consul.register(ConsulService {
         kind: "connect-proxy".into(),
-        ..ConsulService::new("order-service-sidecar-proxy", "10.1.10.12", 21000)
+        ..ConsulService::new("order-service-sidecar-proxy", "127.1.10.12", 21000)
     });
     consul
 }
@@ -107,19 +107,19 @@ async fn consul_fake_list_maps_services_and_skips_consul_and_proxies() {
     );
 
     let order = &snapshot.services[&ServiceName::plain("order-service")];
-    assert_eq!(addrs(order), vec!["10.1.10.12:8080", "10.1.10.13:8080"]);
-    let a = instance(&snapshot.services, "order-service", "10.1.10.12:8080");
+    assert_eq!(addrs(order), vec!["127.1.10.12:8080", "127.1.10.13:8080"]);
+    let a = instance(&snapshot.services, "order-service", "127.1.10.12:8080");
     assert_eq!(a.weight, 10.0);
     assert!(a.healthy && a.enabled);
     assert_eq!(a.cluster, "DEFAULT");
-    assert_eq!(a.source_id, "node-10.1.10.12/order-service-8080");
+    assert_eq!(a.source_id, "node-127.1.10.12/order-service-8080");
     assert_eq!(a.metadata["zone"], "az1");
     assert_eq!(a.metadata["secure"], "false", "k=v tag");
     assert_eq!(a.metadata["consul.datacenter"], "dc1");
     assert_eq!(a.metadata["consul.tags"], "secure=false,v1");
     // Service.Address empty: the node's address.
-    let b = instance(&snapshot.services, "order-service", "10.1.10.13:8080");
-    assert_eq!(b.source_id, "node-10.1.10.13/order-service-8080");
+    let b = instance(&snapshot.services, "order-service", "127.1.10.13:8080");
+    assert_eq!(b.source_id, "node-127.1.10.13/order-service-8080");
 
     // The filter keeps the other services' health from being read at all (a fresh
     // fake: the watch tasks of `source` read order-service in the background).
@@ -153,7 +153,7 @@ async fn consul_fake_blocking_query_sees_change_within_seconds() {
     );
 
     let changed_at = Instant::now();
-    consul.register(ConsulService::new("payment-service", "10.1.11.8", 9000));
+    consul.register(ConsulService::new("payment-service", "127.1.11.8", 9000));
     let (_source, changes, seen_at) = timeout(CHANGE_WITHIN, watching).await.unwrap().unwrap();
     assert!(
         seen_at - changed_at < Duration::from_secs(3),
@@ -163,7 +163,7 @@ async fn consul_fake_blocking_query_sees_change_within_seconds() {
     assert_eq!(changes.len(), 1, "only the changed service: {changes:?}");
     assert_eq!(
         addrs(&changes[&ServiceName::plain("payment-service")]),
-        vec!["10.1.11.7:9000", "10.1.11.8:9000"]
+        vec!["127.1.11.7:9000", "127.1.11.8:9000"]
     );
 }
 
@@ -173,14 +173,14 @@ async fn consul_fake_blocking_query_reports_new_and_removed_services() {
     let mut source = open(&consul.url(), None);
     source.list().await.unwrap();
 
-    consul.register(ConsulService::new("inventory", "10.1.12.1", 7000));
+    consul.register(ConsulService::new("inventory", "127.1.12.1", 7000));
     let changes = next_changes(source.as_mut()).await;
     assert_eq!(
         addrs(&changes[&ServiceName::plain("inventory")]),
-        vec!["10.1.12.1:7000"]
+        vec!["127.1.12.1:7000"]
     );
 
-    assert!(consul.deregister("node-10.1.11.7", "payment-service-9000"));
+    assert!(consul.deregister("node-127.1.11.7", "payment-service-9000"));
     let changes = next_changes(source.as_mut()).await;
     assert_eq!(changes[&ServiceName::plain("payment-service")], Vec::new());
 }
@@ -190,23 +190,23 @@ async fn consul_fake_critical_check_marks_unhealthy_and_maintenance_disables() {
     let consul = consul_with_services();
     let mut source = open(&consul.url(), None);
     source.list().await.unwrap();
-    let node = "node-10.1.10.12";
+    let node = "node-127.1.10.12";
     let id = "order-service-8080";
 
     assert!(consul.set_status(node, id, "critical"));
     let changes = next_changes(source.as_mut()).await;
-    let a = instance(&changes, "order-service", "10.1.10.12:8080");
+    let a = instance(&changes, "order-service", "127.1.10.12:8080");
     assert!(!a.healthy && a.enabled);
 
     assert!(consul.set_status(node, id, "warning"));
     let changes = next_changes(source.as_mut()).await;
-    let a = instance(&changes, "order-service", "10.1.10.12:8080");
+    let a = instance(&changes, "order-service", "127.1.10.12:8080");
     assert!(a.healthy);
     assert_eq!(a.weight, 1.0, "Weights.Warning while warning");
 
     assert!(consul.set_maintenance(node, id, true));
     let changes = next_changes(source.as_mut()).await;
-    let a = instance(&changes, "order-service", "10.1.10.12:8080");
+    let a = instance(&changes, "order-service", "127.1.10.12:8080");
     assert!(!a.enabled, "maintenance disables");
     assert!(
         a.healthy,
@@ -220,8 +220,8 @@ async fn consul_fake_acl_token_and_filtered_answer_is_partial() {
         token: Some("s3cret".into()),
         ..ConsulOptions::default()
     });
-    consul.register(ConsulService::new("web", "10.2.0.1", 80));
-    consul.register(ConsulService::new("vault", "10.2.0.2", 8200));
+    consul.register(ConsulService::new("web", "127.2.0.1", 80));
+    consul.register(ConsulService::new("vault", "127.2.0.2", 8200));
 
     let mut anonymous = open(&consul.url(), None);
     let err = anonymous.list().await.unwrap_err();
@@ -238,7 +238,7 @@ async fn consul_fake_acl_token_and_filtered_answer_is_partial() {
     assert!(snapshot.partial, "filtered by ACLs: partial");
     assert_eq!(
         addrs(&snapshot.services[&ServiceName::plain("web")]),
-        vec!["10.2.0.1:80"]
+        vec!["127.2.0.1:80"]
     );
     assert!(!snapshot.services.contains_key(&ServiceName::plain("vault")));
 }
@@ -262,7 +262,7 @@ async fn consul_fake_server_error_fails_list_and_watch() {
     // The blocking queries hang; failing the server does not end them, a change does:
     // their answers may still report it, then the follow-up queries meet the failure.
     consul.fail_with(Some(503));
-    consul.register(ConsulService::new("payment-service", "10.1.11.9", 9000));
+    consul.register(ConsulService::new("payment-service", "127.1.11.9", 9000));
     let deadline = Instant::now() + CHANGE_WITHIN;
     let err = loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -306,18 +306,18 @@ fn eureka_with_apps() -> FakeEureka {
             ("weight".into(), "5".into()),
             ("management.port".into(), "8080".into()),
         ]),
-        ..EurekaInstance::new("order-service", "10.0.0.12", 8080)
+        ..EurekaInstance::new("order-service", "127.0.0.12", 8080)
     });
     eureka.register(EurekaInstance {
         status: "DOWN".into(),
-        ..EurekaInstance::new("order-service", "10.0.0.13", 8080)
+        ..EurekaInstance::new("order-service", "127.0.0.13", 8080)
     });
     eureka.register(EurekaInstance {
         instance_id: "pay-1".into(),
         host_name: "pay-1.internal".into(),
         secure_port: 9443,
         secure_port_enabled: true,
-        ..EurekaInstance::new("payment-service", "10.0.1.7", 9000)
+        ..EurekaInstance::new("payment-service", "127.0.1.7", 9000)
     });
     eureka
 }
@@ -334,20 +334,20 @@ async fn eureka_fake_list_reads_the_full_registry() {
     let names: Vec<&str> = snapshot.services.keys().map(|s| s.name.as_str()).collect();
     assert_eq!(names, vec!["order-service", "payment-service"]);
 
-    let up = instance(&snapshot.services, "order-service", "10.0.0.12:8080");
+    let up = instance(&snapshot.services, "order-service", "127.0.0.12:8080");
     assert!(up.healthy && up.enabled);
     assert_eq!(up.weight, 5.0);
     assert_eq!(up.cluster, "az1");
-    assert_eq!(up.source_id, "10.0.0.12:order-service:8080");
+    assert_eq!(up.source_id, "127.0.0.12:order-service:8080");
     assert_eq!(up.metadata["management.port"], "8080");
     assert_eq!(up.metadata["eureka.app"], "ORDER-SERVICE");
-    let down = instance(&snapshot.services, "order-service", "10.0.0.13:8080");
+    let down = instance(&snapshot.services, "order-service", "127.0.0.13:8080");
     assert!(!down.healthy && down.enabled);
     assert!(
         !down.metadata.contains_key("@class"),
         "EmptyMap marker stripped"
     );
-    let pay = instance(&snapshot.services, "payment-service", "10.0.1.7:9000");
+    let pay = instance(&snapshot.services, "payment-service", "127.0.1.7:9000");
     assert_eq!(pay.metadata["secure"], "true");
     assert_eq!(pay.source_id, "pay-1");
     assert_eq!(eureka.requests_to("/eureka/apps"), 1);
@@ -359,16 +359,16 @@ async fn eureka_fake_delta_is_applied() {
     let mut source = open(&eureka.url(), None);
     source.list().await.unwrap();
 
-    eureka.register(EurekaInstance::new("order-service", "10.0.0.14", 8080));
-    assert!(eureka.set_status("ORDER-SERVICE", "10.0.0.13:order-service:8080", "UP"));
+    eureka.register(EurekaInstance::new("order-service", "127.0.0.14", 8080));
+    assert!(eureka.set_status("ORDER-SERVICE", "127.0.0.13:order-service:8080", "UP"));
     assert!(eureka.set_status("PAYMENT-SERVICE", "pay-1", "OUT_OF_SERVICE"));
     let changes = next_changes(source.as_mut()).await;
     assert_eq!(
         addrs(&changes[&ServiceName::plain("order-service")]),
-        vec!["10.0.0.12:8080", "10.0.0.13:8080", "10.0.0.14:8080"]
+        vec!["127.0.0.12:8080", "127.0.0.13:8080", "127.0.0.14:8080"]
     );
-    assert!(instance(&changes, "order-service", "10.0.0.13:8080").healthy);
-    assert!(!instance(&changes, "payment-service", "10.0.1.7:9000").enabled);
+    assert!(instance(&changes, "order-service", "127.0.0.13:8080").healthy);
+    assert!(!instance(&changes, "payment-service", "127.0.1.7:9000").enabled);
     assert!(eureka.requests_to("/eureka/apps/delta") >= 1);
     assert_eq!(
         eureka.requests_to("/eureka/apps"),
@@ -390,13 +390,13 @@ async fn eureka_fake_deleted_instance_is_removed() {
     let mut source = open(&eureka.url(), None);
     source.list().await.unwrap();
 
-    assert!(eureka.cancel("ORDER-SERVICE", "10.0.0.13:order-service:8080"));
+    assert!(eureka.cancel("ORDER-SERVICE", "127.0.0.13:order-service:8080"));
     assert!(eureka.cancel("PAYMENT-SERVICE", "pay-1"));
     assert_eq!(eureka.hashcode(), "UP_1_");
     let changes = next_changes(source.as_mut()).await;
     assert_eq!(
         addrs(&changes[&ServiceName::plain("order-service")]),
-        vec!["10.0.0.12:8080"]
+        vec!["127.0.0.12:8080"]
     );
     assert_eq!(changes[&ServiceName::plain("payment-service")], Vec::new());
 }
@@ -408,7 +408,7 @@ async fn eureka_fake_hash_mismatch_resyncs() {
     source.list().await.unwrap();
 
     // A change that aged out of the delta before the source saw it.
-    eureka.register(EurekaInstance::new("order-service", "10.0.0.15", 8080));
+    eureka.register(EurekaInstance::new("order-service", "127.0.0.15", 8080));
     eureka.clear_deltas();
     next_resync(source.as_mut()).await;
     let snapshot = source.list().await.unwrap();
@@ -432,7 +432,7 @@ async fn eureka_fake_basic_auth_and_server_error() {
     let eureka = FakeEureka::start_with(EurekaOptions {
         basic_auth: Some(("sync".into(), "pa55".into())),
     });
-    eureka.register(EurekaInstance::new("web", "10.3.0.1", 80));
+    eureka.register(EurekaInstance::new("web", "127.3.0.1", 80));
     let mut anonymous = open(&eureka.url(), None);
     let err = anonymous.list().await.unwrap_err();
     assert!(

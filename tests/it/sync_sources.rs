@@ -138,27 +138,30 @@ async fn etcd_go_micro_list_then_watch_add_change_delete() {
     let key = |id: &str| format!("/micro/registry/helloworld/{id}");
     etcd.put(
         &key("helloworld-1"),
-        &micro("helloworld", "helloworld-1", "10.0.0.1:8001", None),
+        &micro("helloworld", "helloworld-1", "127.0.0.1:8001", None),
     );
     etcd.put(
         &key("helloworld-2"),
-        &micro("helloworld", "helloworld-2", "10.0.0.2:8002", Some("5")),
+        &micro("helloworld", "helloworld-2", "127.0.0.2:8002", Some("5")),
     );
     etcd.put(
         "/micro/registry/greeter/greeter-1",
-        &micro("greeter", "greeter-1", "10.0.1.1:9000", None),
+        &micro("greeter", "greeter-1", "127.0.1.1:9000", None),
     );
     // Neither an unreadable value nor a key outside the prefix disturbs anything.
     etcd.put("/micro/registry/broken/x", "not json");
-    etcd.put("/elsewhere/x", &micro("elsewhere", "x", "10.9.9.9:1", None));
+    etcd.put(
+        "/elsewhere/x",
+        &micro("elsewhere", "x", "127.9.9.9:1", None),
+    );
 
     let mut source = open(&format!("etcd://{}", etcd.addr()));
     let snapshot = source.list().await.expect("list");
     let names: Vec<&str> = snapshot.services.keys().map(|s| s.name.as_str()).collect();
     assert_eq!(names, vec!["greeter", "helloworld"]);
     let hello = &snapshot.services[&ServiceName::plain("helloworld")];
-    assert_eq!(addrs(hello), vec!["10.0.0.1:8001", "10.0.0.2:8002"]);
-    let first = at(hello, "10.0.0.1");
+    assert_eq!(addrs(hello), vec!["127.0.0.1:8001", "127.0.0.2:8002"]);
+    let first = at(hello, "127.0.0.1");
     assert_eq!(
         (first.weight, first.healthy, first.enabled),
         (1.0, true, true)
@@ -166,35 +169,35 @@ async fn etcd_go_micro_list_then_watch_add_change_delete() {
     assert_eq!(first.metadata["protocol"], "mucp");
     assert_eq!(first.metadata["version"], "latest");
     assert_eq!(first.source_id, key("helloworld-1"));
-    assert_eq!(at(hello, "10.0.0.2").weight, 5.0);
+    assert_eq!(at(hello, "127.0.0.2").weight, 5.0);
 
     // Added.
     etcd.put(
         &key("helloworld-3"),
-        &micro("helloworld", "helloworld-3", "10.0.0.3:8003", None),
+        &micro("helloworld", "helloworld-3", "127.0.0.3:8003", None),
     );
     let now = watch_until(&mut source, "helloworld", |l| l.len() == 3).await;
     assert_eq!(
         addrs(&now),
-        vec!["10.0.0.1:8001", "10.0.0.2:8002", "10.0.0.3:8003"]
+        vec!["127.0.0.1:8001", "127.0.0.2:8002", "127.0.0.3:8003"]
     );
 
     // Changed: the complete list comes back, with the new weight.
     etcd.put(
         &key("helloworld-1"),
-        &micro("helloworld", "helloworld-1", "10.0.0.1:8001", Some("9")),
+        &micro("helloworld", "helloworld-1", "127.0.0.1:8001", Some("9")),
     );
     let now = watch_until(&mut source, "helloworld", |l| {
         l.iter().any(|i| i.weight == 9.0)
     })
     .await;
     assert_eq!(now.len(), 3);
-    assert_eq!(at(&now, "10.0.0.1").weight, 9.0);
+    assert_eq!(at(&now, "127.0.0.1").weight, 9.0);
 
     // Deleted.
     etcd.delete(&key("helloworld-2"));
     let now = watch_until(&mut source, "helloworld", |l| l.len() == 2).await;
-    assert_eq!(addrs(&now), vec!["10.0.0.1:8001", "10.0.0.3:8003"]);
+    assert_eq!(addrs(&now), vec!["127.0.0.1:8001", "127.0.0.3:8003"]);
 
     // The last instance of a service deleted: the service comes back empty.
     etcd.delete("/micro/registry/greeter/greeter-1");
@@ -206,7 +209,7 @@ async fn etcd_go_micro_list_then_watch_add_change_delete() {
         .services
         .contains_key(&ServiceName::plain("greeter")));
     let hello = &snapshot.services[&ServiceName::plain("helloworld")];
-    assert_eq!(addrs(hello), vec!["10.0.0.1:8001", "10.0.0.3:8003"]);
+    assert_eq!(addrs(hello), vec!["127.0.0.1:8001", "127.0.0.3:8003"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,16 +217,20 @@ async fn etcd_lease_expiry_shows_as_deletion() {
     let etcd = Etcd::start();
     let stays = "/micro/registry/leased/leased-1";
     let expires = "/micro/registry/leased/leased-2";
-    etcd.put(stays, &micro("leased", "leased-1", "10.0.0.1:1", None));
+    etcd.put(stays, &micro("leased", "leased-1", "127.0.0.1:1", None));
     // Registered like go-micro does, but nobody keeps the lease alive: a crashed node.
-    etcd.put_with_lease(expires, &micro("leased", "leased-2", "10.0.0.2:2", None), 2);
+    etcd.put_with_lease(
+        expires,
+        &micro("leased", "leased-2", "127.0.0.2:2", None),
+        2,
+    );
 
     let mut source = open(&format!("etcd://{}", etcd.addr()));
     let listed = list_service(&mut source, "leased").await;
-    assert_eq!(addrs(&listed), vec!["10.0.0.1:1", "10.0.0.2:2"]);
+    assert_eq!(addrs(&listed), vec!["127.0.0.1:1", "127.0.0.2:2"]);
 
     let now = watch_until(&mut source, "leased", |l| l.len() == 1).await;
-    assert_eq!(addrs(&now), vec!["10.0.0.1:1"]);
+    assert_eq!(addrs(&now), vec!["127.0.0.1:1"]);
     assert_eq!(list_service(&mut source, "leased").await.len(), 1);
 }
 
@@ -237,22 +244,22 @@ async fn etcd_kratos_one_instance_per_endpoint() {
             "3f2c9a7e",
             "order-service",
             &[
-                "http://10.0.0.31:8000?isSecure=false",
-                "grpc://10.0.0.31:9000",
+                "http://127.0.0.31:8000?isSecure=false",
+                "grpc://127.0.0.31:9000",
             ],
         ),
     );
     // A service whose name starts with the other's: kept apart by the decoded name.
     etcd.put(
         "/microservices/order-service-v2/77",
-        &kratos("77", "order-service-v2", &["grpc://10.0.0.32:9000"]),
+        &kratos("77", "order-service-v2", &["grpc://127.0.0.32:9000"]),
     );
 
     let mut source = open(&format!("etcd://{}?layout=kratos", etcd.addr()));
     let snapshot = source.list().await.expect("list");
     assert_eq!(snapshot.services.len(), 2);
     let orders = &snapshot.services[&ServiceName::plain("order-service")];
-    assert_eq!(addrs(orders), vec!["10.0.0.31:8000", "10.0.0.31:9000"]);
+    assert_eq!(addrs(orders), vec!["127.0.0.31:8000", "127.0.0.31:9000"]);
     let by_port = |port: u16| orders.iter().find(|i| i.port == port).expect("instance");
     assert_eq!(by_port(8000).metadata["protocol"], "http");
     assert_eq!(by_port(9000).metadata["protocol"], "grpc");
@@ -260,20 +267,20 @@ async fn etcd_kratos_one_instance_per_endpoint() {
     assert_eq!(by_port(8000).weight, 10.0);
     assert_eq!(
         by_port(8000).source_id,
-        format!("{key}#http://10.0.0.31:8000")
+        format!("{key}#http://127.0.0.31:8000")
     );
     assert_eq!(
         addrs(&snapshot.services[&ServiceName::plain("order-service-v2")]),
-        vec!["10.0.0.32:9000"]
+        vec!["127.0.0.32:9000"]
     );
 
     // The instance drops its HTTP endpoint.
     etcd.put(
         key,
-        &kratos("3f2c9a7e", "order-service", &["grpc://10.0.0.31:9000"]),
+        &kratos("3f2c9a7e", "order-service", &["grpc://127.0.0.31:9000"]),
     );
     let now = watch_until(&mut source, "order-service", |l| l.len() == 1).await;
-    assert_eq!(addrs(&now), vec!["10.0.0.31:9000"]);
+    assert_eq!(addrs(&now), vec!["127.0.0.31:9000"]);
     assert_eq!(now[0].source_id, key);
 
     etcd.delete(key);
@@ -288,7 +295,7 @@ async fn etcd_compaction_forces_resync_and_list_converges() {
         micro(
             "compacted",
             &format!("c-{n}"),
-            &format!("10.0.0.{n}:80"),
+            &format!("127.0.0.{n}:80"),
             None,
         )
     };
@@ -309,12 +316,12 @@ async fn etcd_compaction_forces_resync_and_list_converges() {
 
     // Listing again gives the current state, and watching works from there.
     let listed = list_service(&mut source, "compacted").await;
-    assert_eq!(addrs(&listed), vec!["10.0.0.2:80", "10.0.0.3:80"]);
+    assert_eq!(addrs(&listed), vec!["127.0.0.2:80", "127.0.0.3:80"]);
     etcd.put(&key(4), &value(4));
     let now = watch_until(&mut source, "compacted", |l| l.len() == 3).await;
     assert_eq!(
         addrs(&now),
-        vec!["10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"]
+        vec!["127.0.0.2:80", "127.0.0.3:80", "127.0.0.4:80"]
     );
 }
 
@@ -322,14 +329,14 @@ async fn etcd_compaction_forces_resync_and_list_converges() {
 async fn etcd_grpc_naming_targets() {
     let etcd = Etcd::start();
     let update = |addr: &str| json!({"Op": 0, "Addr": addr, "Metadata": {"zone": "a"}}).to_string();
-    etcd.put("svc/orders/10.0.0.1:50051", &update("10.0.0.1:50051"));
+    etcd.put("svc/orders/127.0.0.1:50051", &update("127.0.0.1:50051"));
     etcd.put(
         "svc/payments/e1",
-        &json!({"Addr": "10.0.0.9:7000", "Metadata": "primary"}).to_string(),
+        &json!({"Addr": "127.0.0.9:7000", "Metadata": "primary"}).to_string(),
     );
     // Not endpoints of a configured target.
-    etcd.put("svc/ordersx/e", &update("10.0.0.7:1"));
-    etcd.put("svc/other/e", &update("10.0.0.8:1"));
+    etcd.put("svc/ordersx/e", &update("127.0.0.7:1"));
+    etcd.put("svc/other/e", &update("127.0.0.8:1"));
 
     let mut source = open(&format!(
         "etcd://{}?layout=grpc-naming&prefix=svc/orders,svc/payments",
@@ -339,18 +346,18 @@ async fn etcd_grpc_naming_targets() {
     let names: Vec<&str> = snapshot.services.keys().map(|s| s.name.as_str()).collect();
     assert_eq!(names, vec!["svc/orders", "svc/payments"]);
     let orders = &snapshot.services[&ServiceName::plain("svc/orders")];
-    assert_eq!(addrs(orders), vec!["10.0.0.1:50051"]);
+    assert_eq!(addrs(orders), vec!["127.0.0.1:50051"]);
     assert_eq!(
         (orders[0].metadata["zone"].as_str(), orders[0].weight),
         ("a", 1.0)
     );
-    assert_eq!(orders[0].source_id, "svc/orders/10.0.0.1:50051");
+    assert_eq!(orders[0].source_id, "svc/orders/127.0.0.1:50051");
     let payments = &snapshot.services[&ServiceName::plain("svc/payments")];
     assert_eq!(payments[0].metadata["metadata"], "primary");
 
-    etcd.put("svc/orders/10.0.0.2:50051", &update("10.0.0.2:50051"));
+    etcd.put("svc/orders/127.0.0.2:50051", &update("127.0.0.2:50051"));
     let now = watch_until(&mut source, "svc/orders", |l| l.len() == 2).await;
-    assert_eq!(addrs(&now), vec!["10.0.0.1:50051", "10.0.0.2:50051"]);
+    assert_eq!(addrs(&now), vec!["127.0.0.1:50051", "127.0.0.2:50051"]);
     etcd.delete("svc/payments/e1");
     watch_until(&mut source, "svc/payments", |l| l.is_empty()).await;
 }
@@ -359,12 +366,12 @@ async fn etcd_grpc_naming_targets() {
 async fn etcd_outage_fails_the_watch_and_recovery_relists() {
     let mut etcd = Etcd::start();
     let key = |n: u8| format!("/micro/registry/outage/o-{n}");
-    etcd.put(&key(1), &micro("outage", "o-1", "10.0.0.1:80", None));
+    etcd.put(&key(1), &micro("outage", "o-1", "127.0.0.1:80", None));
     // The first host is down: hosts are tried in order.
     let dead = free_port();
     let mut source = open(&format!("etcd://127.0.0.1:{dead},{}", etcd.addr()));
     assert_eq!(list_service(&mut source, "outage").await.len(), 1);
-    etcd.put(&key(2), &micro("outage", "o-2", "10.0.0.2:80", None));
+    etcd.put(&key(2), &micro("outage", "o-2", "127.0.0.2:80", None));
     watch_until(&mut source, "outage", |l| l.len() == 2).await;
 
     // The server goes away under an open watch stream.
@@ -379,12 +386,12 @@ async fn etcd_outage_fails_the_watch_and_recovery_relists() {
     }
 
     etcd.start_again();
-    etcd.put(&key(3), &micro("outage", "o-3", "10.0.0.3:80", None));
+    etcd.put(&key(3), &micro("outage", "o-3", "127.0.0.3:80", None));
     let snapshot = list_until_ok(&mut source).await;
     let now = &snapshot.services[&ServiceName::plain("outage")];
     assert_eq!(
         addrs(now),
-        vec!["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]
+        vec!["127.0.0.1:80", "127.0.0.2:80", "127.0.0.3:80"]
     );
 }
 
@@ -393,7 +400,7 @@ async fn etcd_authentication() {
     let etcd = Etcd::start();
     etcd.put(
         "/micro/registry/secured/s-1",
-        &micro("secured", "s-1", "10.0.0.1:80", None),
+        &micro("secured", "s-1", "127.0.0.1:80", None),
     );
     etcd.enable_auth("root-pass");
     etcd.login("root", "root-pass");
@@ -415,7 +422,7 @@ async fn etcd_authentication() {
     assert_eq!(list_service(&mut source, "secured").await.len(), 1);
     etcd.put(
         "/micro/registry/secured/s-2",
-        &micro("secured", "s-2", "10.0.0.2:80", None),
+        &micro("secured", "s-2", "127.0.0.2:80", None),
     );
     watch_until(&mut source, "secured", |l| l.len() == 2).await;
 }
@@ -426,7 +433,7 @@ async fn etcd_expired_token_is_renewed() {
     let etcd = Etcd::start_with(&["--auth-token-ttl=1"]);
     etcd.put(
         "/micro/registry/renewed/r-1",
-        &micro("renewed", "r-1", "10.0.0.1:80", None),
+        &micro("renewed", "r-1", "127.0.0.1:80", None),
     );
     etcd.enable_auth("root-pass");
     etcd.login("root", "root-pass");
@@ -440,12 +447,12 @@ async fn etcd_expired_token_is_renewed() {
     etcd.login("root", "root-pass");
     etcd.put(
         "/micro/registry/renewed/r-2",
-        &micro("renewed", "r-2", "10.0.0.2:80", None),
+        &micro("renewed", "r-2", "127.0.0.2:80", None),
     );
     assert_eq!(list_service(&mut source, "renewed").await.len(), 2);
     etcd.put(
         "/micro/registry/renewed/r-3",
-        &micro("renewed", "r-3", "10.0.0.3:80", None),
+        &micro("renewed", "r-3", "127.0.0.3:80", None),
     );
     watch_until(&mut source, "renewed", |l| l.len() == 3).await;
 }
@@ -504,12 +511,12 @@ async fn zk_dubbo_providers_add_and_delete() {
     let zookeeper = ZooKeeper::start();
     let client = zookeeper.client().await;
     let persistent = zk::CreateMode::Persistent;
-    let first = provider_node(DEMO, &demo_url("192.168.1.10:20880", "&weight=200"));
+    let first = provider_node(DEMO, &demo_url("127.168.1.10:20880", "&weight=200"));
     zk_create(&client, &first, b"", persistent).await;
     // Consumers and configurators are not providers.
     let consumer = format!(
         "/dubbo/{DEMO}/consumers/{}",
-        enc(&format!("consumer://192.168.1.99/{DEMO}?side=consumer"))
+        enc(&format!("consumer://127.168.1.99/{DEMO}?side=consumer"))
     );
     zk_create(&client, &consumer, b"", persistent).await;
     zk_create(
@@ -525,7 +532,7 @@ async fn zk_dubbo_providers_add_and_delete() {
     let snapshot = source.list().await.expect("list");
     assert_eq!(snapshot.services.len(), 1, "{:?}", snapshot.services.keys());
     let listed = &snapshot.services[&ServiceName::plain(&service)];
-    assert_eq!(addrs(listed), vec!["192.168.1.10:20880"]);
+    assert_eq!(addrs(listed), vec!["127.168.1.10:20880"]);
     let p = &listed[0];
     assert_eq!((p.weight, p.enabled, p.healthy), (200.0, true, true));
     assert_eq!(p.metadata["methods"], "sayHello,sayHelloAsync");
@@ -541,7 +548,7 @@ async fn zk_dubbo_providers_add_and_delete() {
     let now = watch_until(&mut source, &service, |l| l.len() == 3).await;
     assert_eq!(
         addrs(&now),
-        vec!["192.168.1.10:20880", "::1:20881", "provider.internal:20882"]
+        vec!["127.168.1.10:20880", "::1:20881", "provider.internal:20882"]
     );
     assert_eq!(at(&now, "::1").weight, 100.0);
     assert!(!at(&now, "provider.internal").enabled);
@@ -549,7 +556,7 @@ async fn zk_dubbo_providers_add_and_delete() {
     // Another version of the interface is another service.
     let v2 = provider_node(
         DEMO,
-        &demo_url("192.168.1.11:20880", "").replace("version=1.0.0", "version=2.0.0"),
+        &demo_url("127.168.1.11:20880", "").replace("version=1.0.0", "version=2.0.0"),
     );
     zk_create(&client, &v2, b"", persistent).await;
     let v2_service = format!("providers:{DEMO}:2.0.0:g1");
@@ -578,7 +585,7 @@ async fn zk_spring_cloud_add_change_delete() {
     zk_create(
         &client,
         first,
-        &spring_instance("6d4e", "10.0.0.21", 8080, "UP", "az1"),
+        &spring_instance("6d4e", "127.0.0.21", 8080, "UP", "az1"),
         zk::CreateMode::Ephemeral,
     )
     .await;
@@ -586,7 +593,7 @@ async fn zk_spring_cloud_add_change_delete() {
     let i = &now[0];
     assert_eq!(
         (i.ip.as_str(), i.port, i.enabled, i.weight),
-        ("10.0.0.21", 8080, true, 1.0)
+        ("127.0.0.21", 8080, true, 1.0)
     );
     assert_eq!(i.metadata["zone"], "az1");
     assert_eq!(i.source_id, first);
@@ -595,13 +602,13 @@ async fn zk_spring_cloud_add_change_delete() {
     zk_create(
         &client,
         second,
-        &spring_instance("0a1b", "10.0.0.22", 8080, "OUT_OF_SERVICE", "az2"),
+        &spring_instance("0a1b", "127.0.0.22", 8080, "OUT_OF_SERVICE", "az2"),
         zk::CreateMode::Ephemeral,
     )
     .await;
     let now = watch_until(&mut source, "order-service", |l| l.len() == 2).await;
     assert!(
-        !at(&now, "10.0.0.22").enabled,
+        !at(&now, "127.0.0.22").enabled,
         "OUT_OF_SERVICE is not enabled"
     );
 
@@ -609,7 +616,7 @@ async fn zk_spring_cloud_add_change_delete() {
     client
         .set_data(
             first,
-            &spring_instance("6d4e", "10.0.0.21", 8080, "UP", "az3"),
+            &spring_instance("6d4e", "127.0.0.21", 8080, "UP", "az3"),
             None,
         )
         .await
@@ -623,7 +630,7 @@ async fn zk_spring_cloud_add_change_delete() {
 
     zk_delete(&client, second).await;
     let now = watch_until(&mut source, "order-service", |l| l.len() == 1).await;
-    assert_eq!(addrs(&now), vec!["10.0.0.21:8080"]);
+    assert_eq!(addrs(&now), vec!["127.0.0.21:8080"]);
     zk_delete(&client, first).await;
     watch_until(&mut source, "order-service", |l| l.is_empty()).await;
     let listed = list_service(&mut source, "order-service").await;
@@ -637,12 +644,12 @@ async fn zk_spring_cloud_add_change_delete() {
 async fn zk_expired_session_removes_its_ephemeral_provider() {
     let zookeeper = ZooKeeper::start();
     let client = zookeeper.client().await;
-    let stays = provider_node(DEMO, &demo_url("192.168.1.10:20880", ""));
+    let stays = provider_node(DEMO, &demo_url("127.168.1.10:20880", ""));
     zk_create(&client, &stays, b"", zk::CreateMode::Persistent).await;
     // A provider whose host will drop off the network: its session expires, no one
     // closes it.
     let provider = ExpiringSession::open(&zookeeper, Duration::from_secs(2)).await;
-    let doomed = provider_node(DEMO, &demo_url("192.168.1.20:20880", ""));
+    let doomed = provider_node(DEMO, &demo_url("127.168.1.20:20880", ""));
     provider.create_ephemeral(&doomed, b"").await;
 
     let service = format!("providers:{DEMO}:1.0.0:g1");
@@ -651,7 +658,7 @@ async fn zk_expired_session_removes_its_ephemeral_provider() {
 
     provider.cut();
     let now = watch_until(&mut source, &service, |l| l.len() == 1).await;
-    assert_eq!(addrs(&now), vec!["192.168.1.10:20880"]);
+    assert_eq!(addrs(&now), vec!["127.168.1.10:20880"]);
     // The server expired the session, which deleted the node.
     assert_eq!(client.check_stat(&doomed).await.expect("stat"), None);
 }
@@ -660,18 +667,18 @@ async fn zk_expired_session_removes_its_ephemeral_provider() {
 async fn zk_dubbo3_application_instances() {
     let zookeeper = ZooKeeper::start();
     let client = zookeeper.client().await;
-    let first = "/services/demo-provider/192.168.1.10:20880";
+    let first = "/services/demo-provider/127.168.1.10:20880";
     zk_create(
         &client,
         first,
-        &dubbo3_instance("192.168.1.10", 20880, "rev-1"),
+        &dubbo3_instance("127.168.1.10", 20880, "rev-1"),
         zk::CreateMode::Ephemeral,
     )
     .await;
     // Another layout's tree under another root is not read.
     zk_create(
         &client,
-        &provider_node(DEMO, &demo_url("192.168.1.10:20880", "")),
+        &provider_node(DEMO, &demo_url("127.168.1.10:20880", "")),
         b"",
         zk::CreateMode::Persistent,
     )
@@ -681,7 +688,7 @@ async fn zk_dubbo3_application_instances() {
     let snapshot = source.list().await.expect("list");
     assert_eq!(snapshot.services.len(), 1);
     let listed = &snapshot.services[&ServiceName::plain("demo-provider")];
-    assert_eq!(addrs(listed), vec!["192.168.1.10:20880"]);
+    assert_eq!(addrs(listed), vec!["127.168.1.10:20880"]);
     assert_eq!(listed[0].metadata["dubbo.metadata.revision"], "rev-1");
     assert_eq!(
         listed[0].metadata["dubbo.endpoints"],
@@ -692,7 +699,7 @@ async fn zk_dubbo3_application_instances() {
     client
         .set_data(
             first,
-            &dubbo3_instance("192.168.1.10", 20880, "rev-2"),
+            &dubbo3_instance("127.168.1.10", 20880, "rev-2"),
             None,
         )
         .await
@@ -702,18 +709,18 @@ async fn zk_dubbo3_application_instances() {
             .any(|i| i.metadata["dubbo.metadata.revision"] == "rev-2")
     })
     .await;
-    let second = "/services/demo-provider/192.168.1.11:20880";
+    let second = "/services/demo-provider/127.168.1.11:20880";
     zk_create(
         &client,
         second,
-        &dubbo3_instance("192.168.1.11", 20880, "rev-2"),
+        &dubbo3_instance("127.168.1.11", 20880, "rev-2"),
         zk::CreateMode::Ephemeral,
     )
     .await;
     watch_until(&mut source, "demo-provider", |l| l.len() == 2).await;
     zk_delete(&client, first).await;
     let now = watch_until(&mut source, "demo-provider", |l| l.len() == 1).await;
-    assert_eq!(addrs(&now), vec!["192.168.1.11:20880"]);
+    assert_eq!(addrs(&now), vec!["127.168.1.11:20880"]);
 }
 
 /// A ZooKeeper server holding one Dubbo provider of `DEMO`, and a source that listed it:
@@ -721,7 +728,7 @@ async fn zk_dubbo3_application_instances() {
 async fn zk_with_one_provider() -> (ZooKeeper, String, String, Box<dyn Source>) {
     let zookeeper = ZooKeeper::start();
     let client = zookeeper.client().await;
-    let first = provider_node(DEMO, &demo_url("192.168.1.10:20880", ""));
+    let first = provider_node(DEMO, &demo_url("127.168.1.10:20880", ""));
     zk_create(&client, &first, b"", zk::CreateMode::Persistent).await;
     drop(client);
     let service = format!("providers:{DEMO}:1.0.0:g1");
@@ -742,11 +749,11 @@ async fn zk_outage_fails_the_watch_and_recovery_relists() {
 
     zookeeper.start_again();
     let client = zookeeper.client().await;
-    let second = provider_node(DEMO, &demo_url("192.168.1.11:20880", ""));
+    let second = provider_node(DEMO, &demo_url("127.168.1.11:20880", ""));
     zk_create(&client, &second, b"", zk::CreateMode::Persistent).await;
     let snapshot = list_until_ok(&mut source).await;
     let now = &snapshot.services[&ServiceName::plain(&service)];
-    assert_eq!(addrs(now), vec!["192.168.1.10:20880", "192.168.1.11:20880"]);
+    assert_eq!(addrs(now), vec!["127.168.1.10:20880", "127.168.1.11:20880"]);
     // And the watch works again.
     zk_delete(&client, &first).await;
     watch_until(&mut source, &service, |l| l.len() == 1).await;
@@ -770,7 +777,7 @@ async fn zk_brief_disconnect_answers_resync() {
     }
     let zookeeper = restart.await.expect("restart");
     let client = zookeeper.client().await;
-    let second = provider_node(DEMO, &demo_url("192.168.1.11:20880", ""));
+    let second = provider_node(DEMO, &demo_url("127.168.1.11:20880", ""));
     zk_create(&client, &second, b"", zk::CreateMode::Persistent).await;
     let snapshot = list_until_ok(&mut source).await;
     assert_eq!(snapshot.services[&ServiceName::plain(&service)].len(), 2);
@@ -781,13 +788,13 @@ async fn idle_watches_answer_nothing_changed() {
     let etcd = Etcd::start();
     etcd.put(
         "/micro/registry/idle/i-1",
-        &micro("idle", "i-1", "10.0.0.1:80", None),
+        &micro("idle", "i-1", "127.0.0.1:80", None),
     );
     let zookeeper = ZooKeeper::start();
     let client = zookeeper.client().await;
     zk_create(
         &client,
-        &provider_node(DEMO, &demo_url("192.168.1.10:20880", "")),
+        &provider_node(DEMO, &demo_url("127.168.1.10:20880", "")),
         b"",
         zk::CreateMode::Persistent,
     )

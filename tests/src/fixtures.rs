@@ -229,7 +229,10 @@ pub struct ConsulService {
 
 impl ConsulService {
     /// `name` on node `node-<address>` at `address:port`, id `<name>-<port>`, passing.
+    /// Panics if `address` is off this machine ([`crate::addresses`]): roster imports it.
+    #[track_caller]
     pub fn new(name: &str, address: &str, port: u16) -> Self {
+        crate::addresses::check_ip(address);
         Self {
             name: name.into(),
             id: format!("{name}-{port}"),
@@ -640,8 +643,11 @@ pub struct EurekaInstance {
 
 impl EurekaInstance {
     /// A Spring Cloud style registration: app `APP`, id `<ip>:<app>:<port>`, vip `app`,
-    /// `UP`, secure port 443 disabled.
+    /// `UP`, secure port 443 disabled. Panics if `ip` is off this machine
+    /// ([`crate::addresses`]): roster imports it.
+    #[track_caller]
     pub fn new(app: &str, ip: &str, port: u16) -> Self {
+        crate::addresses::check_ip(ip);
         let lower = app.to_lowercase();
         Self {
             app: app.to_uppercase(),

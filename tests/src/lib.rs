@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 pub use serde_json::{json, Value};
 
+pub mod addresses;
 pub mod fixtures;
 pub mod foreign;
 pub mod netlab;
@@ -374,7 +375,9 @@ impl Node {
         s
     }
 
-    /// A request without credentials; `body` is sent urlencoded.
+    /// A request without credentials; `body` is sent urlencoded. Panics if it names an
+    /// instance address or push target off this machine ([`addresses`]).
+    #[track_caller]
     pub fn try_request(
         &self,
         method: &str,
@@ -382,6 +385,7 @@ impl Node {
         headers: &[(&str, &str)],
         form: Option<&str>,
     ) -> Result<Resp, String> {
+        addresses::check_request(path_and_query, form);
         let url = format!("http://{}{}", self.addr(), path_and_query);
         let mut builder = ureq::http::Request::builder().method(method).uri(&url);
         for (k, v) in headers {

@@ -228,8 +228,8 @@ function rawList(service) {
 }
 
 // ---- the flow -------------------------------------------------------------------------
-const INST1 = { ip: '10.30.0.1', port: 8080 };
-const INST2 = { ip: '10.30.0.2', port: 8081 };
+const INST1 = { ip: '127.30.0.1', port: 8080 };
+const INST2 = { ip: '127.30.0.2', port: 8081 };
 
 async function flow(client, registered) {
   const service = args.service;

@@ -32,10 +32,10 @@ EVENT_WAIT_S = 8  # bounded wait for a listener event (several polls)
 # every few seconds, so allow this much beyond the hold for the unbeaten control instance.
 CONTROL_GRACE_S = 12
 
-INST1 = {"ip": "10.20.0.1", "port": 8080}
-INST2 = {"ip": "10.20.0.2", "port": 8081}
+INST1 = {"ip": "127.20.0.1", "port": 8080}
+INST2 = {"ip": "127.20.0.2", "port": 8081}
 # Registered without heartbeat_interval: proves the hold outlived the unhealthy timeout.
-CONTROL = {"ip": "10.20.0.9", "port": 8089}
+CONTROL = {"ip": "127.20.0.9", "port": 8089}
 
 
 class CheckFailed(Exception):

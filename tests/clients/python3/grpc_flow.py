@@ -41,19 +41,19 @@ GROUP = "DEFAULT_GROUP"
 CLUSTER = "DEFAULT"
 
 # Service A: registered over gRPC by the SDK, then a second instance over HTTP v1.
-INST1 = {"ip": "10.70.0.1", "port": 8080,
+INST1 = {"ip": "127.70.0.1", "port": 8080,
          "metadata": {"sdk": "nacos-sdk-python-3", "role": "grpc-registered"}}
-INST2 = {"ip": "10.70.0.2", "port": 8081,
+INST2 = {"ip": "127.70.0.2", "port": 8081,
          "metadata": {"role": "http-registered"}}
 # Service B: batch-registered.
 BATCH = [
-    {"ip": "10.70.0.11", "port": 9001, "metadata": {"batch": "1"}},
-    {"ip": "10.70.0.12", "port": 9002, "metadata": {"batch": "2"}},
+    {"ip": "127.70.0.11", "port": 9001, "metadata": {"batch": "1"}},
+    {"ip": "127.70.0.12", "port": 9002, "metadata": {"batch": "2"}},
 ]
 # Offered by a client without credentials; must be refused.
-ANON = {"ip": "10.70.0.9", "port": 8089}
+ANON = {"ip": "127.70.0.9", "port": 8089}
 # Service C: held until shutdown; roster must drop it when the connection closes.
-LINGER = {"ip": "10.70.0.3", "port": 8082, "metadata": {"role": "dies-with-connection"}}
+LINGER = {"ip": "127.70.0.3", "port": 8082, "metadata": {"role": "dies-with-connection"}}
 
 CONNECT_TIMEOUT_S = 15  # create_naming_service: login + channel + server check + setup ack (<= 5 s)
 CALL_TIMEOUT_S = 8  # any single SDK call
