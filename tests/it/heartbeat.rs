@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use roster_tests::{enc, eventually, Node, Value};
+use roster_tests::{enc, eventually, json, Node, Value};
 
 fn hosts(node: &Node, service: &str) -> Vec<Value> {
     // Catalog view: every instance, no protection threshold.
@@ -186,12 +186,13 @@ fn full_beats_re_register_expired_instances() {
 
 #[test]
 fn protection_threshold_when_every_instance_is_silent() {
-    // Default threshold 0 (Nacos 1.x): when no instance is healthy, all are returned.
+    // The default threshold (0) never protects: silent instances are listed unhealthy
+    // and a healthy-only list is empty (Nacos would report them all healthy).
     let node = Node::start();
+    let meta = enc(
+        r#"{"preserved.heart.beat.interval":"500","preserved.heart.beat.timeout":"1000","preserved.ip.delete.timeout":"60000"}"#,
+    );
     for ip in ["127.15.0.1", "127.15.0.2"] {
-        let meta = enc(
-            r#"{"preserved.heart.beat.interval":"500","preserved.heart.beat.timeout":"1000","preserved.ip.delete.timeout":"60000"}"#,
-        );
         node.call(
             "POST",
             &format!("/nacos/v1/ns/instance?serviceName=prot&ip={ip}&port=80&metadata={meta}"),
@@ -199,11 +200,14 @@ fn protection_threshold_when_every_instance_is_silent() {
         .expect(200);
     }
     eventually(Duration::from_secs(5), || {
-        let h = hosts(&node, "prot");
-        if h.iter().all(|x| x["healthy"] == false) {
+        let v = node
+            .call("GET", "/nacos/v1/ns/instance/list?serviceName=prot")
+            .json();
+        let hosts = v["hosts"].as_array().cloned().unwrap_or_default();
+        if hosts.len() == 2 && hosts.iter().all(|x| x["healthy"] == false) {
             Ok(())
         } else {
-            Err(format!("{h:?}"))
+            Err(v.to_string())
         }
     });
     let v = node
@@ -213,35 +217,34 @@ fn protection_threshold_when_every_instance_is_silent() {
         )
         .expect(200)
         .json();
-    assert_eq!(v["reachProtectionThreshold"], true);
-    assert_eq!(v["hosts"].as_array().unwrap().len(), 2);
-    // A negative threshold turns protection off.
+    assert_eq!(v["reachProtectionThreshold"], false);
+    assert_eq!(v["hosts"], json!([]));
+    // A positive threshold protects: 0 of 1 healthy <= 0.5, so every instance is
+    // returned, reported healthy, even to a healthy-only query.
     node.call(
         "POST",
-        "/nacos/v1/ns/service?serviceName=prot-off&protectThreshold=-1",
+        "/nacos/v1/ns/service?serviceName=prot-on&protectThreshold=0.5",
     )
     .expect(200);
-    let meta = enc(
-        r#"{"preserved.heart.beat.interval":"500","preserved.heart.beat.timeout":"1000","preserved.ip.delete.timeout":"60000"}"#,
-    );
     node.call(
         "POST",
-        &format!(
-            "/nacos/v1/ns/instance?serviceName=prot-off&ip=127.15.1.1&port=80&metadata={meta}"
-        ),
+        &format!("/nacos/v1/ns/instance?serviceName=prot-on&ip=127.15.1.1&port=80&metadata={meta}"),
     )
     .expect(200);
     eventually(Duration::from_secs(5), || {
         let v = node
             .call(
                 "GET",
-                "/nacos/v1/ns/instance/list?serviceName=prot-off&healthyOnly=true",
+                "/nacos/v1/ns/instance/list?serviceName=prot-on&healthyOnly=true",
             )
             .json();
-        if v["hosts"].as_array().unwrap().is_empty() && v["reachProtectionThreshold"] == false {
+        if v["reachProtectionThreshold"] == true && v["hosts"][0]["healthy"] == true {
             Ok(())
         } else {
             Err(v.to_string())
         }
     });
+    assert!(hosts(&node, "prot-on")
+        .iter()
+        .all(|x| x["healthy"] == false));
 }

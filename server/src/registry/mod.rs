@@ -160,6 +160,12 @@ pub type NamespaceCounts = HashMap<Arc<str>, (usize, usize)>;
 /// How long a removal the eviction guard held waits before it is judged again.
 pub const HELD_RECHECK_MS: u64 = 2_000;
 
+/// How soon the sweep looks again at a silent instance whose client another node owns.
+/// When that node dies the client moves here (Distro), and nothing else tells the sweep:
+/// this bounds how late an inherited instance turns unhealthy (at 5 s it could turn
+/// unhealthy up to 5 s past its beat timeout). Only silent copies cost a look.
+pub const NOT_OWNED_RECHECK_MS: u64 = 1_000;
+
 /// What one pass of the expiry check did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExpiryReport {
@@ -809,7 +815,9 @@ impl Registry {
             // client id against the members).
             if !matches!(verdict, Verdict::Alive { .. }) && !owns(&inst.address) {
                 // Another node owns this client; its copy here is judged by the owner.
-                next = next.min(now_ms + heartbeat.timeout_ms.min(5_000));
+                // Look again soon: if the owner dies, this node may inherit the client,
+                // and must then judge it on time.
+                next = next.min(now_ms + NOT_OWNED_RECHECK_MS);
                 continue;
             }
             match verdict {

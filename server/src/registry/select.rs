@@ -1,5 +1,6 @@
 //! Which instances a query returns: cluster filter, enabled filter, metadata selector,
-//! priority lanes, health filter and the protection threshold (Nacos 1.x semantics).
+//! priority lanes, health filter and the protection threshold (Nacos' comparison; 0 is
+//! off).
 
 use std::sync::Arc;
 
@@ -44,10 +45,14 @@ impl Selection {
     }
 }
 
-/// Whether `healthy` of `total` instances reach the protection threshold (Nacos 1.x:
-/// healthy/total <= threshold; a negative threshold is off; no instances, no protection).
+/// Whether `healthy` of `total` instances reach the protection threshold: healthy/total
+/// <= threshold, as Nacos compares, for a positive threshold. A threshold of 0 (the
+/// default) or below is off, unlike Nacos, where 0 still triggers once no instance is
+/// healthy: a service whose instances all fell silent then reports them healthy to
+/// every consumer until they are removed, and a lone dead instance (the commonest
+/// service of all) is never seen unhealthy. No instances, no protection.
 pub fn protection_triggered(healthy: usize, total: usize, threshold: f64) -> bool {
-    total > 0 && threshold >= 0.0 && (healthy as f64 / total as f64) <= threshold
+    total > 0 && threshold > 0.0 && (healthy as f64 / total as f64) <= threshold
 }
 
 /// Selects instances for `query`: enabled, in the clusters, matching the selector, in the
@@ -209,25 +214,33 @@ mod tests {
     }
 
     #[test]
-    fn default_threshold_protects_only_when_none_is_healthy() {
+    fn the_default_threshold_never_protects() {
+        // A lone silent instance is reported unhealthy, and a healthy-only query gets
+        // nothing: consumers must not be sent to it.
         let none_healthy = view(None, &[instance(1, "a", false, true)]);
-        assert!(select(&none_healthy, &Query::default()).protected);
-        let one_healthy = view(
-            None,
-            &[instance(1, "a", false, true), instance(2, "a", true, true)],
-        );
-        assert!(!select(&one_healthy, &Query::default()).protected);
+        let s = select(&none_healthy, &Query::default());
+        assert!(!s.protected);
+        assert!(!s.reported_healthy(&s.hosts[0]));
+        let healthy_only = Query {
+            healthy_only: true,
+            ..Default::default()
+        };
+        assert!(select(&none_healthy, &healthy_only).hosts.is_empty());
+        let zero = view(threshold(0.0), &[instance(1, "a", false, true)]);
+        assert!(!select(&zero, &healthy_only).protected);
         let off = view(threshold(-1.0), &[instance(1, "a", false, true)]);
-        let s = select(
-            &off,
-            &Query {
-                healthy_only: true,
-                ..Default::default()
-            },
-        );
+        let s = select(&off, &healthy_only);
         assert!(!s.protected);
         assert!(s.hosts.is_empty());
         assert!(!select(&view(None, &[]), &Query::default()).protected);
+        // Any positive threshold keeps Nacos' comparison: healthy/total <= threshold.
+        let tiny = view(threshold(0.001), &[instance(1, "a", false, true)]);
+        assert!(select(&tiny, &healthy_only).protected);
+        let half = view(
+            threshold(0.5),
+            &[instance(1, "a", false, true), instance(2, "a", true, true)],
+        );
+        assert!(select(&half, &healthy_only).protected, "1/2 <= 0.5");
     }
 
     #[test]
