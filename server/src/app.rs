@@ -612,23 +612,30 @@ fn write_private_file(path: &Path, contents: &str) -> anyhow::Result<()> {
 /// Marks silent ephemeral instances unhealthy and removes expired ones, checking four
 /// times a second: each instance is acted on within ~250 ms of its deadline. The sweep
 /// runs on a blocking thread: after a mass silence it judges many instances at once.
+///
+/// When the live members change, clients change owners (and this node may gain or lose
+/// the right to judge at all): every service is then judged at this tick, so that an
+/// instance inherited from a dead node turns unhealthy on time.
 async fn expiry_worker(state: AppState, mut stopping: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut live = state.members.live_ids();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stopping.changed() => return,
+        }
+        let now_live = state.members.live_ids();
+        if now_live != live {
+            state.registry.recheck_all();
+            live = now_live;
         }
         let now = now_ms();
         let sweeping = state.clone();
         let swept = tokio::task::spawn_blocking(move || {
             let state = sweeping;
             let owns = state.distro.judgement();
-            let mut counts = crate::registry::NamespaceCounts::new();
-            state
-                .registry
-                .expire_due(now, &owns, &state.guard, &mut counts)
+            state.registry.expire_due(now, &owns, &state.guard)
         })
         .await;
         let report = match swept {

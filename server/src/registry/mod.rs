@@ -20,7 +20,10 @@ pub mod select;
 pub mod selector;
 pub mod service;
 
-use std::collections::{BTreeMap, HashMap};
+#[cfg(test)]
+mod model;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -154,17 +157,13 @@ pub struct PersistentData {
     pub instances: Vec<(ServiceKey, Instance)>,
 }
 
-/// Per namespace: (silent, all) ephemeral instances, as counted for the eviction guard.
-pub type NamespaceCounts = HashMap<Arc<str>, (usize, usize)>;
-
 /// How long a removal the eviction guard held waits before it is judged again.
 pub const HELD_RECHECK_MS: u64 = 2_000;
 
-/// How soon the sweep looks again at a silent instance whose client another node owns.
-/// When that node dies the client moves here (Distro), and nothing else tells the sweep:
-/// this bounds how late an inherited instance turns unhealthy (at 5 s it could turn
-/// unhealthy up to 5 s past its beat timeout). Only silent copies cost a look.
-pub const NOT_OWNED_RECHECK_MS: u64 = 1_000;
+/// How soon the sweep looks again at a silent instance whose client another node owns
+/// (its owner judges it; when ownership moves here, [`Registry::recheck_all`] brings the
+/// look forward). Only silent copies cost a look.
+pub const NOT_OWNED_RECHECK_MS: u64 = 5_000;
 
 /// What one pass of the expiry check did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -180,6 +179,10 @@ pub struct ExpiryReport {
     /// Namespaces where it released.
     pub released: Vec<Arc<str>>,
 }
+
+/// A sweep's expired instances of one service: the service's place in the pass's list
+/// and the instances as they stood when judged.
+type ExpiredIn = (usize, Vec<Arc<Instance>>);
 
 /// The registry. Cheap to clone: clones share state.
 #[derive(Clone, Default)]
@@ -434,10 +437,11 @@ impl Registry {
                     heartbeat,
                 ),
             };
-            // Another client held this address here: it loses the instance.
+            // Another client held this address here, or this one as an ephemeral
+            // instance that a persistent registration replaces: it loses the instance.
             let displaced = existing
                 .as_ref()
-                .filter(|e| e.ephemeral && e.client_id() != client_id)
+                .filter(|e| e.ephemeral && (!reg.ephemeral || e.client_id() != client_id))
                 .map(|e| e.client_id());
             let unchanged = existing
                 .as_ref()
@@ -454,7 +458,7 @@ impl Registry {
         if let Some(at) = deadline {
             svc.check_by(at);
         }
-        if changed == Changed::Yes && reg.ephemeral {
+        if changed == Changed::Yes {
             // The service's own key, not the request's: client entries then share its
             // strings instead of holding three more allocations per instance.
             if let Some(old) = displaced {
@@ -462,9 +466,11 @@ impl Registry {
                     .clients
                     .changed(&old, &svc.key, &addr, false, now_ms);
             }
-            self.shared
-                .clients
-                .changed(&client_id, &svc.key, &addr, true, now_ms);
+            if reg.ephemeral {
+                self.shared
+                    .clients
+                    .changed(&client_id, &svc.key, &addr, true, now_ms);
+            }
         }
         Ok(())
     }
@@ -685,15 +691,22 @@ impl Registry {
                         ..Instance::clone(i)
                     };
                     let client = next.client_id();
+                    // A revived instance is judged afresh: its next deadline may come
+                    // before the one the sweep set when it fell silent (which was its
+                    // removal).
+                    let deadline = beat_deadline(&next, now_ms);
                     view.instances.insert(Arc::new(next));
-                    (Changed::Yes, Some(client))
+                    (Changed::Yes, Some((client, deadline)))
                 }
-                Some(i) => (Changed::No, Some(i.client_id())),
+                Some(i) => (Changed::No, Some((i.client_id(), None))),
                 None => (Changed::No, None),
             }
         });
         match outcome {
-            Some((svc, changed, Some(client))) => {
+            Some((svc, changed, Some((client, deadline)))) => {
+                if let Some(at) = deadline {
+                    svc.check_by(at);
+                }
                 if changed == Changed::Yes && ephemeral {
                     self.shared
                         .clients
@@ -754,9 +767,13 @@ impl Registry {
     /// Judges the ephemeral instances of every service whose earliest deadline passed:
     /// marks silent ones unhealthy, removes expired ones. Only clients `owns` approves
     /// are judged (Distro: the owner decides); the others are looked at again later.
-    /// Removals in a namespace where `guard` holds wait. `counts` caches each
-    /// namespace's (silent, all) ephemeral counts for the guard: the caller keeps it for
-    /// one pass, since counting is a walk over the namespace.
+    ///
+    /// Two phases, so that the outcome does not depend on the order services are
+    /// visited in: first every silent instance is marked unhealthy (an expired one too:
+    /// it is silent before it is gone), then each namespace with expired instances is
+    /// judged once by the eviction `guard`, over its counts after the marking. A mass
+    /// silence that jumps straight past the delete timeout (a node frozen or cut off for
+    /// longer than it) is thus seen as the mass silence it is, and held.
     ///
     /// A sweep rather than a queue of deadlines: a service that is not due costs one
     /// atomic load, and an instance costs nothing beyond its beat clock (a queue entry
@@ -766,7 +783,6 @@ impl Registry {
         now_ms: u64,
         owns: &dyn Fn(&str) -> bool,
         guard: &EvictionGuard,
-        counts: &mut NamespaceCounts,
     ) -> ExpiryReport {
         let mut report = ExpiryReport::default();
         let due: Vec<Arc<Service>> = self
@@ -781,23 +797,58 @@ impl Registry {
                     .collect::<Vec<_>>()
             })
             .collect();
+        // Phase 1: mark the silent, gather the expired (as marked) by namespace.
+        let mut swept: Vec<(Arc<Service>, u64)> = Vec::with_capacity(due.len());
+        let mut expired: BTreeMap<Arc<str>, Vec<ExpiredIn>> = BTreeMap::new();
         for svc in due {
-            let next = self.sweep_service(&svc, now_ms, owns, guard, counts, &mut report);
+            let (next, gone) = self.mark_silent(&svc, now_ms, owns, &mut report);
+            if !gone.is_empty() {
+                expired
+                    .entry(svc.key.namespace.clone())
+                    .or_default()
+                    .push((swept.len(), gone));
+            }
+            swept.push((svc, next));
+        }
+        // Phase 2: one verdict of the guard per namespace.
+        for (ns, services) in expired {
+            let (silent, total) = self.ephemeral_counts(&ns);
+            if guard.policy.holds(silent, total) {
+                if guard.hold(&ns, now_ms) {
+                    report.engaged.push(ns.clone());
+                }
+                for (at, gone) in services {
+                    report.held += gone.len();
+                    // Look again later: an instance whose beats come back is alive
+                    // whatever the guard says; only the dead wait for the release.
+                    let next = &mut swept[at].1;
+                    *next = (*next).min(now_ms + HELD_RECHECK_MS);
+                }
+                continue;
+            }
+            if guard.release(&ns) {
+                report.released.push(ns.clone());
+            }
+            for (at, gone) in services {
+                report.removed += self.remove_expired(&swept[at].0, &gone, now_ms);
+            }
+        }
+        for (svc, next) in swept {
             svc.swept(next);
         }
         report
     }
 
-    /// Judges the ephemeral instances of one service; returns when it is next due.
-    fn sweep_service(
+    /// Phase 1 of the sweep for one service: judges its owned ephemeral instances, marks
+    /// the silent (and expired) ones unhealthy, and returns when the service is next due
+    /// and the expired instances, each as it now stands.
+    fn mark_silent(
         &self,
         svc: &Arc<Service>,
         now_ms: u64,
         owns: &dyn Fn(&str) -> bool,
-        guard: &EvictionGuard,
-        counts: &mut NamespaceCounts,
         report: &mut ExpiryReport,
-    ) -> u64 {
+    ) -> (u64, Vec<Arc<Instance>>) {
         let view = svc.view();
         let mut next = u64::MAX;
         // Instances to mark unhealthy and to remove, each the version judged: one that
@@ -815,13 +866,18 @@ impl Registry {
             // client id against the members).
             if !matches!(verdict, Verdict::Alive { .. }) && !owns(&inst.address) {
                 // Another node owns this client; its copy here is judged by the owner.
-                // Look again soon: if the owner dies, this node may inherit the client,
-                // and must then judge it on time.
+                // When the owner dies the client moves here, and the expiry worker then
+                // brings every service forward ([`Registry::recheck_all`]).
                 next = next.min(now_ms + NOT_OWNED_RECHECK_MS);
                 continue;
             }
             match verdict {
-                Verdict::Expired => expired.push(inst.clone()),
+                Verdict::Expired => {
+                    // Removed in phase 2, or held, or changed meanwhile: a look later
+                    // settles the last two.
+                    expired.push(inst.clone());
+                    next = next.min(now_ms + HELD_RECHECK_MS);
+                }
                 Verdict::Silent { recheck_at } => {
                     if inst.healthy {
                         silent.push(inst.clone());
@@ -831,31 +887,12 @@ impl Registry {
                 Verdict::Alive { recheck_at } => next = next.min(recheck_at),
             }
         }
-        if !expired.is_empty() {
-            let ns = &svc.key.namespace;
-            let (silent_count, total) = *counts
-                .entry(ns.clone())
-                .or_insert_with(|| self.ephemeral_counts(ns));
-            if guard.policy.holds(silent_count, total) {
-                if guard.hold(ns, now_ms) {
-                    report.engaged.push(ns.clone());
-                }
-                report.held += expired.len();
-                // Look again later: an instance whose beats come back is alive whatever
-                // the guard says; only the dead wait for the release.
-                next = next.min(now_ms + HELD_RECHECK_MS);
-                expired.clear();
-            } else if guard.release(ns) {
-                report.released.push(ns.clone());
-            }
-        }
-        if silent.is_empty() && expired.is_empty() {
-            return next;
+        if silent.is_empty() && expired.iter().all(|i| !i.healthy) {
+            return (next, expired);
         }
         let applied = svc.update(now_ms, |view| {
             let mut marked = Vec::new();
-            let mut removed = Vec::new();
-            for inst in &silent {
+            for inst in silent.iter().chain(&expired) {
                 match view.instances.get(&inst.address) {
                     Some(cur) if Arc::ptr_eq(cur, inst) && cur.healthy => {
                         let next = Instance {
@@ -868,7 +905,46 @@ impl Registry {
                     _ => {}
                 }
             }
-            for inst in &expired {
+            // The expired, as they stand after the marking (gone or replaced: left to
+            // the next sweep).
+            let expired: Vec<Arc<Instance>> = expired
+                .iter()
+                .filter_map(|inst| {
+                    let cur = view.instances.get(&inst.address)?;
+                    let same =
+                        Arc::ptr_eq(cur, inst) || (marked.contains(&inst.address) && !cur.healthy);
+                    same.then(|| cur.clone())
+                })
+                .collect();
+            let changed = if marked.is_empty() {
+                Changed::No
+            } else {
+                Changed::Yes
+            };
+            (changed, (marked, expired))
+        });
+        let Some((changed, (marked, expired))) = applied else {
+            return (next, Vec::new());
+        };
+        if changed == Changed::Yes {
+            self.shared.watchers.mark(&svc.key);
+        }
+        // Only address clients have beat clocks: the client is the address.
+        for addr in &marked {
+            self.shared
+                .clients
+                .changed(addr, &svc.key, addr, true, now_ms);
+        }
+        report.unhealthy += marked.len();
+        (next, expired)
+    }
+
+    /// Phase 2 of the sweep for one service: removes the expired instances the guard let
+    /// go, unless they changed since they were judged. Returns how many went.
+    fn remove_expired(&self, svc: &Arc<Service>, expired: &[Arc<Instance>], now_ms: u64) -> usize {
+        let applied = svc.update(now_ms, |view| {
+            let mut removed = Vec::new();
+            for inst in expired {
                 if view
                     .instances
                     .get(&inst.address)
@@ -878,34 +954,36 @@ impl Registry {
                     removed.push(inst.address.clone());
                 }
             }
-            let changed = if marked.is_empty() && removed.is_empty() {
+            let changed = if removed.is_empty() {
                 Changed::No
             } else {
                 Changed::Yes
             };
-            (changed, (marked, removed))
+            (changed, removed)
         });
-        let Some((changed, (marked, removed))) = applied else {
-            return next;
+        let Some((changed, removed)) = applied else {
+            return 0;
         };
         if changed == Changed::Yes {
             self.shared.watchers.mark(&svc.key);
         }
-        // Only address clients have beat clocks: the client is the address.
-        let clients = &self.shared.clients;
-        for addr in &marked {
-            clients.changed(addr, &svc.key, addr, true, now_ms);
-        }
         for addr in &removed {
-            clients.changed(addr, &svc.key, addr, false, now_ms);
+            self.shared
+                .clients
+                .changed(addr, &svc.key, addr, false, now_ms);
         }
-        report.unhealthy += marked.len();
-        report.removed += removed.len();
-        if let Some((silent_count, total)) = counts.get_mut(&svc.key.namespace) {
-            *silent_count = silent_count.saturating_sub(removed.len());
-            *total = total.saturating_sub(removed.len());
+        removed.len()
+    }
+
+    /// Brings every service's next expiry check forward to now. The expiry worker calls
+    /// it when the live members change: ownership of clients (and whether this node may
+    /// judge at all) changed, and an inherited silent instance must be judged on time.
+    pub fn recheck_all(&self) {
+        for ns in self.shared.namespaces.iter() {
+            for svc in ns.services.iter() {
+                svc.check_by(0);
+            }
         }
-        next
     }
 
     /// Counts (unhealthy, all) ephemeral instances of namespace `ns`.
@@ -1001,8 +1079,10 @@ impl Registry {
 
     /// Applies a copy of a client from its owner if it is newer than this node's: the
     /// client's ephemeral instances become exactly `data.instances`. A persistent
-    /// instance, or another client's, at the same address is left alone. Returns whether
-    /// it applied.
+    /// instance, or another client's, at the same address is left alone (two clients
+    /// publishing one address would otherwise displace each other's copies on every
+    /// exchange), and the client's record here lists only the instances it holds here.
+    /// Returns whether it applied.
     pub fn apply_client(&self, data: &ClientData, now_ms: u64) -> bool {
         let id: Arc<str> = data.id.as_str().into();
         let old = self.shared.clients.get(&data.id);
@@ -1024,10 +1104,13 @@ impl Registry {
         let mut interned = Vec::with_capacity(data.instances.len());
         for (key, incoming) in &data.instances {
             let addr = incoming.addr();
-            let (svc, _, deadline) = self.modify_service(key, now_ms, |view| {
+            let (svc, _, (held, deadline)) = self.modify_service(key, now_ms, |view| {
                 let existing = view.instances.get(&addr).cloned();
-                if existing.as_ref().is_some_and(|e| !e.ephemeral) {
-                    return (Changed::No, None);
+                if existing
+                    .as_ref()
+                    .is_some_and(|e| !e.ephemeral || e.client_id() != id)
+                {
+                    return (Changed::No, (false, None));
                 }
                 let mut instance = incoming.clone();
                 // Address clients carry a beat clock, restarted from the owner's last beat
@@ -1046,17 +1129,19 @@ impl Registry {
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
                 if unchanged {
-                    return (Changed::No, None);
+                    return (Changed::No, (true, None));
                 }
                 let deadline = beat_deadline(&instance, now_ms);
                 view.instances.insert(Arc::new(instance));
-                (Changed::Yes, deadline)
+                (Changed::Yes, (true, deadline))
             });
             // A new or changed beating instance: the sweep looks by its first deadline.
             if let Some(at) = deadline {
                 svc.check_by(at);
             }
-            interned.push((svc.key.clone(), addr.clone()));
+            if held {
+                interned.push((svc.key.clone(), addr.clone()));
+            }
         }
         self.shared
             .clients
@@ -1391,11 +1476,14 @@ fn with_grouped<R>(group: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
     })
 }
 
-/// When the expiry sweep must next judge `instance`, if it beats.
+/// When the expiry sweep must next judge `instance`, if it beats: now, if it is already
+/// silent but still marked healthy (a Distro copy can arrive so, carrying its owner's
+/// last beat) or expired.
 fn beat_deadline(instance: &Instance, now_ms: u64) -> Option<u64> {
     let clock = instance.clock()?;
     Some(
         match judge(clock.last_beat_ms(), &instance.heartbeat(), now_ms) {
+            Verdict::Silent { .. } if instance.healthy => now_ms,
             Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
             Verdict::Expired => now_ms,
         },

@@ -26,12 +26,7 @@ fn reg(ip: &str, port: u16, ephemeral: bool) -> Registration {
 /// One expiry pass at `now_ms` on a lone node (it judges every client) with the default
 /// eviction guard.
 fn sweep(r: &Registry, now_ms: u64) -> ExpiryReport {
-    r.expire_due(
-        now_ms,
-        &|_| true,
-        &EvictionGuard::default(),
-        &mut Default::default(),
-    )
+    r.expire_due(now_ms, &|_| true, &EvictionGuard::default())
 }
 
 fn ports(r: &Registry, name: &str) -> Vec<(u16, bool)> {

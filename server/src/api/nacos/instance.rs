@@ -33,7 +33,7 @@ use crate::distro::{EphemeralOp, OpReply};
 use crate::push::udp::push_capable;
 use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
-use crate::registry::service::{HealthChecker, ServiceKey};
+use crate::registry::service::{HealthChecker, ServiceKey, ServiceView};
 use crate::registry::{InstancePatch, Registration};
 use crate::store::command::CommandV1;
 
@@ -397,15 +397,7 @@ pub async fn query<'p>(
     let body = match view.as_deref() {
         // The plain query of a known service: serialized once per service version.
         Some(v) if plain => {
-            let (head, tail) = v.list_cache.get_or_init(|| {
-                split_at_ref_time(service_info(
-                    Some(v),
-                    &ListRequest {
-                        now_ms: 0,
-                        ..request
-                    },
-                ))
-            });
+            let (head, tail) = plain_list_parts(v, grouped, name.group);
             // The cached bytes go out as they are, around this request's time: no copy.
             ListBody::Spliced([head.clone(), decimal_ms(request.now_ms), tail.clone()])
         }
@@ -415,6 +407,29 @@ pub async fn query<'p>(
         key,
         clusters_raw,
         body,
+    })
+}
+
+/// The plain list answer (no clusters, selector, lanes or `healthyOnly`) of one service
+/// version, split around `lastRefTime`: serialized by the first reader of the version
+/// and kept in its [`ListCache`](crate::registry::service::ListCache), which a new
+/// version starts empty. The registry's model test reads it after every change.
+pub(crate) fn plain_list_parts<'v>(
+    view: &'v ServiceView,
+    grouped: &str,
+    group: &str,
+) -> &'v (Bytes, Bytes) {
+    view.list_cache.get_or_init(|| {
+        split_at_ref_time(service_info(
+            Some(view),
+            &ListRequest {
+                grouped,
+                group: Some(group),
+                clusters_raw: "",
+                query: Query::default(),
+                now_ms: 0,
+            },
+        ))
     })
 }
 
