@@ -108,7 +108,7 @@ pub struct Shared {
     pub balancers: crate::api::pick::Balancers,
     /// gRPC client connections on this node.
     pub connections: Connections,
-    /// Service changes for the console's event streams.
+    /// Service, namespace, user and sync task changes for the console's event streams.
     pub events: crate::api::events::Events,
     /// Sync tasks (Raft-held).
     pub tasks: crate::imports::SyncTasks,
@@ -256,11 +256,15 @@ pub async fn run(
     raft_config.snapshot_every = args.raft_snapshot_logs;
     let peer_client = PeerClient::new(args.node_id, plan.secret.clone());
     let tasks = crate::imports::SyncTasks::default();
+    // What the state machine changes of namespaces, users and sync tasks, for the
+    // console's event streams.
+    let catalog = Arc::new(crate::store::catalog::CatalogChanges::default());
     let store = Store::open(
         &raft_config,
         registry.clone(),
         auth.clone(),
         tasks.clone(),
+        catalog.clone(),
         peer_client.clone(),
     )
     .await
@@ -378,7 +382,12 @@ pub async fn run(
     workers.spawn(state.distro.clone().run_propagation(stopping.clone()));
     workers.spawn(state.distro.clone().run_verification(stopping.clone()));
     workers.spawn(push.clone().run_pusher(registry.watch(), stopping.clone()));
-    workers.spawn(state.events.clone().run(registry.watch(), stopping.clone()));
+    workers.spawn(
+        state
+            .events
+            .clone()
+            .run(registry.watch(), catalog, stopping.clone()),
+    );
     workers.spawn(push.clone().run_acks(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
     workers.spawn(expiry_worker(state.clone(), stopping.clone()));

@@ -55,6 +55,10 @@ const args = parseArgs(process.argv);
 const BASE = `http://${args.server}`;
 const NS = args.namespace;
 const NS_EMPTY = `${NS}-empty`;
+// Made, changed and deleted through the API while their page is open.
+const NS_API = `${NS}-api`;
+const USER_API = `${NS}-user`;
+const TASK_API = `${NS}-api`;
 const SVC = args.service;
 const GROUP = 'DEFAULT_GROUP';
 const PORT = Number(args.server.split(':').pop());
@@ -153,6 +157,24 @@ async function api(method, p, params = {}, { allowError = false } = {}) {
     json = undefined;
   }
   return { status: res.status, text, json };
+}
+
+/** A JSON request as the admin. */
+async function apiJson(method, p, body) {
+  let res;
+  try {
+    res = await fetch(BASE + p, {
+      method,
+      headers: { Authorization: `Bearer ${apiToken}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(ACTION_MS),
+    });
+  } catch (e) {
+    throw new Error(`${method} ${p}: ${e?.cause?.message ?? e?.message ?? e}`);
+  }
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${p} -> ${res.status}: ${text}`);
+  return JSON.parse(text);
 }
 
 async function apiLogin() {
@@ -264,7 +286,7 @@ async function createTaskInUi(name, { namespace, filter, dryRun }) {
   await expectHidden(tid('sync-form-form'), 'the new-sync-task dialog');
 }
 
-/** The state tag of a task reaches `state` (the page polls; no reload). */
+/** The state tag of a task reaches `state` (task events; no reload). */
 async function expectState(name, state, timeout = ACTION_MS) {
   const sel = state.startsWith('!')
     ? `[data-testid="sync-state-${name}"]:not([data-state="${state.slice(1)}"])`
@@ -285,6 +307,44 @@ async function deleteTaskInUi(name, body) {
   await expectHidden(tid('confirm-dialog'), `the confirmation to delete ${name}`);
   await expectHidden(row(name), `the row of ${name}`);
   check((await syncTask(name)) === null, `sync task ${name} still exists in the API`);
+}
+
+/** Waits until the page's live badge says the event stream is connected. */
+async function expectLive(what) {
+  try {
+    await page.locator('[data-testid="live-mode"][data-mode="live"]').waitFor({ state: 'visible', timeout: ACTION_MS });
+  } catch {
+    const mode = await tid('live-mode').getAttribute('data-mode').catch(() => null);
+    throw new CheckFailed(`${what}: the live event stream did not connect (mode ${mode})`);
+  }
+}
+
+/** Marks the page; {@link expectNoReload} fails if it was reloaded since. */
+async function markPage() {
+  await page.evaluate(() => {
+    window.__consoleTestMarker = 'no-reload';
+  });
+}
+
+async function expectNoReload(what) {
+  const marker = await page.evaluate(() => window.__consoleTestMarker);
+  check(marker === 'no-reload', `the page was reloaded ${what}`);
+}
+
+/** GET requests the page makes to `pathname` while `fn` runs (and `settleMs` after). */
+async function requestsDuring(pathname, fn, settleMs) {
+  const seen = [];
+  const listener = (r) => {
+    if (r.method() === 'GET' && new URL(r.url()).pathname === pathname) seen.push(r.url());
+  };
+  page.on('request', listener);
+  try {
+    await fn();
+    await page.waitForTimeout(settleMs);
+  } finally {
+    page.off('request', listener);
+  }
+  return seen.length;
 }
 
 async function createNamespaceInUi(id, name) {
@@ -317,7 +377,7 @@ async function main() {
     await apiLogin();
     const removed = [];
     // sync tasks first: one may import into NSID
-    for (const name of [TASK, TASK_DRY]) {
+    for (const name of [TASK, TASK_DRY, TASK_API]) {
       const d = await api('DELETE', taskPath(name), {}, { allowError: true });
       if (d.status === 200) removed.push(`sync task ${name}`);
     }
@@ -333,10 +393,13 @@ async function main() {
       check(d.status === 200, `namespace ${NS} exists from an earlier run and cannot be removed: ${d.text}`);
       removed.push(NS);
     }
-    if (ids.includes(NS_EMPTY)) {
-      await api('DELETE', '/nacos/v1/console/namespaces', { namespaceId: NS_EMPTY }, { allowError: true });
-      removed.push(NS_EMPTY);
+    for (const id of [NS_EMPTY, NS_API]) {
+      if (!ids.includes(id)) continue;
+      await api('DELETE', '/nacos/v1/console/namespaces', { namespaceId: id }, { allowError: true });
+      removed.push(id);
     }
+    const u = await api('DELETE', '/nacos/v1/auth/users', { username: USER_API }, { allowError: true });
+    if (u.status === 200) removed.push(`user ${USER_API}`);
     browser = await chromium.launch({
       executablePath: args.chromium,
       timeout: ACTION_MS,
@@ -505,6 +568,29 @@ async function main() {
     return { deleted: NS_EMPTY };
   });
 
+  await step('live-namespaces', async () => {
+    await expectLive('the namespaces page');
+    await markPage();
+    const t0 = Date.now();
+    await api('POST', '/nacos/v1/console/namespaces', {
+      customNamespaceId: NS_API,
+      namespaceName: `Made through the API ${NS_API}`,
+      namespaceDesc: 'created through the HTTP API',
+    });
+    await expectVisible(row(NS_API), `namespace ${NS_API} created through the API, in the open page (no reload)`);
+    const appearedMs = Date.now() - t0;
+    await api('PUT', '/nacos/v1/console/namespaces', {
+      namespace: NS_API,
+      namespaceShowName: `Renamed through the API ${NS_API}`,
+      namespaceDesc: '',
+    });
+    await expectText(row(NS_API), new RegExp(`Renamed through the API ${NS_API}`), `the new name of ${NS_API}`);
+    await api('DELETE', '/nacos/v1/console/namespaces', { namespaceId: NS_API });
+    await expectHidden(row(NS_API), `namespace ${NS_API} deleted through the API`);
+    await expectNoReload('to follow namespace changes');
+    return { appearedAfterMs: appearedMs };
+  });
+
   await step('sync-tasks', async () => {
     await tid('nav-sync').click();
     await expectUrl(/#\/sync$/, 'the sync tasks menu');
@@ -532,7 +618,7 @@ async function main() {
     check(created.namespace === NS, `the API shows target namespace ${created.namespace}, expected ${NS}`);
     check((created.services ?? '').includes('helloworld*'), `the API shows service filter ${created.services}`);
     check(created.dryRun === false && created.paused === false, `the API shows dryRun ${created.dryRun}, paused ${created.paused}`);
-    // The runner cannot reach the closed port; the page polls, so the row follows.
+    // The runner cannot reach the closed port; its reports reach the page as task events.
     await expectState(TASK, 'error', STATE_MS);
     await expectVisible(tid(`sync-error-${TASK}`), `the last error of ${TASK}`);
     await shot('sync');
@@ -558,6 +644,25 @@ async function main() {
     return { refusal, state: 'error' };
   });
 
+  await step('live-sync', async () => {
+    await expectLive('the sync tasks page');
+    await markPage();
+    const t0 = Date.now();
+    await apiJson('POST', '/api/v1/sync/tasks', { name: TASK_API, source: SOURCE, paused: true });
+    await expectVisible(row(TASK_API), `sync task ${TASK_API} created through the API, in the open page (no reload)`);
+    const appearedMs = Date.now() - t0;
+    await expectState(TASK_API, 'paused');
+    // Resumed through the API: the runner's reports (it cannot reach the source) follow.
+    await apiJson('POST', `${taskPath(TASK_API)}/resume`, {});
+    await expectState(TASK_API, 'error', STATE_MS);
+    await apiJson('POST', `${taskPath(TASK_API)}/pause`, {});
+    await expectState(TASK_API, 'paused');
+    await api('DELETE', taskPath(TASK_API));
+    await expectHidden(row(TASK_API), `sync task ${TASK_API} deleted through the API`);
+    await expectNoReload('to follow sync task changes');
+    return { appearedAfterMs: appearedMs };
+  });
+
   await step('cluster-and-users', async () => {
     await tid('nav-cluster').click();
     await expectUrl(/#\/cluster$/, 'the cluster menu');
@@ -571,6 +676,62 @@ async function main() {
     await expectVisible(row(args.username), `user ${args.username} in the users table`);
     await shot('users');
     return {};
+  });
+
+  await step('live-users', async () => {
+    await expectLive('the users page');
+    await markPage();
+    const t0 = Date.now();
+    await api('POST', '/nacos/v1/auth/users', { username: USER_API, password: 'made-through-the-api-1' });
+    await expectVisible(row(USER_API), `user ${USER_API} created through the API, in the open page (no reload)`);
+    const appearedMs = Date.now() - t0;
+    await api('DELETE', '/nacos/v1/auth/users', { username: USER_API });
+    await expectHidden(row(USER_API), `user ${USER_API} deleted through the API`);
+    await expectNoReload('to follow user changes');
+    return { appearedAfterMs: appearedMs };
+  });
+
+  await step('nav-refetch', async () => {
+    // Each page, opened from the menu, then its menu item (or the brand link) clicked
+    // again: the page asks for its data again. Before the click the page stays quiet
+    // (nothing polls it), so the request is the click's.
+    const QUIET_MS = 1000;
+    const pages = [
+      { nav: 'nav-namespaces', url: /#\/namespaces$/, data: '/nacos/v1/console/namespaces', shown: row('public') },
+      { nav: 'brand', url: /#\/namespaces$/, data: '/nacos/v1/console/namespaces', shown: row('public') },
+      { nav: 'nav-services', url: /#\/services\?/, data: '/nacos/v1/ns/catalog/services', shown: tid(`svc-link-${GROUP}-${SVC}`) },
+      // every task was deleted: the empty state shows once the list is in
+      { nav: 'nav-sync', url: /#\/sync$/, data: '/api/v1/sync/tasks', shown: tid('empty-state') },
+      {
+        nav: 'nav-cluster',
+        url: /#\/cluster$/,
+        data: '/api/v1/cluster',
+        shown: page.locator('[data-testid="cluster-table"] tbody tr.ant-table-row'),
+      },
+      { nav: 'nav-users', url: /#\/users$/, data: '/nacos/v1/auth/users', shown: row(args.username) },
+    ];
+    await markPage();
+    const counts = {};
+    for (const p of pages) {
+      const where = p.nav === 'brand' ? 'nav-namespaces' : p.nav;
+      if (!p.url.test(page.url())) await tid(where).click();
+      await expectUrl(p.url, `the page of ${p.nav}`);
+      await expectVisible(p.shown, `the page of ${p.nav}`);
+      if (p.nav === 'nav-cluster' && (await tid('cluster-auto').getAttribute('aria-checked')) === 'true') {
+        // its own 2 s refresh would hide whether the click refetches
+        await tid('cluster-auto').click();
+      }
+      const before = await requestsDuring(p.data, async () => {}, QUIET_MS);
+      check(before === 0, `the page of ${p.nav} fetched ${p.data} ${before} times without being asked`);
+      const url = page.url();
+      const after = await requestsDuring(p.data, () => tid(p.nav).click(), QUIET_MS);
+      check(after >= 1, `clicking ${p.nav} on its own page did not fetch ${p.data}`);
+      check(page.url() === url, `clicking ${p.nav} on its own page moved to ${page.url()}`);
+      await expectVisible(p.shown, `the page of ${p.nav} after the refetch`);
+      counts[p.nav] = after;
+    }
+    await expectNoReload('by a navigation click');
+    return { requests: counts };
   });
 
   emit({ step: 'done', ok: true, totalMs: Date.now() - started, shots: path.resolve(args.shots) });

@@ -1,15 +1,20 @@
 //! The web console: how a node serves it (types, caching, compression, redirects, no
 //! credentials needed for the files but still for the API), the event stream it listens
-//! to, and the whole console driven in Debian's Chromium by `tests/console/` (playwright
-//! -core): log in, namespaces, a live registration, edits read back through the API,
-//! Chinese, refusals, sync tasks. Screenshots land in `target/console-screenshots/`.
+//! to (service changes; namespace, user and sync task changes, on every node, for
+//! those who may see them), and the whole console driven in Debian's Chromium by
+//! `tests/console/` (playwright-core): log in, namespaces, a live registration, edits
+//! read back through the API, Chinese, refusals, sync tasks, changes made through the
+//! API showing up without a reload, navigation refetching. Screenshots land in
+//! `target/console-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use roster_tests::{workspace_root, Node, ADMIN_PASSWORD};
+use roster_tests::{json, workspace_root, Cluster, Node, Value, ADMIN_PASSWORD};
+
+use crate::sync::call_json;
 
 /// The hashed script the page loads.
 fn script_path(node: &Node) -> String {
@@ -108,12 +113,17 @@ fn raw_get(node: &Node, path: &str, encoding: &str) -> String {
 
 /// Opens the event stream of `namespace` and returns a reader of its lines.
 fn open_events(node: &Node, namespace: &str) -> BufReader<TcpStream> {
-    let token = node.token();
+    open_stream(node, &format!("namespaceId={namespace}"), &node.token())
+}
+
+/// Opens `GET /api/v1/events?<query>` as the holder of `token` and returns a reader of
+/// its lines.
+fn open_stream(node: &Node, query: &str, token: &str) -> BufReader<TcpStream> {
     let mut s = TcpStream::connect(node.addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "GET /api/v1/events?namespaceId={namespace}&accessToken={token} HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n"
+        "GET /api/v1/events?{query}&accessToken={token} HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n"
     )
     .unwrap();
     let mut reader = BufReader::new(s);
@@ -121,6 +131,76 @@ fn open_events(node: &Node, namespace: &str) -> BufReader<TcpStream> {
     reader.read_line(&mut status).unwrap();
     assert!(status.contains(" 200 "), "{status}");
     reader
+}
+
+/// The next event of any kind: its name and data.
+fn next_event(reader: &mut BufReader<TcpStream>) -> (String, Value) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut name = None;
+    while Instant::now() < deadline {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a line within 10 s");
+        if let Some(n) = line.strip_prefix("event: ") {
+            name = Some(n.trim().to_string());
+        } else if let (Some(n), Some(data)) = (&name, line.strip_prefix("data: ")) {
+            let data = serde_json::from_str(data.trim()).expect("JSON data");
+            return (n.clone(), data);
+        }
+    }
+    panic!("no event within 10 s");
+}
+
+/// Passes what `stream` (which follows namespaces) carries from before the test: what
+/// the node did just before it was ready (the admin's creation) may still be on its
+/// way, in one batch with a change made now. So: two changes of namespace `id` through
+/// `node`, one after the other, and everything up to the second.
+fn settle(node: &Node, stream: &mut BufReader<TcpStream>, id: &str) {
+    let changed = ("namespace".to_string(), json!({ "namespaceId": id }));
+    node.call_form(
+        "POST",
+        "/nacos/v1/console/namespaces",
+        &format!("customNamespaceId={id}&namespaceName=settle"),
+    )
+    .expect(200);
+    while next_event(stream) != changed {}
+    node.call_form(
+        "PUT",
+        "/nacos/v1/console/namespaces",
+        &format!("namespace={id}&namespaceShowName=settled"),
+    )
+    .expect(200);
+    while next_event(stream) != changed {}
+}
+
+/// Logs in as `username` and returns the token.
+fn login_as(node: &Node, username: &str, password: &str) -> String {
+    node.raw(
+        "POST",
+        &format!("/nacos/v1/auth/login?username={username}&password={password}"),
+        &[],
+        None,
+    )
+    .expect(200)
+    .json()["accessToken"]
+        .as_str()
+        .expect("token")
+        .to_string()
+}
+
+/// The status of a stream that is refused (an accepted one would never end).
+fn refused_stream(node: &Node, query: &str, token: &str) -> u16 {
+    node.raw(
+        "GET",
+        &format!("/api/v1/events?{query}&accessToken={token}"),
+        &[],
+        None,
+    )
+    .status
+}
+
+/// A sync task that never runs (paused; its source is a closed loopback port).
+fn paused_task(name: &str) -> Value {
+    json!({"name": name, "source": "etcd://127.0.0.1:1?layout=go-micro", "paused": true})
 }
 
 /// The next `event: service` data line.
@@ -192,6 +272,171 @@ fn the_event_stream_reports_changes_of_its_namespace() {
 }
 
 #[test]
+fn the_event_stream_reports_catalog_changes_to_those_who_may_see_them() {
+    let node = Node::start();
+    // Every kind (the default for an admin).
+    let admin_token = node.token();
+    let mut admin = open_stream(&node, "", &admin_token);
+    settle(&node, &mut admin, "cat-start");
+    // Users: admins hear that users changed, and nothing else about them.
+    node.call(
+        "POST",
+        "/nacos/v1/auth/users?username=viewer&password=viewer-pass-1",
+    )
+    .expect(200);
+    assert_eq!(next_event(&mut admin), ("user".to_string(), json!({})));
+    // What a non-admin may see (the default for them); one kind.
+    let viewer_token = login_as(&node, "viewer", "viewer-pass-1");
+    let mut viewer = open_stream(&node, "", &viewer_token);
+    let mut namespaces_only = open_stream(&node, "kinds=namespace", &admin_token);
+    // User and task events need an admin, as the API that lists them does.
+    assert_eq!(refused_stream(&node, "kinds=user", &viewer_token), 403);
+    assert_eq!(
+        refused_stream(&node, "kinds=service,task", &viewer_token),
+        403
+    );
+    assert_eq!(refused_stream(&node, "kinds=bogus", &admin_token), 400);
+
+    // A service change reaches the streams that follow services, of every namespace.
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=cat-svc&ip=127.7.1.1&port=1",
+    )
+    .expect(200);
+    let service = (
+        "service".to_string(),
+        json!({"namespaceId": "public", "groupName": "DEFAULT_GROUP", "serviceName": "cat-svc"}),
+    );
+    assert_eq!(next_event(&mut admin), service);
+    assert_eq!(next_event(&mut viewer), service);
+    // Gone again, so that its expiry cannot interleave with what follows.
+    node.call(
+        "DELETE",
+        "/nacos/v1/ns/instance?serviceName=cat-svc&ip=127.7.1.1&port=1",
+    )
+    .expect(200);
+    assert_eq!(next_event(&mut admin), service);
+    assert_eq!(next_event(&mut viewer), service);
+
+    // Namespaces: everyone sees them come, change and go.
+    let ns_event = ("namespace".to_string(), json!({"namespaceId": "cat-ns"}));
+    node.call_form(
+        "POST",
+        "/nacos/v1/console/namespaces",
+        "customNamespaceId=cat-ns&namespaceName=catalog",
+    )
+    .expect(200);
+    for stream in [&mut admin, &mut viewer, &mut namespaces_only] {
+        assert_eq!(next_event(stream), ns_event);
+    }
+
+    node.call(
+        "POST",
+        "/nacos/v1/auth/users?username=other&password=other-pass-1",
+    )
+    .expect(200);
+    assert_eq!(next_event(&mut admin), ("user".to_string(), json!({})));
+    node.call(
+        "PUT",
+        "/nacos/v1/auth/users?username=other&newPassword=other-pass-2",
+    )
+    .expect(200);
+    assert_eq!(next_event(&mut admin), ("user".to_string(), json!({})));
+
+    // Sync tasks: created, paused, resumed, deleted.
+    let task_event = ("task".to_string(), json!({"name": "cat-task"}));
+    call_json(
+        &node,
+        "POST",
+        "/api/v1/sync/tasks",
+        &paused_task("cat-task"),
+    )
+    .expect(201);
+    assert_eq!(next_event(&mut admin), task_event);
+    call_json(
+        &node,
+        "POST",
+        "/api/v1/sync/tasks/cat-task/pause",
+        &json!({}),
+    )
+    .expect(200);
+    assert_eq!(next_event(&mut admin), task_event);
+    node.call("DELETE", "/api/v1/sync/tasks/cat-task")
+        .expect(200);
+    assert_eq!(next_event(&mut admin), task_event);
+
+    // The viewer's and the namespace stream's next event is the next namespace change:
+    // no user, task or service event came to them in between.
+    node.call_form(
+        "PUT",
+        "/nacos/v1/console/namespaces",
+        "namespace=cat-ns&namespaceShowName=renamed",
+    )
+    .expect(200);
+    for stream in [&mut admin, &mut viewer, &mut namespaces_only] {
+        assert_eq!(next_event(stream), ns_event, "renamed");
+    }
+    // (Waited for: two changes within 100 ms coalesce into one event.)
+    node.call("DELETE", "/nacos/v1/console/namespaces?namespaceId=cat-ns")
+        .expect(200);
+    for stream in [&mut admin, &mut viewer, &mut namespaces_only] {
+        assert_eq!(next_event(stream), ns_event, "deleted");
+    }
+    node.call("DELETE", "/nacos/v1/auth/users?username=other")
+        .expect(200);
+    assert_eq!(next_event(&mut admin), ("user".to_string(), json!({})));
+}
+
+#[test]
+fn catalog_events_reach_the_streams_of_every_node() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.leader();
+    // Watch one follower; change things through the other (which forwards to the leader).
+    let watched = &cluster.nodes[(leader + 1) % 3];
+    let through = &cluster.nodes[(leader + 2) % 3];
+    let mut stream = open_stream(watched, "kinds=namespace,user,task", &watched.token());
+    settle(through, &mut stream, "far-start");
+
+    through
+        .call_form(
+            "POST",
+            "/nacos/v1/console/namespaces",
+            "customNamespaceId=far-ns&namespaceName=far",
+        )
+        .expect(200);
+    assert_eq!(
+        next_event(&mut stream),
+        ("namespace".to_string(), json!({"namespaceId": "far-ns"}))
+    );
+    through
+        .call(
+            "POST",
+            "/nacos/v1/auth/users?username=far-user&password=far-user-pass",
+        )
+        .expect(200);
+    assert_eq!(next_event(&mut stream), ("user".to_string(), json!({})));
+    call_json(
+        through,
+        "POST",
+        "/api/v1/sync/tasks",
+        &paused_task("far-task"),
+    )
+    .expect(201);
+    assert_eq!(
+        next_event(&mut stream),
+        ("task".to_string(), json!({"name": "far-task"}))
+    );
+    // And through the leader itself.
+    cluster.nodes[leader]
+        .call("DELETE", "/api/v1/sync/tasks/far-task")
+        .expect(200);
+    assert_eq!(
+        next_event(&mut stream),
+        ("task".to_string(), json!({"name": "far-task"}))
+    );
+}
+
+#[test]
 fn the_console_works_in_a_real_browser() {
     let node = Node::start();
     let shots = workspace_root().join("target/console-screenshots");
@@ -256,6 +501,18 @@ fn the_console_works_in_a_real_browser() {
     assert!(
         !ids.contains(&"console-ns-empty"),
         "the empty one was deleted: {ids:?}"
+    );
+    assert!(
+        !ids.contains(&"console-ns-api"),
+        "the one made through the API was deleted: {ids:?}"
+    );
+    let users = node
+        .call("GET", "/nacos/v1/auth/users?pageNo=1&pageSize=100")
+        .expect(200)
+        .json();
+    assert_eq!(
+        users["totalCount"], 1,
+        "the user made through the API was deleted: {users}"
     );
     // The sync tasks made in the browser were deleted there.
     let tasks = node.call("GET", "/api/v1/sync/tasks").expect(200).json();

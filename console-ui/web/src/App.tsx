@@ -13,7 +13,7 @@ import {
   TeamOutlined,
   UserOutlined,
 } from '@ant-design/icons';
-import { useEffect, type ReactNode } from 'react';
+import { useEffect, useState, type ReactNode } from 'react';
 import { useAuth } from './auth';
 import { useI18n, type MessageKey } from './i18n';
 import { LanguageSwitch } from './components/LanguageSwitch';
@@ -26,7 +26,7 @@ import { ServiceDetailPage } from './pages/ServiceDetail';
 import { SyncPage } from './pages/Sync';
 import { ClusterPage } from './pages/Cluster';
 import { PasswordDialog, UsersPage } from './pages/Users';
-import { useDialog } from './hooks';
+import { NavRefresh, useDialog } from './hooks';
 
 export function App() {
   const { lang } = useI18n();
@@ -96,6 +96,14 @@ function Shell({ route }: { route: Route }) {
     return href('/services', { namespaceId: ns });
   };
 
+  // A navigation click always shows fresh data: another page opens (and loads),
+  // the page already shown loads again.
+  const [navTick, setNavTick] = useState(0);
+  const go = (to: string) => {
+    if (window.location.hash === '#' + to) setNavTick((n) => n + 1);
+    else navigate(to);
+  };
+
   const items = [
     { key: 'namespaces', icon: <AppstoreOutlined />, label: <span data-testid="nav-namespaces">{t('nav.namespaces')}</span> },
     { key: 'services', icon: <CloudServerOutlined />, label: <span data-testid="nav-services">{t('nav.services')}</span> },
@@ -145,7 +153,15 @@ function Shell({ route }: { route: Route }) {
   return (
     <Layout className="shell">
       <Layout.Sider width={216} breakpoint="lg" collapsedWidth={64} className="shell-sider">
-        <a className="brand" href="#/namespaces">
+        <a
+          className="brand"
+          href="#/namespaces"
+          data-testid="brand"
+          onClick={(e) => {
+            e.preventDefault();
+            go('/namespaces');
+          }}
+        >
           <span className="brand-mark">r</span>
           <span className="brand-text">
             <span className="brand-name">{t('app.name')}</span>
@@ -157,7 +173,7 @@ function Shell({ route }: { route: Route }) {
           mode="inline"
           selectedKeys={[selected]}
           items={items}
-          onClick={({ key }) => navigate(key === 'services' ? servicesLink() : '/' + key)}
+          onClick={({ key }) => go(key === 'services' ? servicesLink() : '/' + key)}
           className="shell-menu"
         />
       </Layout.Sider>
@@ -196,7 +212,9 @@ function Shell({ route }: { route: Route }) {
             </Button>
           </Space>
         </Layout.Header>
-        <Layout.Content className="shell-content">{page}</Layout.Content>
+        <Layout.Content className="shell-content">
+          <NavRefresh.Provider value={navTick}>{page}</NavRefresh.Provider>
+        </Layout.Content>
         <PasswordDialog open={ownPassword.open} username={session?.username ?? ''} onClose={ownPassword.hide} />
       </Layout>
     </Layout>

@@ -16,6 +16,12 @@ export function num(n: number | null | undefined): string {
   return String(Math.round(n * 1000) / 1000);
 }
 
+/** A protection threshold: one at or below 0 turns protection off, and says so. */
+export function threshold(n: number | null | undefined, t: Translate): string {
+  if (n === null || n === undefined || Number.isNaN(n)) return '—';
+  return n > 0 ? num(n) : `${num(n)} (${t('svc.thresholdOff')})`;
+}
+
 export function truthy(v: string | boolean | undefined | null): boolean {
   return v === true || v === 'true';
 }

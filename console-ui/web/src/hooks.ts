@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState } from 'react';
+import { createContext, useCallback, useContext, useEffect, useRef, useState } from 'react';
 import type { TablePaginationConfig } from 'antd';
 import { useT } from './i18n';
 
@@ -13,7 +13,14 @@ export interface Resource<T> {
 }
 
 /**
- * Loads `loader()` whenever `deps` change. Answers to superseded requests are
+ * Bumped when the navigation item (or header link) of the page already shown is
+ * clicked: every resource of the page loads again, as if the page were opened.
+ */
+export const NavRefresh = createContext(0);
+
+/**
+ * Loads `loader()` whenever `deps` change, and again when the page's navigation
+ * item is clicked ({@link NavRefresh}). Answers to superseded requests are
  * dropped, so a slow old answer never overwrites a newer one.
  */
 export function useResource<T>(loader: () => Promise<T>, deps: unknown[]): Resource<T> {
@@ -55,7 +62,26 @@ export function useResource<T>(loader: () => Promise<T>, deps: unknown[]): Resou
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, deps);
 
+  // A click on the current page's navigation item: reload, keeping what is shown.
+  const nav = useContext(NavRefresh);
+  const navSeen = useRef(nav);
+  useEffect(() => {
+    if (navSeen.current === nav) return;
+    navSeen.current = nav;
+    void reload();
+  }, [nav, reload]);
+
   return { data, error, loading, reload, setData };
+}
+
+/** The current time, renewed every `ms` (for texts such as "5 s ago"). */
+export function useNow(ms: number): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const timer = window.setInterval(() => setNow(Date.now()), ms);
+    return () => window.clearInterval(timer);
+  }, [ms]);
+  return now;
 }
 
 /** Calls fn every `ms` while enabled, never overlapping runs. */

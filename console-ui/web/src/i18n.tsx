@@ -106,7 +106,9 @@ const en = {
   'svc.clearFilters': 'Clear filters',
   'svc.nameRequired': 'Enter a service name',
   'svc.nameInvalid': 'A service name cannot contain "@@".',
-  'svc.thresholdHint': 'Between 0 and 1: when the healthy share drops to it, every instance is returned. Negative turns protection off.',
+  'svc.thresholdHint':
+    '0 (the default) or negative: protection is off. A threshold t above 0: when healthy/total ≤ t, every instance is returned, reported healthy. For Nacos\' "all of them when none is healthy", set a tiny one such as 0.0001.',
+  'svc.thresholdOff': 'off',
   'svc.thresholdRequired': 'Enter a threshold',
   'svc.metadata': 'Metadata',
   'svc.selector': 'Selector',
@@ -414,7 +416,9 @@ const zh: Dict = {
   'svc.clearFilters': '清除筛选',
   'svc.nameRequired': '请输入服务名',
   'svc.nameInvalid': '服务名不能包含 "@@"。',
-  'svc.thresholdHint': '0 到 1 之间：健康实例占比降到该值时返回全部实例。负数表示关闭保护。',
+  'svc.thresholdHint':
+    '0（默认）或负数：不启用保护。阈值 t 大于 0 时：健康实例数/总数 ≤ t 即返回全部实例，并都报告为健康。若要 Nacos 的“无健康实例时返回全部”，可设一个极小的值，如 0.0001。',
+  'svc.thresholdOff': '关闭',
   'svc.thresholdRequired': '请输入阈值',
   'svc.metadata': '元数据',
   'svc.selector': '选择器',

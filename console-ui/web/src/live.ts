@@ -1,5 +1,12 @@
 // Live updates: the server-sent event stream GET /api/v1/events, with a
 // fallback to polling every 2 s while the stream is unavailable.
+//
+// Events say what changed, not how: a page refetches what it shows.
+//   service   {namespaceId, groupName, serviceName}
+//   namespace {namespaceId}
+//   user      {}          (admins only)
+//   task      {name}      (admins only)
+//   resync    {}          anything may have changed: refetch everything
 import { useEffect, useRef, useState } from 'react';
 import { sessionToken } from './auth';
 
@@ -9,57 +16,96 @@ export interface ServiceEvent {
   serviceName: string;
 }
 
+export interface NamespaceEvent {
+  namespaceId: string;
+}
+
+export interface TaskEvent {
+  name: string;
+}
+
 export type LiveMode = 'connecting' | 'live' | 'polling';
+
+/** What a page does on one kind of event. */
+export interface Follow<E> {
+  /** refetch what the page shows of this kind */
+  refresh: () => void | Promise<void>;
+  /** whether an event concerns the page (default: every event of the kind) */
+  matches?: (ev: E) => boolean;
+}
+
+/** The kinds of change a page follows; one stream serves them all. */
+export interface Follows {
+  service?: Follow<ServiceEvent>;
+  namespace?: Follow<NamespaceEvent>;
+  user?: Follow<Record<string, never>>;
+  task?: Follow<TaskEvent>;
+}
+
+type Kind = keyof Follows;
+const KINDS: Kind[] = ['service', 'namespace', 'user', 'task'];
 
 const DEBOUNCE_MS = 200;
 const POLL_MS = 2000;
 const RETRY_STREAM_MS = 15000;
 
 /**
- * Keeps what a page shows current. `refresh` is called (debounced) on every
- * matching `service` event and on `resync`; while the stream is down it is
- * called every 2 s instead, and once more when the stream comes back.
+ * Keeps what a page shows current. Each followed kind's `refresh` is called
+ * (debounced, never two at once) on its matching events, and every one on
+ * `resync`; while the stream is down they are called every 2 s instead, and
+ * once more when the stream comes back.
+ *
+ * `namespaceId` limits `service` events to one namespace; `enabled: false`
+ * does not connect (yet).
  */
-export function useLiveUpdates(
-  namespaceId: string | undefined,
-  matches: (ev: ServiceEvent) => boolean,
-  refresh: () => void | Promise<void>,
-): LiveMode {
+export function useLive(follows: Follows, opts: { namespaceId?: string; enabled?: boolean } = {}): LiveMode {
+  const { namespaceId, enabled = true } = opts;
   const [mode, setMode] = useState<LiveMode>('connecting');
-  const matchRef = useRef(matches);
-  matchRef.current = matches;
-  const refreshRef = useRef(refresh);
-  refreshRef.current = refresh;
+  const followsRef = useRef(follows);
+  followsRef.current = follows;
+  const kinds = KINDS.filter((k) => follows[k] !== undefined).join(',');
 
   useEffect(() => {
-    if (namespaceId === undefined) return;
+    if (!enabled || kinds === '') return;
+    const followed = kinds.split(',') as Kind[];
     let disposed = false;
     let es: EventSource | null = null;
-    let debounceTimer = 0;
     let pollTimer = 0;
     let retryTimer = 0;
     let everFailed = false;
-    let refreshing = false;
+    const debounceTimers = new Map<Kind, number>();
+    // per kind: a refresh is running / another one is wanted after it
+    const running = new Set<Kind>();
+    const again = new Set<Kind>();
 
-    const runRefresh = async () => {
-      if (refreshing) return;
-      refreshing = true;
+    const runRefresh = async (kind: Kind) => {
+      if (running.has(kind)) {
+        // the running fetch may have left before this change: fetch once more after it
+        again.add(kind);
+        return;
+      }
+      running.add(kind);
       try {
-        await refreshRef.current();
+        await followsRef.current[kind]?.refresh();
       } catch {
         /* the page shows its own errors */
       } finally {
-        refreshing = false;
+        running.delete(kind);
       }
+      if (again.delete(kind) && !disposed) void runRefresh(kind);
     };
 
-    const schedule = () => {
-      if (debounceTimer) return;
-      debounceTimer = window.setTimeout(() => {
-        debounceTimer = 0;
-        if (!disposed) void runRefresh();
-      }, DEBOUNCE_MS);
+    const schedule = (kind: Kind) => {
+      if (debounceTimers.has(kind)) return;
+      debounceTimers.set(
+        kind,
+        window.setTimeout(() => {
+          debounceTimers.delete(kind);
+          if (!disposed) void runRefresh(kind);
+        }, DEBOUNCE_MS),
+      );
     };
+    const scheduleAll = () => followed.forEach(schedule);
 
     const stopPolling = () => {
       if (pollTimer) window.clearInterval(pollTimer);
@@ -69,7 +115,7 @@ export function useLiveUpdates(
     const startPolling = () => {
       if (pollTimer) return;
       pollTimer = window.setInterval(() => {
-        if (!disposed) void runRefresh();
+        if (!disposed) followed.forEach((k) => void runRefresh(k));
       }, POLL_MS);
     };
 
@@ -81,7 +127,8 @@ export function useLiveUpdates(
         startPolling();
         return;
       }
-      const qs = new URLSearchParams({ namespaceId, accessToken: token });
+      const qs = new URLSearchParams({ kinds, accessToken: token });
+      if (namespaceId !== undefined) qs.set('namespaceId', namespaceId);
       const src = new EventSource(`/api/v1/events?${qs.toString()}`);
       es = src;
       src.addEventListener('open', () => {
@@ -89,17 +136,20 @@ export function useLiveUpdates(
         setMode('live');
         stopPolling();
         // anything may have changed while the stream was down
-        if (everFailed) schedule();
+        if (everFailed) scheduleAll();
       });
-      src.addEventListener('service', (e) => {
-        try {
-          const ev = JSON.parse((e as MessageEvent<string>).data) as ServiceEvent;
-          if (matchRef.current(ev)) schedule();
-        } catch {
-          schedule();
-        }
-      });
-      src.addEventListener('resync', () => schedule());
+      for (const kind of followed) {
+        src.addEventListener(kind, (e) => {
+          const matches = followsRef.current[kind]?.matches as ((ev: unknown) => boolean) | undefined;
+          if (!matches) return schedule(kind);
+          try {
+            if (matches(JSON.parse((e as MessageEvent<string>).data))) schedule(kind);
+          } catch {
+            schedule(kind);
+          }
+        });
+      }
+      src.addEventListener('resync', scheduleAll);
       src.onerror = () => {
         if (disposed) return;
         // Close instead of letting EventSource retry with a possibly stale
@@ -119,11 +169,11 @@ export function useLiveUpdates(
     return () => {
       disposed = true;
       es?.close();
-      window.clearTimeout(debounceTimer);
+      debounceTimers.forEach((t) => window.clearTimeout(t));
       window.clearTimeout(retryTimer);
       stopPolling();
     };
-  }, [namespaceId]);
+  }, [enabled, namespaceId, kinds]);
 
   return mode;
 }

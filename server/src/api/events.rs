@@ -1,15 +1,36 @@
-//! `GET /api/v1/events`: a server-sent-events stream of service changes, which the
-//! console listens to so that registrations show up without a reload.
+//! `GET /api/v1/events`: a server-sent-events stream of changes, which the console
+//! listens to so that what another admin, another browser or an API client changes
+//! shows up without a reload.
 //!
-//! One worker drains a registry [`ChangeSet`] (changes to a service coalesce for
-//! [`COALESCE`]) and broadcasts the changed services; each stream filters them by its
-//! namespace. A stream that falls behind the broadcast gets `resync` (refetch what you
-//! show) instead of the events it missed. Streams end when the node starts shutting
-//! down, so they never hold up a graceful shutdown.
+//! One worker drains the registry's [`ChangeSet`] (service changes) and the store's
+//! [`CatalogChanges`] (namespaces, users and sync tasks, recorded when the Raft state
+//! machine applies them — on every node, so a change made through any node reaches the
+//! streams of all of them); changes coalesce for [`COALESCE`] and are broadcast. Each
+//! stream filters the broadcast by what it asked for and what its caller may see. A
+//! stream that falls behind the broadcast gets `resync` (refetch what you show) instead
+//! of the events it missed. Streams end when the node starts shutting down, so they
+//! never hold up a graceful shutdown.
 //!
-//! Events: `event: service` with `{"namespaceId","groupName","serviceName"}`, and
-//! `event: resync` with `{}`. Comment lines every 15 s keep proxies from closing an idle
-//! stream. `EventSource` cannot send headers: pass `accessToken` in the query.
+//! Query: `namespaceId` (optional) limits `service` events to one namespace; `kinds`
+//! (optional, comma-separated, default: every kind the caller may see) picks the kinds
+//! below. `EventSource` cannot send headers: pass `accessToken` in the query.
+//!
+//! Events (`event:` name, then its `data:`), each saying only *what* changed — a reader
+//! refetches it through the API, which checks its rights:
+//! - `service` `{"namespaceId","groupName","serviceName"}`: a service, its settings or
+//!   its instances changed.
+//! - `namespace` `{"namespaceId"}`: a namespace was declared, renamed or deleted (not
+//!   limited by `namespaceId`; a namespace that only exists because services were
+//!   registered in it comes and goes with `service` events).
+//! - `user` `{}`: users were created, deleted or given a new password. Admins only.
+//! - `task` `{"name"}`: a sync task was created, paused, resumed or deleted, or its
+//!   runner reported a new status (at most every few seconds per task, and every 30 s
+//!   while it runs). Admins only.
+//! - `resync` `{}`: anything may have changed (the stream fell behind, or the node
+//!   replaced its state from a snapshot): refetch everything.
+//!
+//! Asking for `user` or `task` without being an admin is a 403, as the API that lists
+//! them is. Comment lines every 15 s keep proxies from closing an idle stream.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -26,10 +47,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 
 use super::error::ApiError;
+use super::guard::Caller;
 use super::params::{check_namespace_id, Params};
 use crate::app::AppState;
 use crate::registry::changes::ChangeSet;
 use crate::registry::service::ServiceKey;
+use crate::store::catalog::{CatalogChange, CatalogChanges};
 
 /// How long changes gather before they are sent.
 const COALESCE: Duration = Duration::from_millis(100);
@@ -38,10 +61,17 @@ const BACKLOG: usize = 1024;
 /// Keep-alive comment period.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The broadcast of changed services, and the signal that ends every stream.
+/// One broadcast change.
+#[derive(Clone)]
+enum Change {
+    Service(Arc<ServiceKey>),
+    Catalog(Arc<CatalogChange>),
+}
+
+/// The broadcast of changes, and the signal that ends every stream.
 #[derive(Clone)]
 pub struct Events {
-    tx: broadcast::Sender<Arc<ServiceKey>>,
+    tx: broadcast::Sender<Change>,
     closing: watch::Receiver<bool>,
 }
 
@@ -52,22 +82,128 @@ impl Events {
         Self { tx, closing }
     }
 
-    /// The worker: broadcasts every change `changes` sees until `stopping`.
-    pub async fn run(self, changes: Arc<ChangeSet>, mut stopping: watch::Receiver<bool>) {
+    /// The worker: broadcasts every change `services` and `catalog` see until
+    /// `stopping`.
+    pub async fn run(
+        self,
+        services: Arc<ChangeSet>,
+        catalog: Arc<CatalogChanges>,
+        mut stopping: watch::Receiver<bool>,
+    ) {
         loop {
             tokio::select! {
-                _ = changes.changed() => {}
+                _ = services.changed() => {}
+                _ = catalog.changed() => {}
                 _ = stopping.changed() => return,
             }
             tokio::time::sleep(COALESCE).await;
-            for key in changes.drain() {
-                if self.tx.receiver_count() == 0 {
-                    continue;
-                }
-                // A stream that closed meanwhile is fine.
-                let _ = self.tx.send(Arc::new(key));
+            // Drained even with nobody listening, so that the sets stay small.
+            let catalog_changes = catalog.drain();
+            let service_changes = services.drain();
+            if self.tx.receiver_count() == 0 {
+                continue;
+            }
+            // Catalog first: a page that shows a new namespace's services finds it.
+            // A stream that closed meanwhile is fine.
+            for change in catalog_changes {
+                let _ = self.tx.send(Change::Catalog(Arc::new(change)));
+            }
+            for key in service_changes {
+                let _ = self.tx.send(Change::Service(Arc::new(key)));
             }
         }
+    }
+}
+
+/// The kinds of event a stream may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Kinds {
+    service: bool,
+    namespace: bool,
+    user: bool,
+    task: bool,
+}
+
+impl Kinds {
+    /// The kinds named in `kinds` (comma-separated), or every kind `admin` may see.
+    fn parse(kinds: Option<&str>, admin: bool) -> Result<Self, ApiError> {
+        let Some(list) = kinds else {
+            return Ok(Self {
+                service: true,
+                namespace: true,
+                user: admin,
+                task: admin,
+            });
+        };
+        let mut out = Self {
+            service: false,
+            namespace: false,
+            user: false,
+            task: false,
+        };
+        for kind in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+            match kind {
+                "service" => out.service = true,
+                "namespace" => out.namespace = true,
+                "user" => out.user = true,
+                "task" => out.task = true,
+                other => {
+                    return Err(ApiError::illegal(
+                        "kinds",
+                        format!("unknown kind '{other}': use service, namespace, user, task"),
+                    ))
+                }
+            }
+        }
+        if (out.user || out.task) && !admin {
+            return Err(ApiError::forbidden(
+                "authorization failed!: user and task events need an admin user",
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// What one stream receives.
+struct Filter {
+    kinds: Kinds,
+    /// `service` events of this namespace only.
+    namespace: Option<String>,
+}
+
+impl Filter {
+    /// The event `change` makes on this stream, if any.
+    fn event(&self, change: &Change) -> Option<Event> {
+        let (name, data) = match change {
+            Change::Service(key) => {
+                if !self.kinds.service
+                    || self
+                        .namespace
+                        .as_deref()
+                        .is_some_and(|ns| *key.namespace != *ns)
+                {
+                    return None;
+                }
+                let data = json!({
+                    "namespaceId": &*key.namespace,
+                    "groupName": &*key.group,
+                    "serviceName": &*key.name,
+                });
+                ("service", data)
+            }
+            Change::Catalog(change) => match &**change {
+                CatalogChange::Namespace(id) if self.kinds.namespace => {
+                    ("namespace", json!({ "namespaceId": id }))
+                }
+                // Which user is not said: nothing about users leaves the node but
+                // "refetch the list" (which needs an admin anyway).
+                CatalogChange::Users if self.kinds.user => ("user", json!({})),
+                CatalogChange::Task(name) if self.kinds.task => ("task", json!({ "name": name })),
+                CatalogChange::Everything => ("resync", json!({})),
+                _ => return None,
+            },
+        };
+        Some(Event::default().event(name).data(data.to_string()))
     }
 }
 
@@ -78,6 +214,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn stream(
     State(state): State<AppState>,
+    caller: Caller,
     params: Params,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let namespace = match params.optional("namespaceId") {
@@ -86,6 +223,10 @@ async fn stream(
             Some(ns.to_string())
         }
         None => None,
+    };
+    let filter = Filter {
+        kinds: Kinds::parse(params.optional("kinds"), caller.0.admin)?,
+        namespace,
     };
     let mut closing = state.events.closing.clone();
     let mut changes = state.events.tx.subscribe();
@@ -99,17 +240,10 @@ async fn stream(
                 () = tx.closed() => return,
             };
             let event = match item {
-                Ok(key) => {
-                    if namespace.as_deref().is_some_and(|ns| *key.namespace != *ns) {
-                        continue;
-                    }
-                    let data = json!({
-                        "namespaceId": &*key.namespace,
-                        "groupName": &*key.group,
-                        "serviceName": &*key.name,
-                    });
-                    Event::default().event("service").data(data.to_string())
-                }
+                Ok(change) => match filter.event(&change) {
+                    Some(event) => event,
+                    None => continue,
+                },
                 Err(RecvError::Lagged(_)) => Event::default().event("resync").data("{}"),
                 Err(RecvError::Closed) => return,
             };
@@ -120,4 +254,33 @@ async fn stream(
     });
     let stream = ReceiverStream::new(rx);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_default_to_what_the_caller_may_see() {
+        let all = Kinds::parse(None, true).unwrap();
+        assert!(all.service && all.namespace && all.user && all.task);
+        let user = Kinds::parse(None, false).unwrap();
+        assert!(user.service && user.namespace && !user.user && !user.task);
+        let picked = Kinds::parse(Some("namespace, task"), true).unwrap();
+        assert!(!picked.service && picked.namespace && !picked.user && picked.task);
+        assert_eq!(
+            Kinds::parse(Some("nope"), true)
+                .unwrap_err()
+                .status
+                .as_u16(),
+            400
+        );
+        assert_eq!(
+            Kinds::parse(Some("user"), false)
+                .unwrap_err()
+                .status
+                .as_u16(),
+            403
+        );
+    }
 }

@@ -1,5 +1,9 @@
 //! The registry's Raft state machine: applies [`Command`]s to the [`Registry`] and the
-//! auth state, and snapshots both.
+//! auth state, and snapshots both. Changes to namespaces, users and sync tasks are also
+//! recorded in [`CatalogChanges`] for the console's event streams (the registry reports
+//! its service changes itself).
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -7,6 +11,7 @@ use crate::auth::{Auth, AuthData, User};
 use crate::imports::{StoredTask, SyncTasks};
 use crate::registry::{PersistentData, Registry};
 
+use super::catalog::{CatalogChange, CatalogChanges};
 use super::command::{Command, CommandV1, Outcome, Rejection};
 
 /// Applies committed commands to the node's registry and auth state.
@@ -14,6 +19,8 @@ pub struct RegistryMachine {
     registry: Registry,
     auth: Auth,
     tasks: SyncTasks,
+    /// Where applied catalog changes are recorded.
+    catalog: Arc<CatalogChanges>,
 }
 
 /// What a snapshot holds, by format version.
@@ -29,12 +36,19 @@ enum SnapshotData {
 }
 
 impl RegistryMachine {
-    /// A machine that writes into `registry`, `auth` and `tasks`.
-    pub fn new(registry: Registry, auth: Auth, tasks: SyncTasks) -> Self {
+    /// A machine that writes into `registry`, `auth` and `tasks`, and records what it
+    /// changes of the catalog in `catalog`.
+    pub fn new(
+        registry: Registry,
+        auth: Auth,
+        tasks: SyncTasks,
+        catalog: Arc<CatalogChanges>,
+    ) -> Self {
         Self {
             registry,
             auth,
             tasks,
+            catalog,
         }
     }
 
@@ -189,7 +203,15 @@ impl roster_raft::StateMachine for RegistryMachine {
 
     fn apply(&mut self, command: Command) -> Outcome {
         match command {
-            Command::V1(c) => self.apply_v1(c),
+            Command::V1(c) => {
+                let change = CatalogChange::of(&c);
+                let outcome = self.apply_v1(c);
+                // A refused command changed nothing.
+                if let (Some(change), Ok(())) = (change, &outcome) {
+                    self.catalog.mark(change);
+                }
+                outcome
+            }
         }
     }
 
@@ -216,6 +238,105 @@ impl roster_raft::StateMachine for RegistryMachine {
                 self.tasks.restore(sync);
             }
         }
+        self.catalog.mark(CatalogChange::Everything);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use roster_raft::StateMachine;
+
+    use super::*;
+    use crate::registry::namespace::NamespaceInfo;
+    use crate::registry::service::ServiceKey;
+
+    fn machine() -> (RegistryMachine, Arc<CatalogChanges>) {
+        let catalog = Arc::new(CatalogChanges::default());
+        let machine = RegistryMachine::new(
+            Registry::new(),
+            Auth::new(true, 60),
+            SyncTasks::default(),
+            catalog.clone(),
+        );
+        (machine, catalog)
+    }
+
+    fn apply(machine: &mut RegistryMachine, command: CommandV1) -> Outcome {
+        machine.apply(Command::V1(command))
+    }
+
+    #[test]
+    fn applied_catalog_commands_are_recorded_and_refused_ones_are_not() {
+        let (mut m, catalog) = machine();
+        let dev = NamespaceInfo {
+            id: "dev".into(),
+            name: "Dev".into(),
+            description: String::new(),
+        };
+        apply(&mut m, CommandV1::CreateNamespace(dev.clone())).unwrap();
+        apply(
+            &mut m,
+            CommandV1::CreateUser {
+                username: "ann".into(),
+                user: User {
+                    password_hash: "secret-hash".into(),
+                    admin: false,
+                },
+            },
+        )
+        .unwrap();
+        let spec = serde_json::from_value(serde_json::json!({
+            "name": "t1", "source": "etcd://127.0.0.1:1"
+        }))
+        .unwrap();
+        apply(&mut m, CommandV1::CreateSyncTask(spec)).unwrap();
+        // A registry change is the registry's to report.
+        apply(
+            &mut m,
+            CommandV1::SetHealth {
+                key: ServiceKey::new("dev", "G", "s"),
+                ip: "127.0.0.1".into(),
+                port: 1,
+                healthy: false,
+                at_ms: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            catalog.drain(),
+            vec![
+                CatalogChange::Namespace("dev".into()),
+                CatalogChange::Users,
+                CatalogChange::Task("t1".into()),
+            ]
+        );
+
+        // Refused: nothing changed, nothing recorded.
+        apply(&mut m, CommandV1::CreateNamespace(dev)).unwrap_err();
+        apply(
+            &mut m,
+            CommandV1::DeleteUser {
+                username: "nobody".into(),
+            },
+        )
+        .unwrap_err();
+        apply(
+            &mut m,
+            CommandV1::SetSyncTaskPaused {
+                name: "none".into(),
+                paused: true,
+            },
+        )
+        .unwrap_err();
+        assert!(catalog.drain().is_empty());
+    }
+
+    #[test]
+    fn a_restored_snapshot_changes_everything() {
+        let (mut m, catalog) = machine();
+        let snapshot = m.snapshot();
+        m.restore(&snapshot).unwrap();
+        assert_eq!(catalog.drain(), vec![CatalogChange::Everything]);
     }
 }

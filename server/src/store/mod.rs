@@ -1,11 +1,14 @@
 //! The Raft-backed store of persistent data: [`command`] the replicated commands,
-//! [`machine`] the state machine that applies them, and [`Store`], the handle API
-//! handlers propose through. A proposal on a follower is forwarded to the leader.
+//! [`machine`] the state machine that applies them, [`catalog`] the changes it applies
+//! to namespaces, users and sync tasks, and [`Store`], the handle API handlers propose
+//! through. A proposal on a follower is forwarded to the leader.
 
+pub mod catalog;
 pub mod command;
 pub mod machine;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use roster_raft::{
@@ -15,6 +18,7 @@ use roster_raft::{
 use crate::auth::Auth;
 use crate::cluster::peer::PeerClient;
 use crate::registry::Registry;
+use catalog::CatalogChanges;
 use command::{Command, CommandV1, Rejection};
 use machine::RegistryMachine;
 
@@ -44,14 +48,16 @@ pub struct Store {
 impl Store {
     /// Opens the Raft data under `config.dir`, restores the registry's persistent part and
     /// the auth state from it, and starts Raft, reaching peers through `transport`.
+    /// Applied changes to namespaces, users and sync tasks are recorded in `catalog`.
     pub async fn open(
         config: &NodeConfig,
         registry: Registry,
         auth: Auth,
         tasks: crate::imports::SyncTasks,
+        catalog: Arc<CatalogChanges>,
         transport: PeerClient,
     ) -> Result<Self, StartError> {
-        let machine = RegistryMachine::new(registry, auth, tasks);
+        let machine = RegistryMachine::new(registry, auth, tasks, catalog);
         let node = RaftNode::start(config, machine, transport).await?;
         Ok(Self { node })
     }

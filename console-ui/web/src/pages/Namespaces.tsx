@@ -4,9 +4,10 @@ import { call, type Namespace } from '../api';
 import { useAuth } from '../auth';
 import { useT } from '../i18n';
 import { useDialog, useResource } from '../hooks';
+import { useLive } from '../live';
 import { href, navigate } from '../router';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
-import { EmptyState, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
 import { num } from '../format';
 
 interface NsValues {
@@ -26,6 +27,10 @@ export function NamespacesPage() {
   const { session } = useAuth();
   const isAdmin = !!session?.globalAdmin;
   const res = useResource(fetchNamespaces, []);
+  // Namespaces made, renamed or deleted elsewhere; service events change the counts
+  // (and bring namespaces that exist only because services were registered in them).
+  const refresh = () => res.reload({ silent: true });
+  const live = useLive({ namespace: { refresh }, service: { refresh } });
   const [form] = Form.useForm<NsValues>();
   const edit = useDialog<Namespace | 'new'>();
   const del = useDialog<Namespace>();
@@ -179,6 +184,7 @@ export function NamespacesPage() {
         subtitle={t('ns.subtitle')}
         extra={
           <>
+            <LiveBadge mode={live} />
             <Button icon={<ReloadOutlined />} onClick={() => res.reload()} data-testid="ns-refresh">
               {t('common.refresh')}
             </Button>

@@ -28,12 +28,12 @@ import { useEffect, useState } from 'react';
 import { call, type ClusterInfo, type Instance, type ServiceDetail, type Subscriber } from '../api';
 import { useT } from '../i18n';
 import { useDialog, usePaging, useResource } from '../hooks';
-import { useLiveUpdates, type ServiceEvent } from '../live';
+import { useLive, type ServiceEvent } from '../live';
 import { href, navigate, type Route } from '../router';
 import { FormModal } from '../components/FormModal';
 import { EmptyState, LiveBadge, LoadError, MetaChips, Notice, RefreshError } from '../components/bits';
 import { ServiceFormFields, serviceInitial, serviceParams, type ServiceValues } from '../components/ServiceForm';
-import { errorMessage, num } from '../format';
+import { errorMessage, num, threshold } from '../format';
 import { formatMetadata, metadataRule, parseMetadata } from '../metadata';
 
 export function ServiceDetailPage({ route }: { route: Route }) {
@@ -96,7 +96,7 @@ function Detail(ids: Ids) {
   const matches = (ev: ServiceEvent) =>
     (ev.groupName === undefined || ev.groupName === groupName) &&
     (ev.serviceName === serviceName || ev.serviceName === `${groupName}@@${serviceName}`);
-  const live = useLiveUpdates(namespaceId, matches, refreshAll);
+  const live = useLive({ service: { matches, refresh: refreshAll } }, { namespaceId });
 
   const [svcForm] = Form.useForm<ServiceValues>();
   const editSvc = useDialog<true>();
@@ -161,7 +161,7 @@ function Detail(ids: Ids) {
               {
                 key: 'threshold',
                 label: t('svc.threshold'),
-                children: <span data-testid="detail-threshold">{num(svc.protectThreshold)}</span>,
+                children: <span data-testid="detail-threshold">{threshold(svc.protectThreshold, t)}</span>,
               },
               {
                 key: 'selector',

@@ -4,13 +4,13 @@ import { useEffect, useState } from 'react';
 import { call, type ServiceRow } from '../api';
 import { useT } from '../i18n';
 import { useDebounced, useDialog, usePaging, useResource } from '../hooks';
-import { useLiveUpdates } from '../live';
+import { useLive } from '../live';
 import { href, navigate, serviceHref, type Route } from '../router';
 import { KEYS, load, save } from '../storage';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
 import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
 import { ServiceFormFields, serviceInitial, serviceParams, type ServiceValues } from '../components/ServiceForm';
-import { num, truthy } from '../format';
+import { num, threshold, truthy } from '../format';
 import { fetchNamespaces } from './Namespaces';
 
 interface ServicesAnswer {
@@ -54,7 +54,14 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
       }),
     [namespaceId, page, pageSize, qName, qGroup, hideEmpty],
   );
-  const live = useLiveUpdates(namespaceId, () => true, () => res.reload({ silent: true }));
+  const live = useLive(
+    {
+      service: { refresh: () => res.reload({ silent: true }) },
+      // the namespace selector follows namespaces made or renamed elsewhere
+      namespace: { refresh: () => namespaces.reload({ silent: true }) },
+    },
+    { namespaceId },
+  );
 
   useEffect(() => setPage(1), [qName, qGroup, hideEmpty]);
   // Deleting the last row of the last page: step back.
@@ -107,7 +114,14 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
         <span className={r.ipCount > 0 && n < r.ipCount ? (n === 0 ? 'num-bad' : 'num-warn') : undefined}>{num(n)}</span>
       ),
     },
-    { title: t('svc.threshold'), dataIndex: 'protectThreshold', key: 'threshold', align: 'right' as const, width: 150, render: num },
+    {
+      title: t('svc.threshold'),
+      dataIndex: 'protectThreshold',
+      key: 'threshold',
+      align: 'right' as const,
+      width: 150,
+      render: (n: number) => threshold(n, t),
+    },
     {
       title: t('svc.triggered'),
       dataIndex: 'triggerFlag',

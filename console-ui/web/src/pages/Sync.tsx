@@ -23,9 +23,11 @@ import {
 import { useState } from 'react';
 import { call, type SyncState, type SyncTask } from '../api';
 import { useT, type MessageKey } from '../i18n';
-import { useDialog, useInterval, useResource } from '../hooks';
+import { useDialog, useNow, useResource } from '../hooks';
+import { useLive } from '../live';
+import { useAuth } from '../auth';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
-import { EmptyState, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
 import { ago, dateTime, errorMessage, moment, num } from '../format';
 import { fetchNamespaces } from './Namespaces';
 
@@ -68,15 +70,17 @@ function shownState(task: SyncTask): SyncState {
 
 const TASKS = '/api/v1/sync/tasks';
 const taskPath = (name: string) => `${TASKS}/${encodeURIComponent(name)}`;
-/** The state changes on the server without events: poll while the page is open. */
-const POLL_MS = 2000;
+/** How often "12 s ago" texts are renewed, ms (no fetch: task events bring changes). */
+const CLOCK_MS = 1000;
 
 export function SyncPage() {
   const t = useT();
   const { message } = App.useApp();
+  const { session } = useAuth();
   const res = useResource(async () => (await call<{ tasks: SyncTask[] }>('GET', TASKS)).tasks, []);
-  // A hidden tab does not poll; the next tick after it shows again does.
-  useInterval(() => (document.hidden ? undefined : res.reload({ silent: true })), POLL_MS, true);
+  // Tasks made, paused or deleted elsewhere, and every status their runner reports
+  // (task events are for admins, as the task list is).
+  const live = useLive({ task: { refresh: () => res.reload({ silent: true }) } }, { enabled: !!session?.globalAdmin });
 
   const [form] = Form.useForm<TaskValues>();
   const create = useDialog<true>();
@@ -126,7 +130,6 @@ export function SyncPage() {
     await res.reload({ silent: true });
   };
 
-  const now = Date.now();
   const secondary = (text: string) => <Typography.Text type="secondary">{text}</Typography.Text>;
 
   const holdTip = (r: SyncTask) => {
@@ -237,16 +240,7 @@ export function SyncPage() {
       render: (_: unknown, r: SyncTask) => {
         const ms = r.status?.lastSyncMs;
         if (!ms) return secondary(t('sync.never'));
-        return (
-          <div className="cell-lines nowrap" data-testid={`sync-last-${r.name}`}>
-            <span>{ago(ms, now, t)}</span>
-            <Tooltip title={dateTime(new Date(ms))}>
-              <Typography.Text type="secondary" className="when-abs">
-                {moment(new Date(ms), new Date(now))}
-              </Typography.Text>
-            </Tooltip>
-          </div>
-        );
+        return <LastSync name={r.name} ms={ms} />;
       },
     },
     {
@@ -308,6 +302,7 @@ export function SyncPage() {
         subtitle={t('sync.subtitle')}
         extra={
           <>
+            {session?.globalAdmin && <LiveBadge mode={live} />}
             <Button icon={<ReloadOutlined />} onClick={() => res.reload()} data-testid="sync-refresh">
               {t('common.refresh')}
             </Button>
@@ -447,6 +442,22 @@ function TaskFormFields({ form }: { form: FormInstance<TaskValues> }) {
         <Checkbox data-testid="sync-form-dry-run">{t('sync.dryRunLabel')}</Checkbox>
       </Form.Item>
     </>
+  );
+}
+
+/** When a task last synced, "12 s ago" kept current by its own clock. */
+function LastSync({ name, ms }: { name: string; ms: number }) {
+  const t = useT();
+  const now = useNow(CLOCK_MS);
+  return (
+    <div className="cell-lines nowrap" data-testid={`sync-last-${name}`}>
+      <span>{ago(ms, now, t)}</span>
+      <Tooltip title={dateTime(new Date(ms))}>
+        <Typography.Text type="secondary" className="when-abs">
+          {moment(new Date(ms), new Date(now))}
+        </Typography.Text>
+      </Tooltip>
+    </div>
   );
 }
 

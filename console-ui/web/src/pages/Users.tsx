@@ -4,8 +4,9 @@ import { call, type UserRow, type UsersPage as UsersAnswer } from '../api';
 import { useAuth } from '../auth';
 import { useT, type Translate } from '../i18n';
 import { useDialog, usePaging, useResource } from '../hooks';
+import { useLive } from '../live';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
-import { EmptyState, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
 
 interface CreateValues {
   username: string;
@@ -43,6 +44,8 @@ export function UsersPage() {
   const { session } = useAuth();
   const { page, pageSize, pagination } = usePaging();
   const res = useResource(() => call<UsersAnswer>('GET', '/nacos/v1/auth/users', { pageNo: page, pageSize }), [page, pageSize]);
+  // Users made or deleted by another admin or through the API.
+  const live = useLive({ user: { refresh: () => res.reload({ silent: true }) } });
 
   const [createForm] = Form.useForm<CreateValues>();
   const create = useDialog<true>();
@@ -56,7 +59,6 @@ export function UsersPage() {
     create.hide();
     await res.reload({ silent: true });
   };
-
 
   const submitDelete = async () => {
     const u = del.target;
@@ -121,7 +123,8 @@ export function UsersPage() {
         subtitle={t('users.subtitle')}
         extra={
           <>
-            <Button icon={<ReloadOutlined />} onClick={() => res.reload()}>
+            <LiveBadge mode={live} />
+            <Button icon={<ReloadOutlined />} onClick={() => res.reload()} data-testid="users-refresh">
               {t('common.refresh')}
             </Button>
             <Button type="primary" icon={<PlusOutlined />} onClick={() => create.show(true)} data-testid="user-create">
