@@ -135,6 +135,55 @@ fn unacked_pushes_are_resent_a_bounded_number_of_times() {
 }
 
 #[test]
+fn a_newer_push_replaces_an_unacked_older_one() {
+    // A client that missed a push (no ack) and then got and acked a newer one must not
+    // be sent the older state again: clients keep whatever they received last.
+    let node = Node::start();
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    subscribe(&node, "superseded", &socket, JAVA_AGENT);
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=superseded&ip=127.17.1.1&port=80",
+    )
+    .expect(200);
+    let (older, _, _) = receive(&socket, Duration::from_secs(5)).expect("a push");
+    // Not acked. The next change is pushed anew, and acked.
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=superseded&ip=127.17.1.2&port=80",
+    )
+    .expect(200);
+    let newer = loop {
+        let (packet, from, _) = receive(&socket, Duration::from_secs(5)).expect("a push");
+        if packet["lastRefTime"] != older["lastRefTime"] {
+            ack(&socket, &packet, from);
+            break packet;
+        }
+    };
+    let hosts = |packet: &Value| -> usize {
+        let data: Value = serde_json::from_str(packet["data"].as_str().unwrap()).unwrap();
+        data["hosts"].as_array().unwrap().len()
+    };
+    assert_eq!(hosts(&newer), 2);
+    // The older push would have been resent after 1 s: nothing old may come now.
+    let quiet_until = Instant::now() + Duration::from_millis(2_500);
+    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+        let Some((again, from, _)) = receive(&socket, left) else {
+            break;
+        };
+        assert_ne!(
+            again["lastRefTime"], older["lastRefTime"],
+            "the older state was resent after a newer one: {again}"
+        );
+        ack(&socket, &again, from);
+    }
+    assert_eq!(
+        node.metric("roster_udp_pushes_total{outcome=\"superseded\"}"),
+        Some(1.0)
+    );
+}
+
+#[test]
 fn large_pushes_are_gzipped() {
     let node = Node::start();
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();

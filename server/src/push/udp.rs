@@ -2,7 +2,8 @@
 //! push-capable client subscribes `clientIP:udpPort` to the service; every change is
 //! sent as `{"type":"dom","data":"<ServiceInfo>","lastRefTime":n}` (gzipped from 1 KiB),
 //! resent with backoff until the client acks `push-ack` with the same `lastRefTime`, a
-//! bounded number of times. Subscribers expire when they stop querying.
+//! bounded number of times, or until a newer push to the same subscription replaces it.
+//! Subscribers expire when they stop querying.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -66,9 +67,14 @@ pub struct Subscriber {
     last_seen_ms: AtomicU64,
 }
 
+/// Which subscription a push serves: subscriber address, service, clusters asked for.
+type Slot = (SocketAddr, ServiceKey, String);
+
 /// A push awaiting its ack.
 struct Pending {
     target: SocketAddr,
+    /// The subscription it serves, to find it from [`Shared::latest`].
+    slot: Slot,
     packet: Arc<Vec<u8>>,
     resends: usize,
     next_at_ms: u64,
@@ -89,6 +95,12 @@ struct Shared {
     subscribers: DashMap<ServiceKey, DashMap<(SocketAddr, String), Arc<Subscriber>>>,
     /// Unacknowledged pushes by `lastRefTime`.
     pending: DashMap<u64, Pending>,
+    /// The `lastRefTime` of each subscription's newest unacknowledged push. A newer push
+    /// supersedes (drops) the older one: resent after it, the old state would overwrite
+    /// the new in the client (the Java 1.x client logs "out of date data" and keeps it).
+    /// An entry goes with its push's ack or last resend, so this is no larger than
+    /// `pending`.
+    latest: DashMap<Slot, u64>,
     /// Source of unique, increasing `lastRefTime` values. Starts at wall-clock µs, which
     /// stays below 2^53 so JavaScript clients echo it back exactly.
     seq: AtomicU64,
@@ -157,6 +169,7 @@ impl UdpPush {
                 ttl_ms: ttl.as_millis() as u64,
                 subscribers: DashMap::new(),
                 pending: DashMap::new(),
+                latest: DashMap::new(),
                 seq: AtomicU64::new(now_ms() * 1000),
             }),
         }
@@ -250,13 +263,15 @@ impl UdpPush {
             // Clients answer `push-ack`; `dump-ack` and `unknown-ack` are tolerated.
             if let Ok(ack) = serde_json::from_slice::<Ack>(&buf[..len]) {
                 let matches = |p: &Pending| p.target.port() == from.port();
-                if ack.kind == "push-ack"
-                    && self
-                        .shared
-                        .pending
-                        .remove_if(&ack.last_ref_time, |_, p| matches(p))
-                        .is_some()
-                {
+                if ack.kind != "push-ack" {
+                    continue;
+                }
+                let acked = self
+                    .shared
+                    .pending
+                    .remove_if(&ack.last_ref_time, |_, p| matches(p));
+                if let Some((ref_time, p)) = acked {
+                    self.forget(&p.slot, ref_time);
                     self.shared.metrics.push("acked");
                 }
             }
@@ -302,17 +317,25 @@ impl UdpPush {
             );
             let ref_time = self.shared.seq.fetch_add(1, Ordering::Relaxed);
             let packet = Arc::new(encode_packet(&data, ref_time));
+            let slot: Slot = (sub.addr, key.clone(), sub.clusters.clone());
             // Pending before it is sent: a client on the same host can ack before the
             // send returns, and an ack that finds nothing pending is lost (then resent).
             self.shared.pending.insert(
                 ref_time,
                 Pending {
                     target: sub.addr,
+                    slot: slot.clone(),
                     packet: packet.clone(),
                     resends: 0,
                     next_at_ms: now + RESEND_AFTER[0].as_millis() as u64,
                 },
             );
+            // The subscription's older push, if unacknowledged, is never resent now.
+            if let Some(older) = self.shared.latest.insert(slot, ref_time) {
+                if self.shared.pending.remove(&older).is_some() {
+                    self.shared.metrics.push("superseded");
+                }
+            }
             self.send(sub.addr, &packet).await;
             self.shared.metrics.push("sent");
         }
@@ -332,7 +355,9 @@ impl UdpPush {
             };
             if p.resends >= RESEND_AFTER.len() {
                 drop(p);
-                self.shared.pending.remove(&ref_time);
+                if let Some((_, p)) = self.shared.pending.remove(&ref_time) {
+                    self.forget(&p.slot, ref_time);
+                }
                 self.shared.metrics.push("failed");
                 continue;
             }
@@ -347,6 +372,13 @@ impl UdpPush {
             self.send(target, &packet).await;
             self.shared.metrics.push("resent");
         }
+    }
+
+    /// Forgets that `ref_time` is `slot`'s newest push, unless a newer one took its place.
+    fn forget(&self, slot: &Slot, ref_time: u64) {
+        self.shared
+            .latest
+            .remove_if(slot, |_, newest| *newest == ref_time);
     }
 
     fn expire_subscribers(&self, now: u64) {
