@@ -35,7 +35,7 @@ struct Any {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-struct Payload {
+pub(crate) struct Payload {
     #[prost(message, optional, tag = "2")]
     metadata: Option<Metadata>,
     #[prost(message, optional, tag = "3")]
@@ -44,7 +44,7 @@ struct Payload {
 
 /// A request payload; panics if `body` names an instance address off this machine.
 #[track_caller]
-fn payload(kind: &str, body: &Value, token: Option<&str>) -> Payload {
+pub(crate) fn payload(kind: &str, body: &Value, token: Option<&str>) -> Payload {
     roster_tests::addresses::check_json(body);
     let mut headers = HashMap::new();
     if let Some(t) = token {
@@ -63,7 +63,7 @@ fn payload(kind: &str, body: &Value, token: Option<&str>) -> Payload {
     }
 }
 
-fn decode(p: &Payload) -> (String, Value) {
+pub(crate) fn decode(p: &Payload) -> (String, Value) {
     let kind = p
         .metadata
         .as_ref()
@@ -74,15 +74,16 @@ fn decode(p: &Payload) -> (String, Value) {
 }
 
 /// A gRPC client speaking the Nacos envelope by hand: unary calls and the bi-stream
-/// share one HTTP/2 connection, as real clients do.
-struct RawClient {
+/// share one HTTP/2 connection, as real clients do. Also the observer test's gRPC query
+/// path (`observer.rs`).
+pub(crate) struct RawClient {
     grpc: tonic::client::Grpc<tonic::transport::Channel>,
     to_server: Option<mpsc::Sender<Payload>>,
     from_server: Option<tonic::Streaming<Payload>>,
 }
 
 impl RawClient {
-    async fn connect(addr: &str) -> Self {
+    pub(crate) async fn connect(addr: &str) -> Self {
         let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
             .unwrap()
             .connect()
@@ -95,7 +96,7 @@ impl RawClient {
         }
     }
 
-    async fn try_unary(&mut self, p: Payload) -> Result<Payload, tonic::Status> {
+    pub(crate) async fn try_unary(&mut self, p: Payload) -> Result<Payload, tonic::Status> {
         self.grpc.ready().await.unwrap();
         self.grpc
             .unary(
@@ -116,7 +117,7 @@ impl RawClient {
         )
     }
 
-    async fn open_stream(&mut self) {
+    pub(crate) async fn open_stream(&mut self) {
         let (tx, rx) = mpsc::channel(16);
         self.grpc.ready().await.unwrap();
         let response = self
@@ -132,7 +133,7 @@ impl RawClient {
         self.from_server = Some(response.into_inner());
     }
 
-    async fn send(&self, kind: &str, body: Value) {
+    pub(crate) async fn send(&self, kind: &str, body: Value) {
         self.to_server
             .as_ref()
             .unwrap()
@@ -151,7 +152,7 @@ impl RawClient {
     }
 
     /// Waits for a message of `kind`, answering pushes on the way.
-    async fn expect(&mut self, kind: &str, timeout: Duration) -> Value {
+    pub(crate) async fn expect(&mut self, kind: &str, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -12,6 +12,7 @@ mod health_check;
 mod heartbeat;
 mod nacos_v1;
 mod nacos_v2;
+mod observer;
 mod ops;
 mod push;
 mod selection;

@@ -55,7 +55,7 @@ use crate::api::nacos::instance::plain_list_parts;
 use crate::health::guard::{EvictionGuard, GuardPolicy};
 
 /// Sequences per run when `ROSTER_MODEL_CASES` is not set.
-const DEFAULT_CASES: u32 = 1_500;
+const DEFAULT_CASES: u32 = 3_000;
 /// Longest sequence.
 const MAX_STEPS: usize = 40;
 
