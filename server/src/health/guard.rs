@@ -42,9 +42,12 @@ pub struct EvictionGuard {
     engaged: Mutex<HashMap<Arc<str>, u64>>,
 }
 
+/// How long a removal the eviction guard held waits before it is judged again.
+pub const HELD_RECHECK_MS: u64 = 2_000;
+
 /// A namespace held for this long without a held removal is released (held removals
-/// come back every `HELD_RECHECK_MS`, so this must be longer).
-const RELEASE_AFTER_MS: u64 = crate::registry::HELD_RECHECK_MS + 1_000;
+/// come back every [`HELD_RECHECK_MS`], so this must be longer).
+const RELEASE_AFTER_MS: u64 = HELD_RECHECK_MS + 1_000;
 
 impl EvictionGuard {
     /// A guard with `policy`.

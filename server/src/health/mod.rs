@@ -1,6 +1,8 @@
-//! Instance health: beat expiry for ephemeral instances ([`expiry`]) and server-side
-//! checks of persistent ones ([`check`]).
+//! Instance health beyond beats: server-side checks of persistent instances ([`check`])
+//! and the eviction guard ([`guard`]), the policy the registry's expiry sweep asks before
+//! it removes ephemeral instances. Beat expiry itself is the registry's
+//! (`registry/expiry.rs`, `registry/sweep.rs`): it uses the guard, and the guard knows
+//! nothing of the registry.
 
 pub mod check;
-pub mod expiry;
 pub mod guard;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::instance::Instance;
-use crate::distro::responsibility::{mix, stable_hash};
+use crate::hash::{mix, stable_hash};
 
 /// How to pick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

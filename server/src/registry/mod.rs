@@ -6,97 +6,63 @@
 //! persistent writes come from the Raft state machine, with time taken from the command
 //! so every node computes the same state.
 //!
-//! Modules: [`instance`] instances and beat clocks, [`service`] keys, settings and views,
-//! [`namespace`] namespaces, [`select`] query selection and protection threshold,
-//! [`changes`] change notification for push.
+//! This file holds the core: the [`Registry`] handle, reads, and writes of namespaces,
+//! services and instances (beats included). The rest lives beside it, one concern a file;
+//! [`sweep`], [`copies`], [`imports`] and [`snapshot`] add further `impl Registry` blocks:
+//!
+//! - [`instance`] instances, their metadata and beat clocks;
+//! - [`instances`] a service's instance collection, cheap to copy;
+//! - [`service`] service keys, settings and the published views;
+//! - [`namespace`] namespaces;
+//! - [`error`] why an operation was refused ([`RegistryError`]);
+//! - [`expiry`] the beat-expiry rule: when an instance is silent, when expired;
+//! - [`sweep`] the expiry sweep that applies it, under the eviction guard;
+//! - [`client`] Distro's clients: their records and revisions;
+//! - [`copies`] operations on whole clients: Distro copies, connections closing;
+//! - [`imports`] instances owned by sync tasks;
+//! - [`snapshot`] the Raft-held part, as stored in snapshots;
+//! - [`select`] query selection and protection threshold;
+//! - [`selector`] metadata label selectors;
+//! - [`balance`] picking one instance (random, round-robin, consistent hash);
+//! - [`changes`] change notification for push;
+//! - `tests` and `model` (test builds only) the core's unit tests and its model-based test.
 
 pub mod balance;
 pub mod changes;
 pub mod client;
+pub mod copies;
+pub mod error;
+pub mod expiry;
+pub mod imports;
 pub mod instance;
 pub mod instances;
 pub mod namespace;
 pub mod select;
 pub mod selector;
 pub mod service;
+pub mod snapshot;
+pub mod sweep;
 
 #[cfg(test)]
 mod model;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::health::expiry::{judge, Verdict};
-use crate::health::guard::EvictionGuard;
 use changes::{ChangeSet, Watchers};
-use client::{ClientData, Clients};
-use instance::{addr_key, Addr, BeatClock, Heartbeat, Instance, Metadata};
+use client::Clients;
+use expiry::beat_deadline;
+use instance::{addr_key, Addr, Heartbeat, Instance, Metadata};
 use namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use service::{Changed, ClusterSettings, Service, ServiceKey, ServiceSettings, ServiceView};
 
-/// Why a registry operation was refused. Every variant is the caller's mistake or a
-/// conflict with current state; none is an internal failure.
-#[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
-pub enum RegistryError {
-    /// The service does not exist.
-    #[error("service {0} not found")]
-    ServiceNotFound(String),
-    /// The service already has stored settings.
-    #[error("service {0} already exists")]
-    ServiceExists(String),
-    /// The service still has instances.
-    #[error("service {0} is not empty; deregister its instances first")]
-    ServiceNotEmpty(String),
-    /// The instance does not exist.
-    #[error("instance {addr} not found in service {service}")]
-    InstanceNotFound {
-        /// The service.
-        service: String,
-        /// `ip:port`.
-        addr: String,
-    },
-    /// The service holds the other kind of instance.
-    #[error("service {service} holds {held} instances; a {wanted} instance cannot join it (deregister them first, or use another service)")]
-    KindConflict {
-        /// The service.
-        service: String,
-        /// What it holds.
-        held: String,
-        /// What was offered.
-        wanted: String,
-    },
-    /// The namespace does not exist.
-    #[error("namespace {0} not found")]
-    NamespaceNotFound(String),
-    /// A namespace with this id exists.
-    #[error("namespace {0} already exists")]
-    NamespaceExists(String),
-    /// The namespace still holds services.
-    #[error("namespace {id} still holds {services} service(s); delete them first")]
-    NamespaceNotEmpty {
-        /// The namespace.
-        id: String,
-        /// How many services it holds.
-        services: usize,
-    },
-    /// The public namespace cannot be changed this way.
-    #[error("the public namespace cannot be deleted")]
-    PublicNamespace,
-    /// The instance belongs to a sync task.
-    #[error("instance {addr} in service {service} is imported by sync task '{task}'; pause or delete the task, or exclude the service from it")]
-    Imported {
-        /// The service.
-        service: String,
-        /// `ip:port`.
-        addr: String,
-        /// The task.
-        task: String,
-    },
-}
+pub use error::RegistryError;
+pub use snapshot::PersistentData;
+pub use sweep::{ExpiryReport, NOT_OWNED_RECHECK_MS};
 
+/// An instance kind as errors name it.
 fn kind_name(ephemeral: bool) -> &'static str {
     if ephemeral {
         "ephemeral"
@@ -145,44 +111,6 @@ pub struct InstancePatch {
     /// New metadata (replaces the map).
     pub metadata: Option<Metadata>,
 }
-
-/// The Raft-held part of the registry, as stored in snapshots.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct PersistentData {
-    /// Declared namespaces (not `public`).
-    pub namespaces: Vec<NamespaceInfo>,
-    /// Stored service settings.
-    pub services: Vec<(ServiceKey, ServiceSettings)>,
-    /// Persistent instances.
-    pub instances: Vec<(ServiceKey, Instance)>,
-}
-
-/// How long a removal the eviction guard held waits before it is judged again.
-pub const HELD_RECHECK_MS: u64 = 2_000;
-
-/// How soon the sweep looks again at a silent instance whose client another node owns
-/// (its owner judges it; when ownership moves here, [`Registry::recheck_all`] brings the
-/// look forward). Only silent copies cost a look.
-pub const NOT_OWNED_RECHECK_MS: u64 = 5_000;
-
-/// What one pass of the expiry check did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExpiryReport {
-    /// Instances turned unhealthy.
-    pub unhealthy: usize,
-    /// Instances removed.
-    pub removed: usize,
-    /// Removals the eviction guard held back.
-    pub held: usize,
-    /// Namespaces where the guard engaged in this pass.
-    pub engaged: Vec<Arc<str>>,
-    /// Namespaces where it released.
-    pub released: Vec<Arc<str>>,
-}
-
-/// A sweep's expired instances of one service: the service's place in the pass's list
-/// and the instances as they stood when judged.
-type ExpiredIn = (usize, Vec<Arc<Instance>>);
 
 /// The registry. Cheap to clone: clones share state.
 #[derive(Clone, Default)]
@@ -529,84 +457,6 @@ impl Registry {
         view.instances.get(&Addr::new(ip, port)).cloned()
     }
 
-    /// The sync task that owns the instance at `ip:port`, if one does.
-    pub fn owner_of(&self, key: &ServiceKey, ip: &str, port: u16) -> Option<Arc<str>> {
-        self.instance(key, ip, port)?.owner().cloned()
-    }
-
-    /// The error deregistering the instance at `ip:port` meets if a sync task owns it.
-    pub fn imported(&self, key: &ServiceKey, ip: &str, port: u16) -> Result<(), RegistryError> {
-        match self.owner_of(key, ip, port) {
-            Some(task) => Err(RegistryError::Imported {
-                service: key.grouped(),
-                addr: format!("{ip}:{port}"),
-                task: task.to_string(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Every instance sync task `task` owns.
-    pub fn owned_by(&self, task: &str) -> Vec<(ServiceKey, Arc<Instance>)> {
-        let mut out = Vec::new();
-        for ns in self.shared.namespaces.iter() {
-            for svc in ns.services.iter() {
-                let view = svc.view();
-                out.extend(
-                    view.instances
-                        .values()
-                        .filter(|i| i.owner().map(|o| &**o) == Some(task))
-                        .map(|i| (ServiceKey::clone(&svc.key), i.clone())),
-                );
-            }
-        }
-        out
-    }
-
-    /// Applies a sync task's batch: registrations (each carrying the task as owner;
-    /// addresses held by others are left alone) and removals of its own instances.
-    pub fn apply_import(
-        &self,
-        task: &str,
-        upserts: &[(ServiceKey, Registration)],
-        removals: &[(ServiceKey, String, u16)],
-        now_ms: u64,
-    ) {
-        for (key, reg) in upserts {
-            let reg = Registration {
-                owner: Some(task.to_string()),
-                ephemeral: false,
-                client: None,
-                ..reg.clone()
-            };
-            // Registrations of imports are never refused: they mix with either kind.
-            let _ = self.register(key, &reg, now_ms);
-        }
-        for (key, ip, port) in removals {
-            self.remove_owned(key, ip, *port, task, now_ms);
-        }
-    }
-
-    /// Removes every instance `task` owns; returns how many.
-    pub fn remove_all_owned(&self, task: &str, now_ms: u64) -> usize {
-        let owned = self.owned_by(task);
-        for (key, inst) in &owned {
-            self.remove_owned(key, inst.ip(), inst.port, task, now_ms);
-        }
-        owned.len()
-    }
-
-    fn remove_owned(&self, key: &ServiceKey, ip: &str, port: u16, task: &str, now_ms: u64) {
-        let addr = addr_key(ip, port);
-        self.update_existing(key, now_ms, |view| match view.instances.get(&addr) {
-            Some(i) if i.owner().map(|o| &**o) == Some(task) => {
-                view.instances.remove(&addr);
-                (Changed::Yes, ())
-            }
-            _ => (Changed::No, ()),
-        });
-    }
-
     /// Applies an operator's update to the instance of the given kind at `ip:port` and
     /// pins the fields it sets.
     pub fn update_instance(
@@ -762,462 +612,6 @@ impl Registry {
             self.set_health(&svc.key, ip, port, true, true, now_ms);
         }
         Some(instance.heartbeat())
-    }
-
-    /// Judges the ephemeral instances of every service whose earliest deadline passed:
-    /// marks silent ones unhealthy, removes expired ones. Only clients `owns` approves
-    /// are judged (Distro: the owner decides); the others are looked at again later.
-    ///
-    /// Two phases, so that the outcome does not depend on the order services are
-    /// visited in: first every silent instance is marked unhealthy (an expired one too:
-    /// it is silent before it is gone), then each namespace with expired instances is
-    /// judged once by the eviction `guard`, over its counts after the marking. A mass
-    /// silence that jumps straight past the delete timeout (a node frozen or cut off for
-    /// longer than it) is thus seen as the mass silence it is, and held.
-    ///
-    /// A sweep rather than a queue of deadlines: a service that is not due costs one
-    /// atomic load, and an instance costs nothing beyond its beat clock (a queue entry
-    /// per instance was a tenth of the registry's memory).
-    pub fn expire_due(
-        &self,
-        now_ms: u64,
-        owns: &dyn Fn(&str) -> bool,
-        guard: &EvictionGuard,
-    ) -> ExpiryReport {
-        let mut report = ExpiryReport::default();
-        let due: Vec<Arc<Service>> = self
-            .shared
-            .namespaces
-            .iter()
-            .flat_map(|ns| {
-                ns.services
-                    .iter()
-                    .filter(|s| s.expiry_due(now_ms))
-                    .map(|s| s.clone())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        // Phase 1: mark the silent, gather the expired (as marked) by namespace.
-        let mut swept: Vec<(Arc<Service>, u64)> = Vec::with_capacity(due.len());
-        let mut expired: BTreeMap<Arc<str>, Vec<ExpiredIn>> = BTreeMap::new();
-        for svc in due {
-            let (next, gone) = self.mark_silent(&svc, now_ms, owns, &mut report);
-            if !gone.is_empty() {
-                expired
-                    .entry(svc.key.namespace.clone())
-                    .or_default()
-                    .push((swept.len(), gone));
-            }
-            swept.push((svc, next));
-        }
-        // Phase 2: one verdict of the guard per namespace.
-        for (ns, services) in expired {
-            let (silent, total) = self.ephemeral_counts(&ns);
-            if guard.policy.holds(silent, total) {
-                if guard.hold(&ns, now_ms) {
-                    report.engaged.push(ns.clone());
-                }
-                for (at, gone) in services {
-                    report.held += gone.len();
-                    // Look again later: an instance whose beats come back is alive
-                    // whatever the guard says; only the dead wait for the release.
-                    let next = &mut swept[at].1;
-                    *next = (*next).min(now_ms + HELD_RECHECK_MS);
-                }
-                continue;
-            }
-            if guard.release(&ns) {
-                report.released.push(ns.clone());
-            }
-            for (at, gone) in services {
-                report.removed += self.remove_expired(&swept[at].0, &gone, now_ms);
-            }
-        }
-        for (svc, next) in swept {
-            svc.swept(next);
-        }
-        report
-    }
-
-    /// Phase 1 of the sweep for one service: judges its owned ephemeral instances, marks
-    /// the silent (and expired) ones unhealthy, and returns when the service is next due
-    /// and the expired instances, each as it now stands.
-    fn mark_silent(
-        &self,
-        svc: &Arc<Service>,
-        now_ms: u64,
-        owns: &dyn Fn(&str) -> bool,
-        report: &mut ExpiryReport,
-    ) -> (u64, Vec<Arc<Instance>>) {
-        let view = svc.view();
-        let mut next = u64::MAX;
-        // Instances to mark unhealthy and to remove, each the version judged: one that
-        // changed meanwhile (re-registered, revived) is left to the next sweep, which
-        // the change brings forward.
-        let mut silent: Vec<Arc<Instance>> = Vec::new();
-        let mut expired: Vec<Arc<Instance>> = Vec::new();
-        for inst in view.instances.values() {
-            let Some(clock) = inst.clock() else {
-                continue;
-            };
-            let heartbeat = inst.heartbeat();
-            let verdict = judge(clock.last_beat_ms(), &heartbeat, now_ms);
-            // Ownership is asked only of instances that would be acted on (it hashes the
-            // client id against the members).
-            if !matches!(verdict, Verdict::Alive { .. }) && !owns(&inst.address) {
-                // Another node owns this client; its copy here is judged by the owner.
-                // When the owner dies the client moves here, and the expiry worker then
-                // brings every service forward ([`Registry::recheck_all`]).
-                next = next.min(now_ms + NOT_OWNED_RECHECK_MS);
-                continue;
-            }
-            match verdict {
-                Verdict::Expired => {
-                    // Removed in phase 2, or held, or changed meanwhile: a look later
-                    // settles the last two.
-                    expired.push(inst.clone());
-                    next = next.min(now_ms + HELD_RECHECK_MS);
-                }
-                Verdict::Silent { recheck_at } => {
-                    if inst.healthy {
-                        silent.push(inst.clone());
-                    }
-                    next = next.min(recheck_at);
-                }
-                Verdict::Alive { recheck_at } => next = next.min(recheck_at),
-            }
-        }
-        if silent.is_empty() && expired.iter().all(|i| !i.healthy) {
-            return (next, expired);
-        }
-        let applied = svc.update(now_ms, |view| {
-            let mut marked = Vec::new();
-            for inst in silent.iter().chain(&expired) {
-                match view.instances.get(&inst.address) {
-                    Some(cur) if Arc::ptr_eq(cur, inst) && cur.healthy => {
-                        let next = Instance {
-                            healthy: false,
-                            ..Instance::clone(cur)
-                        };
-                        view.instances.insert(Arc::new(next));
-                        marked.push(inst.address.clone());
-                    }
-                    _ => {}
-                }
-            }
-            // The expired, as they stand after the marking (gone or replaced: left to
-            // the next sweep).
-            let expired: Vec<Arc<Instance>> = expired
-                .iter()
-                .filter_map(|inst| {
-                    let cur = view.instances.get(&inst.address)?;
-                    let same =
-                        Arc::ptr_eq(cur, inst) || (marked.contains(&inst.address) && !cur.healthy);
-                    same.then(|| cur.clone())
-                })
-                .collect();
-            let changed = if marked.is_empty() {
-                Changed::No
-            } else {
-                Changed::Yes
-            };
-            (changed, (marked, expired))
-        });
-        let Some((changed, (marked, expired))) = applied else {
-            return (next, Vec::new());
-        };
-        if changed == Changed::Yes {
-            self.shared.watchers.mark(&svc.key);
-        }
-        // Only address clients have beat clocks: the client is the address.
-        for addr in &marked {
-            self.shared
-                .clients
-                .changed(addr, &svc.key, addr, true, now_ms);
-        }
-        report.unhealthy += marked.len();
-        (next, expired)
-    }
-
-    /// Phase 2 of the sweep for one service: removes the expired instances the guard let
-    /// go, unless they changed since they were judged. Returns how many went.
-    fn remove_expired(&self, svc: &Arc<Service>, expired: &[Arc<Instance>], now_ms: u64) -> usize {
-        let applied = svc.update(now_ms, |view| {
-            let mut removed = Vec::new();
-            for inst in expired {
-                if view
-                    .instances
-                    .get(&inst.address)
-                    .is_some_and(|cur| Arc::ptr_eq(cur, inst))
-                {
-                    view.instances.remove(&inst.address);
-                    removed.push(inst.address.clone());
-                }
-            }
-            let changed = if removed.is_empty() {
-                Changed::No
-            } else {
-                Changed::Yes
-            };
-            (changed, removed)
-        });
-        let Some((changed, removed)) = applied else {
-            return 0;
-        };
-        if changed == Changed::Yes {
-            self.shared.watchers.mark(&svc.key);
-        }
-        for addr in &removed {
-            self.shared
-                .clients
-                .changed(addr, &svc.key, addr, false, now_ms);
-        }
-        removed.len()
-    }
-
-    /// Brings every service's next expiry check forward to now. The expiry worker calls
-    /// it when the live members change: ownership of clients (and whether this node may
-    /// judge at all) changed, and an inherited silent instance must be judged on time.
-    pub fn recheck_all(&self) {
-        for ns in self.shared.namespaces.iter() {
-            for svc in ns.services.iter() {
-                svc.check_by(0);
-            }
-        }
-    }
-
-    /// Counts (unhealthy, all) ephemeral instances of namespace `ns`.
-    fn ephemeral_counts(&self, ns: &str) -> (usize, usize) {
-        let mut counts = (0, 0);
-        let Some(ns) = self.namespace(ns) else {
-            return counts;
-        };
-        for svc in ns.services.iter() {
-            for inst in svc.view().instances.values().filter(|i| i.ephemeral) {
-                counts.1 += 1;
-                if !inst.healthy {
-                    counts.0 += 1;
-                }
-            }
-        }
-        counts
-    }
-
-    // ----- clients (Distro) ------------------------------------------------------------
-
-    /// The instances client `id` holds here (service, instance).
-    fn client_instances(&self, id: &str) -> Vec<(Arc<ServiceKey>, Arc<Instance>)> {
-        let Some(record) = self.shared.clients.get(id) else {
-            return Vec::new();
-        };
-        record
-            .entries
-            .iter()
-            .filter_map(|(key, addr)| {
-                let svc = self.service_by_key(key)?;
-                let inst = svc.view().instances.get(addr).cloned()?;
-                (inst.ephemeral && &*inst.client_id() == id).then(|| (key.clone(), inst))
-            })
-            .collect()
-    }
-
-    /// The whole state of client `id` as this node has it.
-    pub fn client_data(&self, id: &str) -> Option<ClientData> {
-        let record = self.shared.clients.get(id)?;
-        let held = self.client_instances(id);
-        let last_beat_ms = held
-            .iter()
-            .filter_map(|(_, i)| i.clock().map(|c| c.last_beat_ms()))
-            .max()
-            .unwrap_or(0);
-        Some(ClientData {
-            id: id.to_string(),
-            revision: record.revision,
-            last_beat_ms,
-            instances: held
-                .into_iter()
-                .map(|(k, i)| (ServiceKey::clone(&k), Instance::clone(&i)))
-                .collect(),
-        })
-    }
-
-    /// Runs `f` on the beat clock of every instance client `id` holds here, without
-    /// collecting them: Distro's rounds call this once per client.
-    fn for_each_client_clock(&self, id: &str, mut f: impl FnMut(&BeatClock)) {
-        self.shared.clients.with_entries(id, |entries| {
-            for (key, addr) in entries {
-                let Some(svc) = self.service_by_key(key) else {
-                    continue;
-                };
-                let view = svc.view();
-                let Some(inst) = view.instances.get(addr) else {
-                    continue;
-                };
-                // The client's own: a connection client by id, an address client by address.
-                let own = match inst.client() {
-                    Some(client) => &**client == id,
-                    None => &**addr == id,
-                };
-                if let Some(clock) = inst.clock().filter(|_| own) {
-                    f(clock);
-                }
-            }
-        });
-    }
-
-    /// The newest beat of client `id` this node saw (or was told of).
-    pub fn client_last_beat(&self, id: &str) -> u64 {
-        let mut last = 0;
-        self.for_each_client_clock(id, |clock| last = last.max(clock.last_beat_ms()));
-        last
-    }
-
-    /// Moves the beat clocks of client `id` forward to `last_beat_ms` (its owner saw it).
-    pub fn refresh_client_beat(&self, id: &str, last_beat_ms: u64) {
-        self.for_each_client_clock(id, |clock| clock.beat(last_beat_ms));
-    }
-
-    /// Applies a copy of a client from its owner if it is newer than this node's: the
-    /// client's ephemeral instances become exactly `data.instances`. A persistent
-    /// instance, or another client's, at the same address is left alone (two clients
-    /// publishing one address would otherwise displace each other's copies on every
-    /// exchange), and the client's record here lists only the instances it holds here.
-    /// Returns whether it applied.
-    pub fn apply_client(&self, data: &ClientData, now_ms: u64) -> bool {
-        let id: Arc<str> = data.id.as_str().into();
-        let old = self.shared.clients.get(&data.id);
-        if old.as_ref().is_some_and(|r| r.revision >= data.revision) {
-            return false;
-        }
-        if let Some(old) = &old {
-            let gone = old.entries.iter().filter(|(key, addr)| {
-                !data
-                    .instances
-                    .iter()
-                    .any(|(k, i)| k == &**key && i.address == *addr)
-            });
-            for (key, addr) in gone {
-                self.remove_client_instance(key, addr, &id, now_ms);
-            }
-        }
-        // The entries as stored share the service's key and the view's address.
-        let mut interned = Vec::with_capacity(data.instances.len());
-        for (key, incoming) in &data.instances {
-            let addr = incoming.addr();
-            let (svc, _, (held, deadline)) = self.modify_service(key, now_ms, |view| {
-                let existing = view.instances.get(&addr).cloned();
-                if existing
-                    .as_ref()
-                    .is_some_and(|e| !e.ephemeral || e.client_id() != id)
-                {
-                    return (Changed::No, (false, None));
-                }
-                let mut instance = incoming.clone();
-                // Address clients carry a beat clock, restarted from the owner's last beat
-                // so that a takeover judges them from there (or from this node's own copy
-                // of the same client's, if later).
-                let mut last_beat_ms = data.last_beat_ms;
-                let same_owner = existing.as_ref().filter(|e| e.client_id() == id);
-                if let Some(c) = same_owner.and_then(|e| e.clock()) {
-                    c.beat(data.last_beat_ms);
-                    last_beat_ms = c.last_beat_ms();
-                }
-                if let instance::Keeper::Beats(clock) = &mut instance.keeper {
-                    *clock = BeatClock::new(last_beat_ms);
-                }
-                let unchanged = existing
-                    .as_ref()
-                    .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
-                if unchanged {
-                    return (Changed::No, (true, None));
-                }
-                let deadline = beat_deadline(&instance, now_ms);
-                view.instances.insert(Arc::new(instance));
-                (Changed::Yes, (true, deadline))
-            });
-            // A new or changed beating instance: the sweep looks by its first deadline.
-            if let Some(at) = deadline {
-                svc.check_by(at);
-            }
-            if held {
-                interned.push((svc.key.clone(), addr.clone()));
-            }
-        }
-        self.shared
-            .clients
-            .replace(&id, data.revision, interned.into_iter().collect(), now_ms);
-        true
-    }
-
-    /// Drops this node's copy of client `id` (its owner stopped confirming it), keeping
-    /// its revision so that an older copy is not taken back.
-    pub fn drop_client_copy(&self, id: &str, now_ms: u64) {
-        let Some(record) = self.shared.clients.get(id) else {
-            return;
-        };
-        let id: Arc<str> = id.into();
-        for (key, addr) in &record.entries {
-            self.remove_client_instance(key, addr, &id, now_ms);
-        }
-        self.shared
-            .clients
-            .replace(&id, record.revision, client::Entries::default(), now_ms);
-    }
-
-    /// Removes every instance of client `id` here as a local change (a gRPC connection
-    /// closed): replicated to peers like any change.
-    pub fn remove_client(&self, id: &str, now_ms: u64) -> usize {
-        let id: Arc<str> = id.into();
-        let held = self.client_instances(&id);
-        for (key, inst) in &held {
-            let addr = inst.addr();
-            if self.remove_client_instance(key, &addr, &id, now_ms) {
-                self.shared.clients.changed(&id, key, &addr, false, now_ms);
-            }
-        }
-        held.len()
-    }
-
-    /// Removes client `id`'s instances in service `key` whose address is not in `keep`
-    /// (a gRPC client replacing its set); returns how many went.
-    pub fn retain_client_instances(
-        &self,
-        id: &str,
-        key: &ServiceKey,
-        keep: &[Arc<str>],
-        now_ms: u64,
-    ) -> usize {
-        let id: Arc<str> = id.into();
-        let mut removed = 0;
-        for (k, inst) in self.client_instances(&id) {
-            let addr = inst.addr();
-            if &*k == key
-                && !keep.contains(&addr)
-                && self.remove_client_instance(&k, &addr, &id, now_ms)
-            {
-                self.shared.clients.changed(&id, &k, &addr, false, now_ms);
-                removed += 1;
-            }
-        }
-        removed
-    }
-
-    /// Removes the ephemeral instance at `addr` if client `id` owns it.
-    fn remove_client_instance(
-        &self,
-        key: &ServiceKey,
-        addr: &Arc<str>,
-        id: &Arc<str>,
-        now_ms: u64,
-    ) -> bool {
-        self.update_existing(key, now_ms, |view| match view.instances.get(addr) {
-            Some(i) if i.ephemeral && i.client_id() == *id => {
-                view.instances.remove(addr);
-                (Changed::Yes, true)
-            }
-            _ => (Changed::No, false),
-        })
-        .is_some_and(|(_, _, removed)| removed)
     }
 
     // ----- service writes --------------------------------------------------------------
@@ -1394,73 +788,6 @@ impl Registry {
             .remove_if(id, |_, n| n.info().is_none() && n.services.is_empty());
         Ok(())
     }
-
-    // ----- snapshot --------------------------------------------------------------------
-
-    /// The Raft-held part of the registry.
-    pub fn persistent_data(&self) -> PersistentData {
-        let mut data = PersistentData::default();
-        for ns in self.namespaces() {
-            if let Some(info) = ns.info() {
-                data.namespaces.push(NamespaceInfo::clone(&info));
-            }
-            for svc in self.services(&ns.id) {
-                let view = svc.view();
-                if let Some(settings) = &view.settings {
-                    data.services.push((
-                        ServiceKey::clone(&svc.key),
-                        ServiceSettings::clone(settings),
-                    ));
-                }
-                for inst in view.instances.values().filter(|i| !i.ephemeral) {
-                    data.instances
-                        .push((ServiceKey::clone(&svc.key), Instance::clone(inst)));
-                }
-            }
-        }
-        data
-    }
-
-    /// Replaces the Raft-held part of the registry with `data`; ephemeral instances stay.
-    pub fn restore_persistent(&self, data: &PersistentData, now_ms: u64) {
-        for ns in self.shared.namespaces.iter() {
-            ns.set_info(None);
-            for svc in ns.services.iter() {
-                svc.update(now_ms, |view| {
-                    view.settings = None;
-                    view.instances.retain(|i| i.ephemeral);
-                    (Changed::Yes, ())
-                });
-                self.shared.watchers.mark(&svc.key);
-            }
-        }
-        for info in &data.namespaces {
-            self.namespace_or_create(&info.id)
-                .set_info(Some(info.clone()));
-        }
-        let mut by_service: BTreeMap<&ServiceKey, Vec<&Instance>> = BTreeMap::new();
-        for (key, inst) in &data.instances {
-            by_service.entry(key).or_default().push(inst);
-        }
-        for (key, settings) in &data.services {
-            self.modify_service(key, now_ms, |view| {
-                view.settings = Some(Arc::new(settings.clone()));
-                (Changed::Yes, ())
-            });
-        }
-        for (key, instances) in by_service {
-            self.modify_service(key, now_ms, |view| {
-                // Collected, not inserted one by one: chunks come out full and exact.
-                view.instances = view
-                    .instances
-                    .values()
-                    .cloned()
-                    .chain(instances.iter().map(|i| Arc::new(Instance::clone(i))))
-                    .collect();
-                (Changed::Yes, ())
-            });
-        }
-    }
 }
 
 /// Runs `f` on `group@@name`, written into a per-thread buffer rather than allocated
@@ -1474,20 +801,6 @@ fn with_grouped<R>(group: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
         service::write_grouped(grouped, group, name);
         f(grouped)
     })
-}
-
-/// When the expiry sweep must next judge `instance`, if it beats: now, if it is already
-/// silent but still marked healthy (a Distro copy can arrive so, carrying its owner's
-/// last beat) or expired.
-fn beat_deadline(instance: &Instance, now_ms: u64) -> Option<u64> {
-    let clock = instance.clock()?;
-    Some(
-        match judge(clock.last_beat_ms(), &instance.heartbeat(), now_ms) {
-            Verdict::Silent { .. } if instance.healthy => now_ms,
-            Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
-            Verdict::Expired => now_ms,
-        },
-    )
 }
 
 /// Whether two versions of an instance look the same to a consumer.

@@ -1,8 +1,9 @@
 //! Beat expiry for ephemeral instances: the rule that judges an instance against its
-//! beat clock. The registry's sweep ([`crate::registry::Registry::expire_due`]) applies
-//! it to the services whose earliest deadline passed; beats only move clocks.
+//! beat clock, and the deadline it sets. The registry's sweep (`Registry::expire_due`, in
+//! `sweep.rs`) applies it to the services whose earliest deadline passed, and every write
+//! of a beating instance asks it when the sweep must look next; beats only move clocks.
 
-use crate::registry::instance::Heartbeat;
+use super::instance::{Heartbeat, Instance};
 
 /// What a due check finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +37,20 @@ pub fn judge(last_beat_ms: u64, heartbeat: &Heartbeat, now_ms: u64) -> Verdict {
             recheck_at: last_beat_ms + heartbeat.timeout_ms.min(heartbeat.delete_ms) + 1,
         }
     }
+}
+
+/// When the expiry sweep must next judge `instance`, if it beats: now, if it is already
+/// silent but still marked healthy (a Distro copy can arrive so, carrying its owner's
+/// last beat) or expired.
+pub(super) fn beat_deadline(instance: &Instance, now_ms: u64) -> Option<u64> {
+    let clock = instance.clock()?;
+    Some(
+        match judge(clock.last_beat_ms(), &instance.heartbeat(), now_ms) {
+            Verdict::Silent { .. } if instance.healthy => now_ms,
+            Verdict::Alive { recheck_at } | Verdict::Silent { recheck_at } => recheck_at,
+            Verdict::Expired => now_ms,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,230 @@
+//! The registry's operations on whole clients, the unit Distro replicates
+//! ([`super::client`]): the state of a client as a peer is sent it, a copy from its owner
+//! applied or dropped, beat clocks refreshed from the owner's, and a connection client's
+//! instances removed when the connection closes or trims its set. Each keeps the
+//! client's record here listing exactly the instances the client holds on this node.
+
+use std::sync::Arc;
+
+use super::client::{self, ClientData};
+use super::expiry::beat_deadline;
+use super::instance::{self, BeatClock, Instance};
+use super::service::{Changed, ServiceKey};
+use super::{same_instance, Registry};
+
+impl Registry {
+    /// The instances client `id` holds here (service, instance).
+    fn client_instances(&self, id: &str) -> Vec<(Arc<ServiceKey>, Arc<Instance>)> {
+        let Some(record) = self.shared.clients.get(id) else {
+            return Vec::new();
+        };
+        record
+            .entries
+            .iter()
+            .filter_map(|(key, addr)| {
+                let svc = self.service_by_key(key)?;
+                let inst = svc.view().instances.get(addr).cloned()?;
+                (inst.ephemeral && &*inst.client_id() == id).then(|| (key.clone(), inst))
+            })
+            .collect()
+    }
+
+    /// The whole state of client `id` as this node has it.
+    pub fn client_data(&self, id: &str) -> Option<ClientData> {
+        let record = self.shared.clients.get(id)?;
+        let held = self.client_instances(id);
+        let last_beat_ms = held
+            .iter()
+            .filter_map(|(_, i)| i.clock().map(|c| c.last_beat_ms()))
+            .max()
+            .unwrap_or(0);
+        Some(ClientData {
+            id: id.to_string(),
+            revision: record.revision,
+            last_beat_ms,
+            instances: held
+                .into_iter()
+                .map(|(k, i)| (ServiceKey::clone(&k), Instance::clone(&i)))
+                .collect(),
+        })
+    }
+
+    /// Runs `f` on the beat clock of every instance client `id` holds here, without
+    /// collecting them: Distro's rounds call this once per client.
+    fn for_each_client_clock(&self, id: &str, mut f: impl FnMut(&BeatClock)) {
+        self.shared.clients.with_entries(id, |entries| {
+            for (key, addr) in entries {
+                let Some(svc) = self.service_by_key(key) else {
+                    continue;
+                };
+                let view = svc.view();
+                let Some(inst) = view.instances.get(addr) else {
+                    continue;
+                };
+                // The client's own: a connection client by id, an address client by address.
+                let own = match inst.client() {
+                    Some(client) => &**client == id,
+                    None => &**addr == id,
+                };
+                if let Some(clock) = inst.clock().filter(|_| own) {
+                    f(clock);
+                }
+            }
+        });
+    }
+
+    /// The newest beat of client `id` this node saw (or was told of).
+    pub fn client_last_beat(&self, id: &str) -> u64 {
+        let mut last = 0;
+        self.for_each_client_clock(id, |clock| last = last.max(clock.last_beat_ms()));
+        last
+    }
+
+    /// Moves the beat clocks of client `id` forward to `last_beat_ms` (its owner saw it).
+    pub fn refresh_client_beat(&self, id: &str, last_beat_ms: u64) {
+        self.for_each_client_clock(id, |clock| clock.beat(last_beat_ms));
+    }
+
+    /// Applies a copy of a client from its owner if it is newer than this node's: the
+    /// client's ephemeral instances become exactly `data.instances`. A persistent
+    /// instance, or another client's, at the same address is left alone (two clients
+    /// publishing one address would otherwise displace each other's copies on every
+    /// exchange), and the client's record here lists only the instances it holds here.
+    /// Returns whether it applied.
+    pub fn apply_client(&self, data: &ClientData, now_ms: u64) -> bool {
+        let id: Arc<str> = data.id.as_str().into();
+        let old = self.shared.clients.get(&data.id);
+        if old.as_ref().is_some_and(|r| r.revision >= data.revision) {
+            return false;
+        }
+        if let Some(old) = &old {
+            let gone = old.entries.iter().filter(|(key, addr)| {
+                !data
+                    .instances
+                    .iter()
+                    .any(|(k, i)| k == &**key && i.address == *addr)
+            });
+            for (key, addr) in gone {
+                self.remove_client_instance(key, addr, &id, now_ms);
+            }
+        }
+        // The entries as stored share the service's key and the view's address.
+        let mut interned = Vec::with_capacity(data.instances.len());
+        for (key, incoming) in &data.instances {
+            let addr = incoming.addr();
+            let (svc, _, (held, deadline)) = self.modify_service(key, now_ms, |view| {
+                let existing = view.instances.get(&addr).cloned();
+                if existing
+                    .as_ref()
+                    .is_some_and(|e| !e.ephemeral || e.client_id() != id)
+                {
+                    return (Changed::No, (false, None));
+                }
+                let mut instance = incoming.clone();
+                // Address clients carry a beat clock, restarted from the owner's last beat
+                // so that a takeover judges them from there (or from this node's own copy
+                // of the same client's, if later).
+                let mut last_beat_ms = data.last_beat_ms;
+                let same_owner = existing.as_ref().filter(|e| e.client_id() == id);
+                if let Some(c) = same_owner.and_then(|e| e.clock()) {
+                    c.beat(data.last_beat_ms);
+                    last_beat_ms = c.last_beat_ms();
+                }
+                if let instance::Keeper::Beats(clock) = &mut instance.keeper {
+                    *clock = BeatClock::new(last_beat_ms);
+                }
+                let unchanged = existing
+                    .as_ref()
+                    .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
+                if unchanged {
+                    return (Changed::No, (true, None));
+                }
+                let deadline = beat_deadline(&instance, now_ms);
+                view.instances.insert(Arc::new(instance));
+                (Changed::Yes, (true, deadline))
+            });
+            // A new or changed beating instance: the sweep looks by its first deadline.
+            if let Some(at) = deadline {
+                svc.check_by(at);
+            }
+            if held {
+                interned.push((svc.key.clone(), addr.clone()));
+            }
+        }
+        self.shared
+            .clients
+            .replace(&id, data.revision, interned.into_iter().collect(), now_ms);
+        true
+    }
+
+    /// Drops this node's copy of client `id` (its owner stopped confirming it), keeping
+    /// its revision so that an older copy is not taken back.
+    pub fn drop_client_copy(&self, id: &str, now_ms: u64) {
+        let Some(record) = self.shared.clients.get(id) else {
+            return;
+        };
+        let id: Arc<str> = id.into();
+        for (key, addr) in &record.entries {
+            self.remove_client_instance(key, addr, &id, now_ms);
+        }
+        self.shared
+            .clients
+            .replace(&id, record.revision, client::Entries::default(), now_ms);
+    }
+
+    /// Removes every instance of client `id` here as a local change (a gRPC connection
+    /// closed): replicated to peers like any change.
+    pub fn remove_client(&self, id: &str, now_ms: u64) -> usize {
+        let id: Arc<str> = id.into();
+        let held = self.client_instances(&id);
+        for (key, inst) in &held {
+            let addr = inst.addr();
+            if self.remove_client_instance(key, &addr, &id, now_ms) {
+                self.shared.clients.changed(&id, key, &addr, false, now_ms);
+            }
+        }
+        held.len()
+    }
+
+    /// Removes client `id`'s instances in service `key` whose address is not in `keep`
+    /// (a gRPC client replacing its set); returns how many went.
+    pub fn retain_client_instances(
+        &self,
+        id: &str,
+        key: &ServiceKey,
+        keep: &[Arc<str>],
+        now_ms: u64,
+    ) -> usize {
+        let id: Arc<str> = id.into();
+        let mut removed = 0;
+        for (k, inst) in self.client_instances(&id) {
+            let addr = inst.addr();
+            if &*k == key
+                && !keep.contains(&addr)
+                && self.remove_client_instance(&k, &addr, &id, now_ms)
+            {
+                self.shared.clients.changed(&id, &k, &addr, false, now_ms);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Removes the ephemeral instance at `addr` if client `id` owns it.
+    fn remove_client_instance(
+        &self,
+        key: &ServiceKey,
+        addr: &Arc<str>,
+        id: &Arc<str>,
+        now_ms: u64,
+    ) -> bool {
+        self.update_existing(key, now_ms, |view| match view.instances.get(addr) {
+            Some(i) if i.ephemeral && i.client_id() == *id => {
+                view.instances.remove(addr);
+                (Changed::Yes, true)
+            }
+            _ => (Changed::No, false),
+        })
+        .is_some_and(|(_, _, removed)| removed)
+    }
+}
