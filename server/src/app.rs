@@ -1,10 +1,10 @@
-//! The node: its shared state ([`AppState`]), its background workers and [`run`], which
-//! serves until shutdown.
+//! The node's wiring: [`run`] binds the protocol faces (HTTP API, gRPC, DNS, peer
+//! channel) to the shared state ([`crate::state::AppState`]), starts the background
+//! workers and serves until shutdown. The one module that knows every face.
 
 use std::future::Future;
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,9 +30,12 @@ use crate::grpc::connection::Connections;
 use crate::grpc::GrpcServer;
 use crate::health::guard::{EvictionGuard, GuardPolicy};
 use crate::metrics::Metrics;
+use crate::push::events::Events;
 use crate::push::udp::UdpPush;
 use crate::registry::Registry;
+use crate::state::{AppState, Limits, Readiness, Shared};
 use crate::store::command::{CommandV1, Rejection};
+use crate::store::tasks::SyncTasks;
 use crate::store::{ProposeError, Store};
 
 /// Name of the file the generated admin password is written to, in the data dir.
@@ -41,78 +44,6 @@ pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
 pub const ADMIN_PASSWORD_ENV: &str = "ROSTER_ADMIN_PASSWORD";
 /// Environment variable that gives the cluster secret directly.
 pub const CLUSTER_SECRET_ENV: &str = "ROSTER_CLUSTER_SECRET";
-
-/// Size limits applied to requests.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Largest request body, bytes.
-    pub max_body_bytes: usize,
-    /// Largest metadata map (keys plus values), bytes.
-    pub max_metadata_bytes: usize,
-}
-
-/// Whether the node serves API requests yet.
-#[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    /// True once the node has a leader, has replayed its state and is bootstrapped.
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    fn set(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-/// Everything request handlers share. Cheap to clone: one reference count, however
-/// many parts it has (axum clones the state for every extractor and middleware, and
-/// cloning each part's handle showed up as a tenth of a list request's CPU).
-#[derive(Clone)]
-pub struct AppState(Arc<Shared>);
-
-impl std::ops::Deref for AppState {
-    type Target = Shared;
-
-    fn deref(&self) -> &Shared {
-        &self.0
-    }
-}
-
-/// The parts of [`AppState`].
-pub struct Shared {
-    /// The in-memory registry every read is served from.
-    pub registry: Registry,
-    /// The Raft store persistent writes are proposed to.
-    pub store: Store,
-    /// Users, tokens and credential checks.
-    pub auth: Auth,
-    /// UDP push subscribers.
-    pub push: UdpPush,
-    /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
-    /// Set once startup finished.
-    pub ready: Readiness,
-    /// Request size limits.
-    pub limits: Limits,
-    /// Cluster members and their liveness.
-    pub members: Members,
-    /// The authenticated client of the peer channel.
-    pub peers: PeerClient,
-    /// Ephemeral replication and ownership.
-    pub distro: Distro,
-    /// Holds mass removals.
-    pub guard: Arc<EvictionGuard>,
-    /// Round-robin positions of `/api/v1/pick`.
-    pub balancers: crate::api::pick::Balancers,
-    /// gRPC client connections on this node.
-    pub connections: Connections,
-    /// Service, namespace, user and sync task changes for the console's event streams.
-    pub events: crate::api::events::Events,
-    /// Sync tasks (Raft-held).
-    pub tasks: crate::imports::SyncTasks,
-}
 
 /// The sockets a node serves on, bound by the caller (so tests can bind port 0).
 pub struct Listeners {
@@ -255,7 +186,7 @@ pub async fn run(
     );
     raft_config.snapshot_every = args.raft_snapshot_logs;
     let peer_client = PeerClient::new(args.node_id, plan.secret.clone());
-    let tasks = crate::imports::SyncTasks::default();
+    let tasks = SyncTasks::default();
     // What the state machine changes of namespaces, users and sync tasks, for the
     // console's event streams.
     let catalog = Arc::new(crate::store::catalog::CatalogChanges::default());
@@ -289,7 +220,7 @@ pub async fn run(
     // Turns true when the HTTP server starts its graceful shutdown: long-lived responses
     // (event streams) end then, instead of holding the shutdown up.
     let (closing, closing_rx) = watch::channel(false);
-    let state = AppState(Arc::new(Shared {
+    let state = AppState::new(Shared {
         registry: registry.clone(),
         store: store.clone(),
         auth,
@@ -318,10 +249,10 @@ pub async fn run(
             min_count: args.eviction_guard_min,
         })),
         balancers: Default::default(),
-        connections: connections.clone(),
-        events: crate::api::events::Events::new(closing_rx),
+        grpc_subscribers: Arc::new(connections.clone()),
+        events: Events::new(closing_rx),
         tasks: tasks.clone(),
-    }));
+    });
 
     let (stop, stopping) = watch::channel(false);
     let mut workers = JoinSet::new();

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context};
 
-use crate::api::cluster::ClusterView;
+use crate::cluster::view::ClusterView;
 use crate::config::{ClientArgs, ClusterAction, OutputFormat, SyncAction};
 
 /// A node's HTTP API, logged in when a password is given.

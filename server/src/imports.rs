@@ -1,6 +1,5 @@
-//! Sync tasks on a node: the Raft-held task table ([`SyncTasks`]), the [`Sink`] that
-//! writes a task's imports through Raft, and the [`supervise`] worker that runs every
-//! unpaused task while this node is the Raft leader — so exactly one runner per task in
+//! Sync tasks on a node: the [`Sink`] that writes a task's imports through Raft, and the
+//! [`supervise`] worker that runs every unpaused task while this node is the Raft leader — so exactly one runner per task in
 //! the cluster, taken over by the next leader, which reconciles against the imports the
 //! old one committed (they are Raft state), so nothing is duplicated or lost.
 
@@ -8,14 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
-use serde::{Deserialize, Serialize};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use roster_sync::{
-    Applied, Owned, Sink, SinkError, SourceInstance, Target, TargetKey, TaskSpec, TaskState,
-    TaskStatus, SOURCE_INSTANCE_ID_KEY,
+    Applied, Owned, Sink, SinkError, SourceInstance, Target, TargetKey, TaskSpec, TaskStatus,
+    SOURCE_INSTANCE_ID_KEY,
 };
 
 use crate::api::error::ApiError;
@@ -23,135 +20,13 @@ use crate::api::params::{
     check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
     check_service_name,
 };
-use crate::app::AppState;
 use crate::clock::now_ms;
 use crate::registry::service::ServiceKey;
 use crate::registry::{Registration, Registry};
-use crate::store::command::{CommandV1, Outcome, Rejection};
+use crate::state::AppState;
+use crate::store::command::CommandV1;
+use crate::store::tasks::{redacted, SyncTasks};
 use crate::store::Store;
-
-/// A task as Raft holds it: what it is and what its runner last reported.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StoredTask {
-    /// The task.
-    pub spec: TaskSpec,
-    /// Its last reported status.
-    #[serde(default)]
-    pub status: TaskStatus,
-}
-
-/// The sync task table, written only by the Raft state machine. Cheap to clone.
-#[derive(Clone, Default)]
-pub struct SyncTasks {
-    tasks: Arc<RwLock<BTreeMap<String, StoredTask>>>,
-    changed: Arc<Notify>,
-}
-
-impl SyncTasks {
-    /// Every task, by name.
-    pub fn all(&self) -> Vec<StoredTask> {
-        self.tasks.read().values().cloned().collect()
-    }
-
-    /// The task `name`.
-    pub fn get(&self, name: &str) -> Option<StoredTask> {
-        self.tasks.read().get(name).cloned()
-    }
-
-    /// Whether task `name` exists.
-    pub fn contains(&self, name: &str) -> bool {
-        self.tasks.read().contains_key(name)
-    }
-
-    /// Stores a new task.
-    pub fn create(&self, spec: TaskSpec) -> Outcome {
-        let mut tasks = self.tasks.write();
-        if tasks.contains_key(&spec.name) {
-            return Err(Rejection::SyncTaskExists(spec.name));
-        }
-        let status = TaskStatus {
-            state: if spec.paused {
-                TaskState::Paused
-            } else {
-                TaskState::Pending
-            },
-            ..TaskStatus::default()
-        };
-        tasks.insert(spec.name.clone(), StoredTask { spec, status });
-        drop(tasks);
-        self.changed.notify_waiters();
-        Ok(())
-    }
-
-    /// Pauses or resumes task `name`.
-    pub fn set_paused(&self, name: &str, paused: bool) -> Outcome {
-        self.edit(name, |t| {
-            t.spec.paused = paused;
-            t.status.state = if paused {
-                TaskState::Paused
-            } else {
-                TaskState::Pending
-            };
-            t.status.runner = None;
-        })
-    }
-
-    /// Records task `name`'s status. A paused task keeps saying so (a report can race
-    /// with the pause).
-    pub fn set_status(&self, name: &str, status: TaskStatus) -> Outcome {
-        self.edit(name, |t| {
-            if !t.spec.paused {
-                t.status = status;
-            }
-        })
-    }
-
-    /// Deletes task `name`.
-    pub fn delete(&self, name: &str) -> Outcome {
-        let removed = self.tasks.write().remove(name);
-        match removed {
-            Some(_) => {
-                self.changed.notify_waiters();
-                Ok(())
-            }
-            None => Err(Rejection::SyncTaskNotFound(name.to_string())),
-        }
-    }
-
-    /// Replaces the table (snapshot restore).
-    pub fn restore(&self, tasks: Vec<StoredTask>) {
-        *self.tasks.write() = tasks
-            .into_iter()
-            .map(|t| (t.spec.name.clone(), t))
-            .collect();
-        self.changed.notify_waiters();
-    }
-
-    fn edit(&self, name: &str, f: impl FnOnce(&mut StoredTask)) -> Outcome {
-        let mut tasks = self.tasks.write();
-        let task = tasks
-            .get_mut(name)
-            .ok_or_else(|| Rejection::SyncTaskNotFound(name.to_string()))?;
-        let before = task.spec.clone();
-        f(task);
-        let spec_changed = task.spec != before;
-        drop(tasks);
-        if spec_changed {
-            self.changed.notify_waiters();
-        }
-        Ok(())
-    }
-
-    /// Unpaused tasks.
-    fn runnable(&self) -> BTreeMap<String, TaskSpec> {
-        self.tasks
-            .read()
-            .values()
-            .filter(|t| !t.spec.paused)
-            .map(|t| (t.spec.name.clone(), t.spec.clone()))
-            .collect()
-    }
-}
 
 /// Writes a task's imports through Raft, from the leader only.
 pub struct RaftSink {
@@ -320,7 +195,7 @@ pub async fn supervise(state: AppState, tasks: SyncTasks, mut stopping: watch::R
     let node = state.store.id();
     let mut running: HashMap<String, (TaskSpec, JoinHandle<()>)> = HashMap::new();
     loop {
-        let changed = tasks.changed.notified();
+        let changed = tasks.changed();
         let leading = state.ready.is_ready() && state.store.is_leader();
         let wanted = if leading {
             tasks.runnable()
@@ -351,12 +226,4 @@ pub async fn supervise(state: AppState, tasks: SyncTasks, mut stopping: watch::R
     for (_, (_, handle)) in running {
         handle.abort();
     }
-}
-
-/// The source URL with its secrets hidden.
-pub fn redacted(source: &str) -> String {
-    source
-        .parse::<roster_sync::SourceUrl>()
-        .map(|u| u.redacted())
-        .unwrap_or_else(|_| "(unreadable source URL)".into())
 }

@@ -1,10 +1,20 @@
 //! roster: a clustered, Nacos-compatible service registry.
 //!
-//! Modules: [`config`] flags and config file, [`app`] the node's state and `run`,
-//! [`registry`] the in-memory registry core and beat expiry, [`health`] health checks and
-//! the eviction guard, [`store`] the Raft state machine and proposals, [`auth`] users and
-//! tokens, [`push`] UDP push, [`api`] the HTTP routes, [`imports`] sync tasks, [`metrics`]
-//! Prometheus metrics, [`clock`] time, [`hash`] stable hashing shared by Distro and balancing.
+//! Modules, from the core outwards:
+//! - [`registry`] the in-memory registry core: services, instances, selection, beat
+//!   expiry, Distro's client records; [`hash`] stable hashing shared by Distro and
+//!   balancing; [`clock`] time.
+//! - [`health`] persistent instances' health checks and the eviction guard; [`store`]
+//!   the Raft state machine, its commands and the sync task table; [`distro`] AP
+//!   replication of ephemeral instances; [`cluster`] members, the peer channel and the
+//!   cluster view; [`push`] UDP push and the broadcast of changes; [`auth`] users and
+//!   tokens; [`metrics`] Prometheus metrics.
+//! - [`state`] the node's shared state, gathering the handles above.
+//! - The protocol faces: [`api`] the HTTP routes (Nacos v1 and v2, roster's own API, the
+//!   console's), [`grpc`] the Nacos 2.x gRPC protocol, [`dns`] the DNS interface; and
+//!   [`imports`] the sync task runner.
+//! - [`app`] the wiring: binds the faces to the state and runs the workers; [`config`]
+//!   flags and config file; [`cli`] the client subcommands.
 
 pub mod api;
 pub mod app;
@@ -22,6 +32,7 @@ pub mod imports;
 pub mod metrics;
 pub mod push;
 pub mod registry;
+pub mod state;
 pub mod store;
 
 pub use app::{run, Listeners};

@@ -361,35 +361,31 @@ impl Metrics {
             .inc();
     }
 
-    /// Renders every metric, reading the current figures from the node.
-    pub fn render(&self, state: &crate::app::AppState) -> String {
-        let (registry, store, subscribers) =
-            (&state.registry, &state.store, state.push.subscriber_count());
-        let owned = state.distro.ownership_counts();
+    /// Renders every metric, with the node's current `figures`.
+    pub fn render(&self, figures: &NodeFigures) -> String {
+        let owned = &figures.owned_by;
         self.owned_by.clear();
-        for (node, count) in &owned {
+        for (node, count) in owned {
             self.owned_by
                 .get_or_create(&NodeLabels {
                     node: node.to_string(),
                 })
                 .set(*count as i64);
         }
-        self.ready.set(i64::from(state.ready.is_ready()));
-        self.members.set(state.members.peers().len() as i64 + 1);
-        self.members_live.set(state.members.live().len() as i64);
+        self.ready.set(i64::from(figures.ready));
+        self.members.set(figures.members as i64);
+        self.members_live.set(figures.members_live as i64);
         self.distro_clients
             .set(owned.values().sum::<usize>() as i64);
         self.distro_owned
-            .set(owned.get(&store.id()).copied().unwrap_or(0) as i64);
-        self.eviction_engaged
-            .set(state.guard.engaged().len() as i64);
-        self.grpc_connections.set(state.connections.count() as i64);
-        let (services, instances, healthy) = registry.totals();
+            .set(owned.get(&figures.raft.node_id).copied().unwrap_or(0) as i64);
+        self.eviction_engaged.set(figures.guard_engaged as i64);
+        let (services, instances, healthy) = figures.totals;
         self.services.set(services as i64);
         self.instances.set(instances as i64);
         self.healthy_instances.set(healthy as i64);
-        self.subscribers.set(subscribers as i64);
-        let raft = store.status();
+        self.subscribers.set(figures.udp_subscribers as i64);
+        let raft = &figures.raft;
         self.raft_term.set(raft.term as i64);
         self.raft_is_leader
             .set(i64::from(raft.state == roster_raft::ServerState::Leader));
@@ -414,6 +410,26 @@ impl Metrics {
             .expect("writing to a String cannot fail");
         out
     }
+}
+
+/// The figures of a node that the gauges show, read when `/metrics` is asked for.
+pub struct NodeFigures {
+    /// Whether the node serves API requests.
+    pub ready: bool,
+    /// Configured members, this node included.
+    pub members: usize,
+    /// Members that answered lately, this node included.
+    pub members_live: usize,
+    /// Ephemeral clients owned by each live member, as this node sees them.
+    pub owned_by: std::collections::BTreeMap<roster_raft::NodeId, usize>,
+    /// Namespaces where the eviction guard holds removals.
+    pub guard_engaged: usize,
+    /// (services, instances, healthy instances).
+    pub totals: (usize, usize, usize),
+    /// UDP push subscriptions.
+    pub udp_subscribers: usize,
+    /// Raft's state on this node.
+    pub raft: roster_raft::RaftStatus,
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 //! listens to so that what another admin, another browser or an API client changes
 //! shows up without a reload.
 //!
-//! One worker drains the registry's [`ChangeSet`] (service changes) and the store's
-//! [`CatalogChanges`] (namespaces, users and sync tasks, recorded when the Raft state
-//! machine applies them — on every node, so a change made through any node reaches the
-//! streams of all of them); changes coalesce for [`COALESCE`] and are broadcast. Each
-//! stream filters the broadcast by what it asked for and what its caller may see. A
+//! The changes come from the node's broadcast of them ([`crate::push::events`]: service
+//! changes from the registry, namespaces, users and sync tasks from the Raft state
+//! machine — on every node, so a change made through any node reaches the streams of
+//! all of them). Each stream filters the broadcast by what it asked for and what its
+//! caller may see. A
 //! stream that falls behind the broadcast gets `resync` (refetch what you show) instead
 //! of the events it missed. Streams end when the node starts shutting down, so they
 //! never hold up a graceful shutdown.
@@ -33,7 +33,6 @@
 //! them is. Comment lines every 15 s keep proxies from closing an idle stream.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -42,78 +41,19 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 
 use super::error::ApiError;
 use super::guard::Caller;
 use super::params::{check_namespace_id, Params};
-use crate::app::AppState;
-use crate::registry::changes::ChangeSet;
-use crate::registry::service::ServiceKey;
-use crate::store::catalog::{CatalogChange, CatalogChanges};
+use crate::push::events::Change;
+use crate::state::AppState;
+use crate::store::catalog::CatalogChange;
 
-/// How long changes gather before they are sent.
-const COALESCE: Duration = Duration::from_millis(100);
-/// Events a slow stream may fall behind by before it is told to resync.
-const BACKLOG: usize = 1024;
 /// Keep-alive comment period.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// One broadcast change.
-#[derive(Clone)]
-enum Change {
-    Service(Arc<ServiceKey>),
-    Catalog(Arc<CatalogChange>),
-}
-
-/// The broadcast of changes, and the signal that ends every stream.
-#[derive(Clone)]
-pub struct Events {
-    tx: broadcast::Sender<Change>,
-    closing: watch::Receiver<bool>,
-}
-
-impl Events {
-    /// Streams end when `closing` turns true.
-    pub fn new(closing: watch::Receiver<bool>) -> Self {
-        let (tx, _) = broadcast::channel(BACKLOG);
-        Self { tx, closing }
-    }
-
-    /// The worker: broadcasts every change `services` and `catalog` see until
-    /// `stopping`.
-    pub async fn run(
-        self,
-        services: Arc<ChangeSet>,
-        catalog: Arc<CatalogChanges>,
-        mut stopping: watch::Receiver<bool>,
-    ) {
-        loop {
-            tokio::select! {
-                _ = services.changed() => {}
-                _ = catalog.changed() => {}
-                _ = stopping.changed() => return,
-            }
-            tokio::time::sleep(COALESCE).await;
-            // Drained even with nobody listening, so that the sets stay small.
-            let catalog_changes = catalog.drain();
-            let service_changes = services.drain();
-            if self.tx.receiver_count() == 0 {
-                continue;
-            }
-            // Catalog first: a page that shows a new namespace's services finds it.
-            // A stream that closed meanwhile is fine.
-            for change in catalog_changes {
-                let _ = self.tx.send(Change::Catalog(Arc::new(change)));
-            }
-            for key in service_changes {
-                let _ = self.tx.send(Change::Service(Arc::new(key)));
-            }
-        }
-    }
-}
 
 /// The kinds of event a stream may ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,8 +168,8 @@ async fn stream(
         kinds: Kinds::parse(params.optional("kinds"), caller.0.admin)?,
         namespace,
     };
-    let mut closing = state.events.closing.clone();
-    let mut changes = state.events.tx.subscribe();
+    let mut closing = state.events.closing();
+    let mut changes = state.events.subscribe();
     let (tx, rx) = mpsc::channel(64);
     // One forwarding task per stream: it ends with the client, or when the node closes.
     tokio::spawn(async move {

@@ -12,9 +12,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::params::Params;
-use crate::app::AppState;
 use crate::auth::{Credentials, Identity};
 use crate::clock::now_secs;
+use crate::state::AppState;
 
 /// Paths answered before the node is ready and without authentication.
 const OPS_PATHS: [&str; 3] = ["/health/live", "/health/ready", "/metrics"];

@@ -30,7 +30,7 @@ use axum::Router;
 use http_body_util::Limited;
 use tower::Service;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use guard::Admitted;
 
 /// The whole HTTP service: the console's static files, and the API behind the guard.

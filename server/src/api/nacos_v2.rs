@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::error::ApiError;
 use super::nacos::{instance, json, json_of, operator, page, service};
 use super::params::{check_group, Params, DEFAULT_GROUP};
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The v2 naming routes.
 pub fn routes() -> Router<AppState> {

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The ops routes.
 pub fn routes() -> Router<AppState> {
@@ -33,7 +33,7 @@ async fn ready(State(state): State<AppState>) -> Response {
 
 /// Prometheus text exposition.
 async fn metrics(State(state): State<AppState>) -> Response {
-    let body = state.metrics.render(&state);
+    let body = state.metrics.render(&state.figures());
     (
         [(
             header::CONTENT_TYPE,

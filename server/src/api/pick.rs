@@ -2,30 +2,19 @@
 //! balance themselves — by weighted random, smooth weighted round-robin or consistent
 //! hash on a key, after the same clusters, selector and lanes as a list query.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use dashmap::DashMap;
-use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::error::ApiError;
 use super::nacos::json_of;
 use super::nacos::wire::Host;
 use super::params::{parse_cluster_list, Params};
-use crate::app::AppState;
-use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin, Strategy};
+use crate::registry::balance::{consistent_hash, weighted_random, Strategy};
 use crate::registry::select::{select, Query};
-
-/// Round-robin positions, per service and filter. Bounded: cleared when it grows past
-/// [`MAX_BALANCERS`] (positions restart, which round-robin tolerates).
-#[derive(Clone, Default)]
-pub struct Balancers(Arc<DashMap<String, Mutex<RoundRobin>>>);
-
-const MAX_BALANCERS: usize = 10_000;
+use crate::state::AppState;
 
 /// The selection routes: `/api/v1/instances` (a list, like Nacos' `/instance/list`) and
 /// `/api/v1/pick` (one instance).
@@ -91,13 +80,7 @@ async fn pick(State(state): State<AppState>, params: Params) -> Result<Response,
                 params.get("selector").unwrap_or(""),
                 params.get("lanes").unwrap_or("\u{0}")
             );
-            let balancers = &state.balancers.0;
-            if balancers.len() > MAX_BALANCERS {
-                balancers.clear();
-            }
-            let rr = balancers.entry(id).or_default();
-            let next = rr.lock().next(&selection.hosts);
-            next
+            state.balancers.next(id, &selection.hosts)
         }
         _ => weighted_random(&selection.hosts, rand::random::<f64>()),
     }

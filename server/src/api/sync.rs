@@ -16,11 +16,11 @@ use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
 use super::error::ApiError;
 use super::guard::Caller;
 use super::params::check_group;
-use crate::app::AppState;
 use crate::clock::now_ms;
-use crate::imports::{redacted, StoredTask};
 use crate::registry::namespace::PUBLIC_NAMESPACE;
+use crate::state::AppState;
 use crate::store::command::CommandV1;
+use crate::store::tasks::{redacted, StoredTask};
 
 const TASKS: &str = "/api/v1/sync/tasks";
 const TASK: &str = "/api/v1/sync/tasks/{name}";

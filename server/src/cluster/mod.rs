@@ -1,10 +1,11 @@
 //! Running as one node of several: the authenticated peer channel ([`peer`]), who the
-//! members are and which of them are alive ([`members`]), and the peer-side routes
-//! ([`server`]).
+//! members are and which of them are alive ([`members`]), the peer-side routes
+//! ([`server`]), and the cluster as one node sees it ([`view`]).
 
 pub mod members;
 pub mod peer;
 pub mod server;
+pub mod view;
 
 use std::collections::BTreeMap;
 

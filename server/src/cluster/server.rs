@@ -11,9 +11,9 @@ use roster_raft::Rpc;
 
 use super::members::Hello;
 use super::peer::{ClusterSecret, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL};
-use crate::app::AppState;
 use crate::clock::now_ms;
 use crate::distro::EphemeralOp;
+use crate::state::AppState;
 
 /// Largest peer message (snapshot chunks are the biggest).
 const MAX_PEER_BODY: usize = 64 * 1024 * 1024;
@@ -79,7 +79,7 @@ async fn handle(
             .into_response();
     }
     if path == "view" {
-        let view = crate::api::cluster::view(&state.app);
+        let view = super::view::view(&state.app);
         return rmp_serde::to_vec_named(&view)
             .expect("view serializes")
             .into_response();

@@ -16,7 +16,7 @@ use tonic::Status;
 
 use super::proto::Payload;
 use crate::clock::now_ms;
-use crate::push::udp::SubscriberView;
+use crate::push::{SubscriberList, SubscriberView};
 use crate::registry::service::ServiceKey;
 
 /// What the client told about itself in `ConnectionSetupRequest`.
@@ -234,5 +234,11 @@ impl Connections {
             .next_request
             .fetch_add(1, Ordering::Relaxed)
             .to_string()
+    }
+}
+
+impl SubscriberList for Connections {
+    fn subscribers(&self, key: &ServiceKey) -> Vec<SubscriberView> {
+        Connections::subscribers(self, key)
     }
 }

@@ -28,7 +28,6 @@ use crate::api::params::{
     check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id, check_port,
     check_service_name, check_weight, parse_cluster_list, DEFAULT_CLUSTER, DEFAULT_GROUP,
 };
-use crate::app::AppState;
 use crate::auth::Credentials;
 use crate::clock::{now_ms, now_secs};
 use crate::registry::changes::ChangeSet;
@@ -37,6 +36,7 @@ use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::registry::select::{select, Query};
 use crate::registry::service::ServiceKey;
 use crate::registry::Registration;
+use crate::state::AppState;
 use crate::store::command::CommandV1;
 use connection::{Connection, Connections, PendingPush};
 use proto::{BiStreamServer, Handler, Payload, RequestServer};
@@ -597,6 +597,10 @@ impl GrpcServer {
     /// replicates like any change.
     fn disconnect(&self, conn: &Arc<Connection>) {
         if self.connections.remove(conn) {
+            self.app
+                .metrics
+                .grpc_connections
+                .set(self.connections.count() as i64);
             let removed = self.app.registry.remove_client(&conn.client, now_ms());
             tracing::info!(connection = %conn.id, instances = removed, "grpc client disconnected");
         }
@@ -720,6 +724,10 @@ impl Handler for GrpcServer {
             // Registered at stream open, so that the unary calls that follow the setup
             // message never race it.
             let conn = self.connections.open(remote, tx);
+            self.app
+                .metrics
+                .grpc_connections
+                .set(self.connections.count() as i64);
             tracing::debug!(connection = %conn.id, "grpc stream opened");
             tokio::spawn(self.clone().read_stream(conn, inbound));
             Ok(ReceiverStream::new(rx))

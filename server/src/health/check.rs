@@ -12,9 +12,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::app::AppState;
 use crate::clock::now_ms;
 use crate::registry::service::{HealthChecker, ServiceKey};
+use crate::state::AppState;
 use crate::store::command::CommandV1;
 
 /// Opposite results in a row before health flips (Nacos' `checkTimes`).

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
+use super::SubscriberView;
 use crate::api::nacos::wire::{service_info, ListRequest};
 use crate::api::params::parse_cluster_list;
 use crate::clock::now_ms;
@@ -104,30 +105,6 @@ struct Shared {
     /// Source of unique, increasing `lastRefTime` values. Starts at wall-clock µs, which
     /// stays below 2^53 so JavaScript clients echo it back exactly.
     seq: AtomicU64,
-}
-
-/// A subscriber as `/service/subscribers` lists it (UDP and gRPC alike).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriberView {
-    /// `ip:port`.
-    pub addr_str: String,
-    /// The client's user agent or version.
-    pub agent: String,
-    /// The application it names, or `unknown`.
-    pub app: String,
-    /// Its address.
-    pub ip: String,
-    /// Its port (UDP: where pushes go; gRPC: the connection's source port).
-    pub port: u16,
-    /// The namespace of the service.
-    pub namespace_id: String,
-    /// `group@@name`.
-    pub service_name: String,
-    /// The clusters it asked for (comma-separated; empty: all).
-    pub cluster: String,
-    /// `udp` or `grpc`.
-    pub protocol: &'static str,
 }
 
 #[derive(Deserialize)]

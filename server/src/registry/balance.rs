@@ -6,6 +6,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use dashmap::DashMap;
+use parking_lot::Mutex;
+
 use super::instance::Instance;
 use crate::hash::{mix, stable_hash};
 
@@ -87,6 +90,27 @@ impl RoundRobin {
         let (picked, _) = best?;
         *self.current.get_mut(&picked.addr()).expect("just inserted") -= total;
         Some(picked.clone())
+    }
+}
+
+/// Round-robin positions, per service and filter (the caller's key). Bounded: cleared
+/// when it grows past [`MAX_BALANCERS`] (positions restart, which round-robin
+/// tolerates). Not a copy of the registry: each pick chooses among the hosts it is given.
+#[derive(Clone, Default)]
+pub struct Balancers(Arc<DashMap<String, Mutex<RoundRobin>>>);
+
+/// Most round-robin positions kept.
+const MAX_BALANCERS: usize = 10_000;
+
+impl Balancers {
+    /// The next round-robin pick among `hosts` for the filter named `id`.
+    pub fn next(&self, id: String, hosts: &[Arc<Instance>]) -> Option<Arc<Instance>> {
+        if self.0.len() > MAX_BALANCERS {
+            self.0.clear();
+        }
+        let rr = self.0.entry(id).or_default();
+        let picked = rr.lock().next(hosts);
+        picked
     }
 }
 

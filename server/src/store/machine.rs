@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::tasks::{StoredTask, SyncTasks};
 use crate::auth::{Auth, AuthData, User};
-use crate::imports::{StoredTask, SyncTasks};
 use crate::registry::{PersistentData, Registry};
 
 use super::catalog::{CatalogChange, CatalogChanges};

@@ -6,6 +6,7 @@
 pub mod catalog;
 pub mod command;
 pub mod machine;
+pub mod tasks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,7 +54,7 @@ impl Store {
         config: &NodeConfig,
         registry: Registry,
         auth: Auth,
-        tasks: crate::imports::SyncTasks,
+        tasks: tasks::SyncTasks,
         catalog: Arc<CatalogChanges>,
         transport: PeerClient,
     ) -> Result<Self, StartError> {

@@ -10,9 +10,9 @@ use super::{envelope, json_of, page};
 use crate::api::error::ApiError;
 use crate::api::guard::Caller;
 use crate::api::params::Params;
-use crate::app::AppState;
 use crate::auth::{password, User};
 use crate::clock::now_secs;
+use crate::state::AppState;
 use crate::store::command::CommandV1;
 
 /// Shortest password accepted for new users and password changes.

@@ -9,9 +9,9 @@ use super::service::checker_json;
 use super::{json_of, page};
 use crate::api::error::ApiError;
 use crate::api::params::Params;
-use crate::app::AppState;
 use crate::registry::select::protection_triggered;
 use crate::registry::service::{Service, ServiceKey};
+use crate::state::AppState;
 
 /// The service `key`, or the console's 404.
 fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, ApiError> {

@@ -27,7 +27,6 @@ use crate::api::params::{
     check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
     parse_port, parse_weight, Params, DEFAULT_CLUSTER,
 };
-use crate::app::{AppState, Limits};
 use crate::clock::now_ms;
 use crate::distro::{EphemeralOp, OpReply};
 use crate::push::udp::push_capable;
@@ -35,6 +34,7 @@ use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
 use crate::registry::service::{HealthChecker, ServiceKey, ServiceView};
 use crate::registry::{InstancePatch, Registration};
+use crate::state::{AppState, Limits};
 use crate::store::command::CommandV1;
 
 /// Parses the instance fields of a register call.

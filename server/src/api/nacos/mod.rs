@@ -16,7 +16,7 @@ use axum::routing::{get, post, put};
 use axum::Router;
 
 use super::error::ApiError;
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// Every Nacos v1 route.
 pub fn routes() -> Router<AppState> {

@@ -12,8 +12,8 @@ use super::{envelope, json_of};
 use crate::api::error::ApiError;
 use crate::api::guard::Caller;
 use crate::api::params::{check_namespace_id, Params};
-use crate::app::AppState;
 use crate::registry::namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
+use crate::state::AppState;
 use crate::store::command::CommandV1;
 
 /// Characters Nacos refuses in namespace names.

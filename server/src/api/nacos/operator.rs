@@ -7,9 +7,9 @@ use serde_json::json;
 use super::json_of;
 use crate::api::error::ApiError;
 use crate::api::params::Params;
-use crate::app::AppState;
 use crate::auth::Identity;
 use crate::registry::namespace::PUBLIC_NAMESPACE;
+use crate::state::AppState;
 
 /// `GET /nacos/v1/ns/operator/metrics`: `{"status":"UP"}` (open, clients probe it);
 /// with `onlyStatus=false`, counts too (authenticated).

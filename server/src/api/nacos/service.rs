@@ -8,12 +8,12 @@ use serde_json::json;
 use super::{json_of, page};
 use crate::api::error::ApiError;
 use crate::api::params::{check_group, parse_bool, parse_port, Params, DEFAULT_GROUP};
-use crate::app::AppState;
 use crate::clock::now_ms;
 use crate::registry::selector::LabelSelector;
 use crate::registry::service::{
     ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings, METADATA_SELECTOR,
 };
+use crate::state::AppState;
 use crate::store::command::CommandV1;
 
 /// Parses `protectThreshold`: a number up to 1; negative turns protection off.
@@ -254,7 +254,7 @@ pub async fn subscribers(
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(1000))?;
     let mut all = state.push.subscribers(&key);
-    all.extend(state.connections.subscribers(&key));
+    all.extend(state.grpc_subscribers.subscribers(&key));
     let count = all.len();
     Ok(json_of(
         &json!({ "subscribers": page(all, page_no, page_size), "count": count }),

@@ -1,0 +1,116 @@
+//! The node's shared state, [`AppState`]: the handles every protocol face and worker
+//! reads through. Each field's type lives where its data lives (the registry, the
+//! store, the cluster, push); this module only gathers them, and `app` (the wiring)
+//! builds it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::auth::Auth;
+use crate::cluster::members::Members;
+use crate::cluster::peer::PeerClient;
+use crate::distro::Distro;
+use crate::health::guard::EvictionGuard;
+use crate::metrics::{Metrics, NodeFigures};
+use crate::push::events::Events;
+use crate::push::udp::UdpPush;
+use crate::push::SubscriberList;
+use crate::registry::balance::Balancers;
+use crate::registry::Registry;
+use crate::store::tasks::SyncTasks;
+use crate::store::Store;
+
+/// Size limits applied to requests.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+    /// Largest metadata map (keys plus values), bytes.
+    pub max_metadata_bytes: usize,
+}
+
+/// Whether the node serves API requests yet.
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// True once the node has a leader, has replayed its state and is bootstrapped.
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Marks the node ready (startup finished).
+    pub(crate) fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Everything request handlers share. Cheap to clone: one reference count, however
+/// many parts it has (axum clones the state for every extractor and middleware, and
+/// cloning each part's handle showed up as a tenth of a list request's CPU).
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct Shared {
+    /// The in-memory registry every read is served from.
+    pub registry: Registry,
+    /// The Raft store persistent writes are proposed to.
+    pub store: Store,
+    /// Users, tokens and credential checks.
+    pub auth: Auth,
+    /// UDP push subscribers.
+    pub push: UdpPush,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Set once startup finished.
+    pub ready: Readiness,
+    /// Request size limits.
+    pub limits: Limits,
+    /// Cluster members and their liveness.
+    pub members: Members,
+    /// The authenticated client of the peer channel.
+    pub peers: PeerClient,
+    /// Ephemeral replication and ownership.
+    pub distro: Distro,
+    /// Holds mass removals.
+    pub guard: Arc<EvictionGuard>,
+    /// Round-robin positions of `/api/v1/pick`.
+    pub balancers: Balancers,
+    /// The subscribers of the gRPC connections on this node (the connections themselves
+    /// belong to the gRPC server).
+    pub grpc_subscribers: Arc<dyn SubscriberList>,
+    /// Service, namespace, user and sync task changes for the console's event streams.
+    pub events: Events,
+    /// Sync tasks (Raft-held).
+    pub tasks: SyncTasks,
+}
+
+impl AppState {
+    /// The state of a node made of `parts`.
+    pub fn new(parts: Shared) -> Self {
+        Self(Arc::new(parts))
+    }
+
+    /// The node's figures for `/metrics`.
+    pub fn figures(&self) -> NodeFigures {
+        NodeFigures {
+            ready: self.ready.is_ready(),
+            members: self.members.peers().len() + 1,
+            members_live: self.members.live().len(),
+            owned_by: self.distro.ownership_counts(),
+            guard_engaged: self.guard.engaged().len(),
+            totals: self.registry.totals(),
+            udp_subscribers: self.push.subscriber_count(),
+            raft: self.store.status(),
+        }
+    }
+}
