@@ -1,4 +1,4 @@
-//! Continuous import from other registries into roster (DESIGN §9).
+//! Continuous import from other registries into roster (docs/architecture.md, "Sync imports").
 //!
 //! A [`Source`] reads one foreign registry and reports its state mapped onto roster's
 //! model: [`Source::list`] gives the whole state, [`Source::watch`] waits for the next
