@@ -15,13 +15,12 @@ use roster_sync::{
     SOURCE_INSTANCE_ID_KEY,
 };
 
-use crate::api::error::ApiError;
-use crate::api::params::{
-    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
-    check_service_name,
-};
 use crate::clock::now_ms;
 use crate::registry::service::ServiceKey;
+use crate::registry::validate::{
+    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
+    check_service_name, Invalid,
+};
 use crate::registry::{Registration, Registry};
 use crate::state::AppState;
 use crate::store::command::CommandV1;
@@ -47,7 +46,7 @@ impl RaftSink {
 
     /// Why roster's API would refuse this instance, if it would: imports meet the same
     /// rules as registrations.
-    fn refusal(&self, t: &Target) -> Option<ApiError> {
+    fn refusal(&self, t: &Target) -> Option<Invalid> {
         let i = &t.instance;
         check_namespace_id("namespaceId", &t.namespace)
             .and_then(|_| check_group(&t.group))

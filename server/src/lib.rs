@@ -9,6 +9,8 @@
 //!   replication of ephemeral instances; [`cluster`] members, the peer channel and the
 //!   cluster view; [`push`] UDP push and the broadcast of changes; [`auth`] users and
 //!   tokens; [`metrics`] Prometheus metrics.
+//! - [`naming`] the Nacos wire shapes every face answers and pushes; [`error`] the one
+//!   error kind with its HTTP, Nacos v2 and gRPC projections.
 //! - [`state`] the node's shared state, gathering the handles above.
 //! - The protocol faces: [`api`] the HTTP routes (Nacos v1 and v2, roster's own API, the
 //!   console's), [`grpc`] the Nacos 2.x gRPC protocol, [`dns`] the DNS interface; and
@@ -25,11 +27,13 @@ pub mod cluster;
 pub mod config;
 pub mod distro;
 pub mod dns;
+pub mod error;
 pub mod grpc;
 pub mod hash;
 pub mod health;
 pub mod imports;
 pub mod metrics;
+pub mod naming;
 pub mod push;
 pub mod registry;
 pub mod state;

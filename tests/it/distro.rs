@@ -85,6 +85,36 @@ fn registrations_reach_every_node_within_two_seconds() {
         .map(|v| v.as_u64().unwrap())
         .sum();
     assert_eq!(owned, 1, "one client, one owner: {view}");
+    // A refusal made by the owner reaches the client whole through a node that forwarded
+    // to it (the error travels with its kind, `distro::forward`): an ephemeral
+    // registration into a service of persistent instances, for an address node 0 does
+    // not own, through node 0.
+    c.nodes[0]
+        .call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=mixed&ip=127.30.1.1&port=80&ephemeral=false",
+        )
+        .expect(200);
+    let elsewhere = (2..40)
+        .map(|i| format!("127.30.1.{i}"))
+        .find(|ip| owner(&c, 0, &format!("{ip}:80")) != 0)
+        .expect("an address another node owns");
+    let v1 = c.nodes[0].call(
+        "POST",
+        &format!("/nacos/v1/ns/instance?serviceName=mixed&ip={elsewhere}&port=80"),
+    );
+    assert_eq!(v1.status, 400, "{}", v1.body);
+    assert!(
+        v1.body.contains("holds persistent instances"),
+        "{}",
+        v1.body
+    );
+    let v2 = c.nodes[0].call(
+        "POST",
+        &format!("/nacos/v2/ns/instance?serviceName=mixed&ip={elsewhere}&port=80"),
+    );
+    assert_eq!(v2.status, 400, "{}", v2.body);
+    assert_eq!(v2.json()["code"], 20002, "{}", v2.body);
     // Bad owner queries name the field.
     let r = c.nodes[0].call("GET", "/api/v1/cluster/owner?client=nonsense");
     assert!(r.status == 400 && r.body.contains("'client'"), "{}", r.body);

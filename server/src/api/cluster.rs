@@ -11,11 +11,11 @@ use axum::Router;
 use roster_raft::{MembershipChange, NodeId};
 use serde_json::json;
 
-use super::error::ApiError;
 use super::guard::Caller;
 use super::nacos::{envelope, json_of};
 use super::params::Params;
 use crate::cluster::view::view_with_leader;
+use crate::error::Error;
 use crate::state::AppState;
 
 /// The cluster routes.
@@ -40,14 +40,14 @@ async fn add_member(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let id = node_id(&params)?;
     let peer = params.required("peer")?;
     crate::cluster::parse_members(&format!("{id}={peer}"))
-        .map_err(|e| ApiError::illegal("peer", format!("{e}.")))?;
+        .map_err(|e| Error::illegal("peer", format!("{e}.")))?;
     if state.store.status().voters.contains(&id) {
-        return Err(ApiError::conflict(format!(
+        return Err(Error::conflict(format!(
             "node {id} is already a voting member"
         )));
     }
@@ -66,15 +66,15 @@ async fn remove_member(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let id = node_id(&params)?;
     let status = state.store.status();
     if !status.members.contains_key(&id) {
-        return Err(ApiError::not_found(format!("node {id} is not a member")));
+        return Err(Error::not_found(format!("node {id} is not a member")));
     }
     if status.voters.len() == 1 && status.voters.contains(&id) {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::bad_request(format!(
             "node {id} is the last voter; a cluster cannot remove its last voter"
         )));
     }
@@ -87,13 +87,13 @@ async fn remove_member(
 
 /// `GET /api/v1/cluster/owner?client=IP:PORT`: which node owns an ephemeral client
 /// (handles its beats and judges its expiry), as this node sees the live members.
-async fn owner(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+async fn owner(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let client = params.required("client")?;
     let (ip, port) = client
         .rsplit_once(':')
-        .ok_or_else(|| ApiError::illegal("client", format!("'{client}' should be IP:PORT.")))?;
-    super::params::check_ip("client", ip)?;
-    super::params::parse_port("client", port)?;
+        .ok_or_else(|| Error::illegal("client", format!("'{client}' should be IP:PORT.")))?;
+    crate::registry::validate::check_ip("client", ip)?;
+    crate::registry::validate::parse_port("client", port)?;
     Ok(json_of(&json!({
         "client": client,
         "owner": state.distro.owner_of(client),
@@ -101,12 +101,12 @@ async fn owner(State(state): State<AppState>, params: Params) -> Result<Response
     })))
 }
 
-fn node_id(params: &Params) -> Result<NodeId, ApiError> {
+fn node_id(params: &Params) -> Result<NodeId, Error> {
     let raw = params.required("id")?;
     raw.parse::<NodeId>()
         .ok()
         .filter(|id| *id > 0)
-        .ok_or_else(|| ApiError::illegal("id", format!("'{raw}' is not a positive node id.")))
+        .ok_or_else(|| Error::illegal("id", format!("'{raw}' is not a positive node id.")))
 }
 
 /// `GET /nacos/v1/core/cluster/nodes`: members in Nacos' `Member` shape.

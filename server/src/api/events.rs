@@ -45,10 +45,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 
-use super::error::ApiError;
 use super::guard::Caller;
-use super::params::{check_namespace_id, Params};
+use super::params::Params;
+use crate::error::Error;
 use crate::push::events::Change;
+use crate::registry::validate::check_namespace_id;
 use crate::state::AppState;
 use crate::store::catalog::CatalogChange;
 
@@ -66,7 +67,7 @@ struct Kinds {
 
 impl Kinds {
     /// The kinds named in `kinds` (comma-separated), or every kind `admin` may see.
-    fn parse(kinds: Option<&str>, admin: bool) -> Result<Self, ApiError> {
+    fn parse(kinds: Option<&str>, admin: bool) -> Result<Self, Error> {
         let Some(list) = kinds else {
             return Ok(Self {
                 service: true,
@@ -88,7 +89,7 @@ impl Kinds {
                 "user" => out.user = true,
                 "task" => out.task = true,
                 other => {
-                    return Err(ApiError::illegal(
+                    return Err(Error::illegal(
                         "kinds",
                         format!("unknown kind '{other}': use service, namespace, user, task"),
                     ))
@@ -96,7 +97,7 @@ impl Kinds {
             }
         }
         if (out.user || out.task) && !admin {
-            return Err(ApiError::forbidden(
+            return Err(Error::forbidden(
                 "authorization failed!: user and task events need an admin user",
             ));
         }
@@ -156,7 +157,7 @@ async fn stream(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Error> {
     let namespace = match params.optional("namespaceId") {
         Some(ns) => {
             check_namespace_id("namespaceId", ns)?;
@@ -209,17 +210,11 @@ mod tests {
         let picked = Kinds::parse(Some("namespace, task"), true).unwrap();
         assert!(!picked.service && picked.namespace && !picked.user && picked.task);
         assert_eq!(
-            Kinds::parse(Some("nope"), true)
-                .unwrap_err()
-                .status
-                .as_u16(),
+            Kinds::parse(Some("nope"), true).unwrap_err().http_status(),
             400
         );
         assert_eq!(
-            Kinds::parse(Some("user"), false)
-                .unwrap_err()
-                .status
-                .as_u16(),
+            Kinds::parse(Some("user"), false).unwrap_err().http_status(),
             403
         );
     }

@@ -7,13 +7,13 @@ use std::borrow::Cow;
 use axum::body::{to_bytes, Body};
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
 use super::params::Params;
 use crate::auth::{Credentials, Identity};
 use crate::clock::now_secs;
+use crate::error::{Error, ErrorKind};
 use crate::state::AppState;
 
 /// Paths answered before the node is ready and without authentication.
@@ -77,8 +77,8 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
     let query = parts.uri.query();
     let limit = state.limits.max_body_bytes;
     let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        Error::new(
+            ErrorKind::TooLarge,
             format!("request body exceeds {limit} bytes"),
         )
         .into_response()
@@ -106,7 +106,7 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
         if !state.ready.is_ready() {
             return Err(refuse(
                 path,
-                ApiError::unavailable("server is starting, please try again later"),
+                Error::unavailable("server is starting, please try again later"),
             ));
         }
         if SOFT_PATHS.contains(&path) {
@@ -126,7 +126,7 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
 }
 
 /// A refusal in the shape the path's API answers errors in (v2: the envelope).
-fn refuse(path: &str, e: ApiError) -> Response {
+fn refuse(path: &str, e: Error) -> Response {
     if path.starts_with("/nacos/v2/") {
         super::nacos_v2::failure(e)
     } else {
@@ -138,7 +138,7 @@ async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
     params: &Params,
-) -> Result<Identity, ApiError> {
+) -> Result<Identity, Error> {
     if !state.auth.enabled() {
         return Ok(Identity {
             username: Cow::Borrowed("anonymous"),
@@ -156,11 +156,11 @@ pub struct Caller(pub Identity);
 
 impl Caller {
     /// 403 unless the caller is an admin.
-    pub fn require_admin(&self) -> Result<(), ApiError> {
+    pub fn require_admin(&self) -> Result<(), Error> {
         if self.0.admin {
             Ok(())
         } else {
-            Err(ApiError::forbidden(
+            Err(Error::forbidden(
                 "authorization failed!: this needs an admin user",
             ))
         }
@@ -168,14 +168,14 @@ impl Caller {
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = ApiError;
+    type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Error> {
         parts
             .extensions
             .get::<Identity>()
             .cloned()
             .map(Caller)
-            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "authentication required"))
+            .ok_or_else(|| Error::unauthenticated("authentication required"))
     }
 }

@@ -11,9 +11,11 @@ use axum::routing::{get, put};
 use axum::Router;
 use serde_json::{json, Value};
 
-use super::error::ApiError;
-use super::nacos::{instance, json, json_of, operator, page, service};
-use super::params::{check_group, Params, DEFAULT_GROUP};
+use super::nacos::{instance, json, json_of, operator, service};
+use super::params::Params;
+use crate::error::Error;
+use crate::naming::wire::page;
+use crate::registry::validate::{check_group, DEFAULT_GROUP};
 use crate::state::AppState;
 
 /// The v2 naming routes.
@@ -47,44 +49,19 @@ fn success(data: Value) -> Response {
     json_of(&json!({ "code": 0, "message": "success", "data": data }))
 }
 
-/// The v2 error code and category for a v1 error.
-fn error_code(e: &ApiError) -> (u32, &'static str) {
-    let m = e.message.as_str();
-    match e.status {
-        StatusCode::BAD_REQUEST if m.starts_with("Param '") && m.ends_with("is required.") => {
-            (10000, "parameter missing")
-        }
-        StatusCode::BAD_REQUEST if m.contains("weights range") => (21001, "weight error"),
-        StatusCode::BAD_REQUEST if m.contains("metadata") => (21002, "instance metadata error"),
-        StatusCode::BAD_REQUEST if m.contains("already exists") => (21007, "service already exist"),
-        StatusCode::BAD_REQUEST if m.contains("is not empty") => (21009, "service delete failure"),
-        StatusCode::BAD_REQUEST => (20002, "parameter validate error"),
-        StatusCode::NOT_FOUND
-            if m.starts_with("instance") || m.contains("no matched ip") || m.contains("no ips") =>
-        {
-            (21003, "instance not found")
-        }
-        StatusCode::NOT_FOUND if m.contains("service") => (21008, "service not exist"),
-        StatusCode::NOT_FOUND => (20004, "resource not found"),
-        StatusCode::CONFLICT => (20005, "resource conflict"),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => (10001, "access denied"),
-        StatusCode::SERVICE_UNAVAILABLE => (23000, "illegal state"),
-        _ => (30000, "server error"),
-    }
-}
-
 /// The v2 shape of a v1 error: same status, `{code, message, data: <detail>}`.
-pub(crate) fn failure(e: ApiError) -> Response {
-    let (code, message) = error_code(&e);
+pub(crate) fn failure(e: Error) -> Response {
+    let (code, message) = e.v2_code();
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (
-        e.status,
+        status,
         json_of(&json!({ "code": code, "message": message, "data": e.message })),
     )
         .into_response()
 }
 
 /// Wraps a v1 answer: `ok` and JSON bodies become `data`.
-async fn wrap(result: Result<Response, ApiError>) -> Response {
+async fn wrap(result: Result<Response, Error>) -> Response {
     match result {
         Ok(response) => {
             let body = to_bytes(response.into_body(), 64 * 1024 * 1024)
@@ -98,7 +75,7 @@ async fn wrap(result: Result<Response, ApiError>) -> Response {
     }
 }
 
-fn ok(result: Result<&'static str, ApiError>) -> Result<Response, ApiError> {
+fn ok(result: Result<&'static str, Error>) -> Result<Response, Error> {
     result.map(|s| s.into_response())
 }
 

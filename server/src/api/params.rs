@@ -3,26 +3,21 @@
 //! handlers through request extensions; validation helpers name the field and the problem.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use smallvec::SmallVec;
 
-use super::error::ApiError;
-use crate::registry::instance::{
-    Metadata, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY,
-};
+use crate::error::Error;
+use crate::registry::instance::Metadata;
 use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::registry::selector::LabelSelector;
 use crate::registry::service::ServiceKey;
-
-/// The default group.
-pub const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
-/// The default cluster.
-pub const DEFAULT_CLUSTER: &str = "DEFAULT";
+use crate::registry::validate::{
+    check_group, check_namespace_id, check_service_name, parse_bool, parse_metadata, parse_port,
+    DEFAULT_GROUP,
+};
 
 /// Merged request parameters, in arrival order (query first, then body). Cheap to
 /// clone: the guard parses once and handlers share the pairs.
@@ -156,17 +151,17 @@ impl Params {
     }
 
     /// The value of `key`; 400 `Param 'key' is required.` when absent or blank.
-    pub fn required(&self, key: &str) -> Result<&str, ApiError> {
-        self.optional(key).ok_or_else(|| ApiError::missing(key))
+    pub fn required(&self, key: &str) -> Result<&str, Error> {
+        self.optional(key).ok_or_else(|| Error::missing(key))
     }
 
     /// A boolean (`true`/`false`, any case, and Nacos' `t|y|yes|on` / `f|n|no|off`).
-    pub fn boolean(&self, key: &str) -> Result<Option<bool>, ApiError> {
-        self.optional(key).map(|v| parse_bool(key, v)).transpose()
+    pub fn boolean(&self, key: &str) -> Result<Option<bool>, Error> {
+        Ok(self.optional(key).map(|v| parse_bool(key, v)).transpose()?)
     }
 
     /// The first present boolean among `keys` (an alias list like `enabled`, `enable`).
-    pub fn boolean_any(&self, keys: &[&str]) -> Result<Option<bool>, ApiError> {
+    pub fn boolean_any(&self, keys: &[&str]) -> Result<Option<bool>, Error> {
         for key in keys {
             if let Some(v) = self.boolean(key)? {
                 return Ok(Some(v));
@@ -176,29 +171,29 @@ impl Params {
     }
 
     /// A port, 0 to 65535.
-    pub fn port(&self, key: &str) -> Result<u16, ApiError> {
-        parse_port(key, self.required(key)?)
+    pub fn port(&self, key: &str) -> Result<u16, Error> {
+        Ok(parse_port(key, self.required(key)?)?)
     }
 
     /// A positive page number or size.
-    pub fn page(&self, key: &str, default: Option<usize>) -> Result<usize, ApiError> {
+    pub fn page(&self, key: &str, default: Option<usize>) -> Result<usize, Error> {
         match (self.optional(key), default) {
-            (Some(v), _) => {
-                v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    ApiError::illegal(key, format!("'{v}' is not a positive integer."))
-                })
-            }
+            (Some(v), _) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| Error::illegal(key, format!("'{v}' is not a positive integer."))),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(ApiError::missing(key)),
+            (None, None) => Err(Error::missing(key)),
         }
     }
 
     /// The namespace id (default `public`).
-    pub fn namespace(&self) -> Result<String, ApiError> {
+    pub fn namespace(&self) -> Result<String, Error> {
         self.namespace_str().map(str::to_string)
     }
 
-    fn namespace_str(&self) -> Result<&str, ApiError> {
+    fn namespace_str(&self) -> Result<&str, Error> {
         let ns = self.optional("namespaceId").unwrap_or(PUBLIC_NAMESPACE);
         check_namespace_id("namespaceId", ns)?;
         Ok(ns)
@@ -206,20 +201,20 @@ impl Params {
 
     /// The service key from `namespaceId`, `groupName` and `serviceName`, which may be
     /// grouped (`group@@name`, whose group then wins over `groupName`).
-    pub fn service_key(&self) -> Result<ServiceKey, ApiError> {
+    pub fn service_key(&self) -> Result<ServiceKey, Error> {
         let (namespace, group, name, _) = self.service_parts()?;
         Ok(ServiceKey::new(namespace, group, name))
     }
 
     /// Namespace, group and name, checked, and `serviceName` when it carried the group
     /// (`group@@name`).
-    fn service_parts(&self) -> Result<(&str, &str, &str, Option<&str>), ApiError> {
+    fn service_parts(&self) -> Result<(&str, &str, &str, Option<&str>), Error> {
         let namespace = self.namespace_str()?;
         let raw = self.required("serviceName")?;
         let (group, name, grouped) = match raw.split_once("@@") {
             Some((group, name)) => {
                 if group.is_empty() {
-                    return Err(ApiError::illegal("serviceName", "groupName can't be empty"));
+                    return Err(Error::illegal("serviceName", "groupName can't be empty"));
                 }
                 (group, name, Some(raw))
             }
@@ -236,7 +231,7 @@ impl Params {
 
     /// The service named by `namespaceId`, `groupName` and `serviceName`, borrowed from
     /// the parameters (checked as [`Params::service_key`] checks them).
-    pub fn service_name(&self) -> Result<ServiceName<'_>, ApiError> {
+    pub fn service_name(&self) -> Result<ServiceName<'_>, Error> {
         let (namespace, group, name, grouped) = self.service_parts()?;
         // The grouped form as given, else written once.
         let grouped = match grouped {
@@ -252,12 +247,12 @@ impl Params {
     }
 
     /// A metadata selector from `selector` (label-selector syntax).
-    pub fn selector(&self) -> Result<Option<LabelSelector>, ApiError> {
+    pub fn selector(&self) -> Result<Option<LabelSelector>, Error> {
         match self.get("selector") {
             None => Ok(None),
             Some(raw) => LabelSelector::parse(raw)
                 .map(Some)
-                .map_err(|e| ApiError::illegal("selector", format!("{e}."))),
+                .map_err(|e| Error::illegal("selector", format!("{e}."))),
         }
     }
 
@@ -273,29 +268,29 @@ impl Params {
     }
 
     /// Whether the caller asked for a linearizable read (`consistent=true`).
-    pub fn consistent(&self) -> Result<bool, ApiError> {
+    pub fn consistent(&self) -> Result<bool, Error> {
         Ok(self.boolean("consistent")?.unwrap_or(false))
     }
 
     /// Instance metadata from `key`: a JSON object or `k=v,k2=v2`.
-    pub fn metadata(&self, key: &str, max_bytes: usize) -> Result<Option<Metadata>, ApiError> {
-        self.optional(key)
+    pub fn metadata(&self, key: &str, max_bytes: usize) -> Result<Option<Metadata>, Error> {
+        Ok(self
+            .optional(key)
             .map(|raw| parse_metadata(key, raw, max_bytes))
-            .transpose()
+            .transpose()?)
     }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Params {
-    type Rejection = ApiError;
+    type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Error> {
         // The guard parses parameters for every request before routing.
-        parts.extensions.get::<Params>().cloned().ok_or_else(|| {
-            ApiError::new(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "parameters unavailable",
-            )
-        })
+        parts
+            .extensions
+            .get::<Params>()
+            .cloned()
+            .ok_or_else(|| Error::new(crate::error::ErrorKind::Internal, "parameters unavailable"))
     }
 }
 
@@ -316,236 +311,6 @@ impl ServiceName<'_> {
     pub fn key(&self) -> ServiceKey {
         ServiceKey::new(self.namespace, self.group, self.name)
     }
-}
-
-/// Parses a boolean as Nacos clients send it.
-pub fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
-    const TRUE: [&str; 6] = ["true", "t", "yes", "y", "on", "1"];
-    const FALSE: [&str; 6] = ["false", "f", "no", "n", "off", "0"];
-    let v = value.trim();
-    if TRUE.iter().any(|t| t.eq_ignore_ascii_case(v)) {
-        return Ok(true);
-    }
-    if FALSE.iter().any(|f| f.eq_ignore_ascii_case(v)) {
-        return Ok(false);
-    }
-    Err(ApiError::illegal(
-        key,
-        format!("'{value}' is not a boolean (true or false)."),
-    ))
-}
-
-/// Parses a port, 0 to 65535.
-pub fn parse_port(key: &str, value: &str) -> Result<u16, ApiError> {
-    let port = value.trim().parse::<i64>().map_err(|_| port_range(key))?;
-    check_port(key, port)
-}
-
-/// Checks a port given as a number (JSON bodies): 0 to 65535.
-pub fn check_port(key: &str, port: i64) -> Result<u16, ApiError> {
-    u16::try_from(port).map_err(|_| port_range(key))
-}
-
-fn port_range(key: &str) -> ApiError {
-    ApiError::illegal(key, "the value should be between 0 and 65535.")
-}
-
-/// Parses a weight, 0 to 10000.
-pub fn parse_weight(key: &str, value: &str) -> Result<f64, ApiError> {
-    let w: f64 = value
-        .trim()
-        .parse()
-        .map_err(|_| ApiError::illegal(key, format!("'{value}' is not a number.")))?;
-    check_weight(w)
-}
-
-/// Checks a weight given as a number (JSON bodies): 0 to 10000.
-pub fn check_weight(weight: f64) -> Result<f64, ApiError> {
-    if !weight.is_finite() || !(0.0..=10000.0).contains(&weight) {
-        return Err(ApiError::bad_request(
-            "instance format invalid: The weights range from 0.0 to 10000.0",
-        ));
-    }
-    Ok(weight)
-}
-
-/// Checks an IP address or host name.
-pub fn check_ip(key: &str, ip: &str) -> Result<(), ApiError> {
-    if ip.parse::<IpAddr>().is_ok() {
-        return Ok(());
-    }
-    let host_ok = ip.len() <= 253
-        && ip.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        });
-    if host_ok {
-        Ok(())
-    } else {
-        Err(ApiError::illegal(
-            key,
-            format!("'{ip}' is not an IP address or host name."),
-        ))
-    }
-}
-
-/// Checks a namespace id: 1 to 128 of `[A-Za-z0-9_-]`.
-pub fn check_namespace_id(key: &str, id: &str) -> Result<(), ApiError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::illegal(
-            key,
-            "it should be 1 to 128 characters of letters, digits, '_' and '-'.",
-        ))
-    }
-}
-
-/// Checks a group: up to 128 of `[A-Za-z0-9-_:.]`.
-pub fn check_group(group: &str) -> Result<(), ApiError> {
-    let ok = group.len() <= 128
-        && group
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::illegal(
-            "groupName",
-            "it should be up to 128 characters of letters, digits and '-_:.'.",
-        ))
-    }
-}
-
-/// Checks a service name (without group): 1 to 512 characters, no whitespace or control
-/// characters, no leading '@' and no '@@'.
-pub fn check_service_name(name: &str) -> Result<(), ApiError> {
-    if name.is_empty() {
-        return Err(ApiError::missing("serviceName"));
-    }
-    if name.chars().count() > 512 {
-        return Err(ApiError::illegal(
-            "serviceName",
-            "the param length should not exceed 512.",
-        ));
-    }
-    if name.starts_with('@')
-        || name.contains("@@")
-        || name.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(ApiError::illegal(
-            "serviceName",
-            "illegal characters should not appear in the param.",
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a cluster name at registration: `[0-9a-zA-Z-]`, up to 64 (Nacos' rule).
-pub fn check_cluster_name(cluster: &str) -> Result<(), ApiError> {
-    let ok = !cluster.is_empty()
-        && cluster.len() <= 64
-        && cluster
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(format!(
-            "Instance 'clusterName' should be characters with only 0-9a-zA-Z-. (current: {cluster})"
-        )))
-    }
-}
-
-/// Splits and checks a comma-separated cluster filter (`[0-9a-zA-Z-_]` each).
-pub fn parse_cluster_list(raw: &str) -> Result<Vec<&str>, ApiError> {
-    let clusters: Vec<&str> = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
-    for c in &clusters {
-        let ok = c.len() <= 64
-            && c.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !ok {
-            return Err(ApiError::illegal(
-                "clusters",
-                format!("'{c}' should be up to 64 characters of letters, digits, '-' and '_'."),
-            ));
-        }
-    }
-    Ok(clusters)
-}
-
-/// Parses metadata: a JSON object (values become strings) or `k=v,k2=v2`.
-pub fn parse_metadata(key: &str, raw: &str, max_bytes: usize) -> Result<Metadata, ApiError> {
-    let metadata = if raw.trim_start().starts_with('{') {
-        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
-            .map_err(|e| ApiError::illegal(key, format!("it is not a valid JSON object: {e}.")))?;
-        object
-            .into_iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    serde_json::Value::String(s) => s,
-                    serde_json::Value::Null => String::new(),
-                    other => other.to_string(),
-                };
-                (k, v)
-            })
-            .collect()
-    } else {
-        let mut m = BTreeMap::new();
-        for segment in raw.split(',').filter(|s| !s.trim().is_empty()) {
-            let parts: Vec<&str> = segment.split('=').collect();
-            if parts.len() != 2 {
-                return Err(ApiError::bad_request(format!(
-                    "metadata format incorrect:{raw}"
-                )));
-            }
-            m.insert(parts[0].trim().to_string(), parts[1].trim().to_string());
-        }
-        m
-    };
-    check_metadata(key, &metadata, max_bytes)?;
-    Ok(metadata)
-}
-
-/// Checks parsed metadata: its size (keys plus values) and the heartbeat rule.
-pub fn check_metadata(key: &str, metadata: &Metadata, max_bytes: usize) -> Result<(), ApiError> {
-    let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
-    if size > max_bytes {
-        return Err(ApiError::illegal(
-            key,
-            format!("the param length should not exceed {max_bytes}."),
-        ));
-    }
-    check_heartbeat_metadata(metadata)
-}
-
-/// Nacos' rule: the beat interval must be below the beat and delete timeouts.
-fn check_heartbeat_metadata(metadata: &Metadata) -> Result<(), ApiError> {
-    let read = |k: &str| metadata.get(k).and_then(|v| v.trim().parse::<u64>().ok());
-    if let Some(interval) = read(BEAT_INTERVAL_KEY) {
-        let timeout = read(BEAT_TIMEOUT_KEY).unwrap_or(15_000);
-        let delete = read(DELETE_TIMEOUT_KEY).unwrap_or(30_000);
-        if timeout < interval || delete < interval {
-            return Err(ApiError::bad_request(
-                "Instance 'heart beat interval' must less than 'heart beat timeout' and 'ip delete timeout'.",
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -636,75 +401,5 @@ mod tests {
             given.service_name().unwrap().grouped,
             std::borrow::Cow::Borrowed(_)
         ));
-    }
-
-    #[test]
-    fn booleans_ports_weights() {
-        assert!(parse_bool("x", "True").unwrap());
-        assert!(!parse_bool("x", "off").unwrap());
-        assert!(parse_bool("x", "maybe")
-            .unwrap_err()
-            .message
-            .contains("'x'"));
-        assert_eq!(parse_port("port", "8080").unwrap(), 8080);
-        assert_eq!(
-            parse_port("port", "99999").unwrap_err().message,
-            "Param 'port' is illegal, the value should be between 0 and 65535."
-        );
-        assert!(parse_port("port", "abc").is_err());
-        assert_eq!(
-            parse_weight("weight", "20000").unwrap_err().message,
-            "instance format invalid: The weights range from 0.0 to 10000.0"
-        );
-        assert!(parse_weight("weight", "NaN").is_err());
-        assert_eq!(parse_weight("weight", "2.5").unwrap(), 2.5);
-    }
-
-    #[test]
-    fn ips_and_clusters() {
-        check_ip("ip", "10.0.0.1").unwrap();
-        check_ip("ip", "::1").unwrap();
-        check_ip("ip", "host-1.example").unwrap();
-        assert!(check_ip("ip", "10.0.0.1 ").is_err());
-        assert!(check_ip("ip", "a..b").is_err());
-        assert!(check_ip("ip", "bad_host").is_err());
-        check_cluster_name("None").unwrap();
-        assert_eq!(
-            check_cluster_name("a_b").unwrap_err().message,
-            "Instance 'clusterName' should be characters with only 0-9a-zA-Z-. (current: a_b)"
-        );
-        assert_eq!(
-            parse_cluster_list("DEFAULT, b_1").unwrap(),
-            ["DEFAULT", "b_1"]
-        );
-        assert!(parse_cluster_list("a b").is_err());
-    }
-
-    #[test]
-    fn metadata_forms_and_limits() {
-        let m = parse_metadata("metadata", r#"{"a":"x","n":1,"b":true}"#, 100).unwrap();
-        assert_eq!(m["n"], "1");
-        assert_eq!(m["b"], "true");
-        let m = parse_metadata("metadata", "k1=v1,k2=v2", 100).unwrap();
-        assert_eq!(m["k2"], "v2");
-        assert_eq!(
-            parse_metadata("metadata", "a=b=c", 100)
-                .unwrap_err()
-                .message,
-            "metadata format incorrect:a=b=c"
-        );
-        assert!(parse_metadata("metadata", "{bad json", 100)
-            .unwrap_err()
-            .message
-            .contains("JSON"));
-        assert!(parse_metadata("metadata", "k=0123456789", 5)
-            .unwrap_err()
-            .message
-            .contains("exceed 5"));
-        let bad_beat = r#"{"preserved.heart.beat.interval":"20000"}"#;
-        assert!(parse_metadata("metadata", bad_beat, 1000)
-            .unwrap_err()
-            .message
-            .contains("heart beat interval"));
     }
 }

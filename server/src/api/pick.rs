@@ -8,12 +8,13 @@ use axum::routing::get;
 use axum::Router;
 use serde::Serialize;
 
-use super::error::ApiError;
 use super::nacos::json_of;
-use super::nacos::wire::Host;
-use super::params::{parse_cluster_list, Params};
+use super::params::Params;
+use crate::error::Error;
+use crate::naming::wire::Host;
 use crate::registry::balance::{consistent_hash, weighted_random, Strategy};
 use crate::registry::select::{select, Query};
+use crate::registry::validate::parse_cluster_list;
 use crate::state::AppState;
 
 /// The selection routes: `/api/v1/instances` (a list, like Nacos' `/instance/list`) and
@@ -26,7 +27,7 @@ pub fn routes() -> Router<AppState> {
 
 /// `GET /api/v1/instances`: the instances of a service after `clusters`, `selector`,
 /// `lanes` and `healthyOnly`, in Nacos' `ServiceInfo` shape.
-async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let listed = super::nacos::instance::query(&state, &params, "clusters").await?;
     Ok(super::nacos::json(listed.body))
 }
@@ -40,7 +41,7 @@ struct Picked<'a> {
     lane: Option<String>,
 }
 
-async fn pick(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+async fn pick(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let clusters_raw = params.get("clusters").unwrap_or("");
     let clusters = parse_cluster_list(clusters_raw)?;
@@ -49,7 +50,7 @@ async fn pick(State(state): State<AppState>, params: Params) -> Result<Response,
     let strategy = match params.optional("strategy") {
         None => Strategy::WeightedRandom,
         Some(s) => Strategy::parse(s).ok_or_else(|| {
-            ApiError::illegal(
+            Error::illegal(
                 "strategy",
                 format!("'{s}' is not one of random, round-robin, hash."),
             )
@@ -60,7 +61,7 @@ async fn pick(State(state): State<AppState>, params: Params) -> Result<Response,
         _ => None,
     };
     let grouped = key.grouped();
-    let none = || ApiError::not_found(format!("no healthy instance of service {grouped} matches"));
+    let none = || Error::not_found(format!("no healthy instance of service {grouped} matches"));
     let svc = state.registry.service_by_key(&key).ok_or_else(none)?;
     let view = svc.view();
     let selection = select(

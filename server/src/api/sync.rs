@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
 
-use super::error::ApiError;
 use super::guard::Caller;
-use super::params::check_group;
 use crate::clock::now_ms;
+use crate::error::Error;
 use crate::registry::namespace::PUBLIC_NAMESPACE;
+use crate::registry::validate::check_group;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 use crate::store::tasks::{redacted, StoredTask};
@@ -77,7 +77,7 @@ pub struct TaskList {
     pub tasks: Vec<TaskView>,
 }
 
-async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<TaskList>, ApiError> {
+async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<TaskList>, Error> {
     caller.require_admin()?;
     Ok(Json(TaskList {
         tasks: state.tasks.all().into_iter().map(TaskView::from).collect(),
@@ -88,13 +88,13 @@ async fn show(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> Result<Json<TaskView>, ApiError> {
+) -> Result<Json<TaskView>, Error> {
     caller.require_admin()?;
     state
         .tasks
         .get(&name)
         .map(|t| Json(t.into()))
-        .ok_or_else(|| ApiError::not_found(format!("sync task '{name}' not found")))
+        .ok_or_else(|| Error::not_found(format!("sync task '{name}' not found")))
 }
 
 /// What `POST /api/v1/sync/tasks` takes.
@@ -127,10 +127,10 @@ async fn create(
     State(state): State<AppState>,
     caller: Caller,
     body: Bytes,
-) -> Result<(StatusCode, Json<TaskView>), ApiError> {
+) -> Result<(StatusCode, Json<TaskView>), Error> {
     caller.require_admin()?;
     let body: CreateBody = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+        .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))?;
     let spec = validate(&state, body)?;
     let name = spec.name.clone();
     state.store.propose(CommandV1::CreateSyncTask(spec)).await?;
@@ -139,7 +139,7 @@ async fn create(
 }
 
 /// Checks every field and builds the task; the first problem is the answer.
-fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
+fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, Error> {
     let name = body.name.trim().to_string();
     let name_ok = !name.is_empty()
         && name.len() <= 64
@@ -147,7 +147,7 @@ fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if !name_ok {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             "name",
             "use 1 to 64 letters, digits, '-', '_' or '.'",
         ));
@@ -155,7 +155,7 @@ fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
     let url: SourceUrl = body
         .source
         .parse()
-        .map_err(|e: String| ApiError::illegal("source", e))?;
+        .map_err(|e: String| Error::illegal("source", e))?;
     let namespace = non_empty(body.namespace);
     if let Some(ns) = &namespace {
         if ns != PUBLIC_NAMESPACE
@@ -165,7 +165,7 @@ fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
                 .and_then(|n| n.info())
                 .is_none()
         {
-            return Err(ApiError::illegal(
+            return Err(Error::illegal(
                 "namespace",
                 format!("namespace '{ns}' does not exist; create it first"),
             ));
@@ -174,19 +174,19 @@ fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
     let group = non_empty(body.group);
     if let Some(g) = &group {
         check_group(g).map_err(|_| {
-            ApiError::illegal(
+            Error::illegal(
                 "group",
                 "it should be up to 128 characters of letters, digits and '-_:.'.",
             )
         })?;
     }
     let services = non_empty(body.services);
-    Filter::parse(services.as_deref()).map_err(|e| ApiError::illegal("services", e))?;
+    Filter::parse(services.as_deref()).map_err(|e| Error::illegal("services", e))?;
     let reconcile_secs = body
         .reconcile_secs
         .unwrap_or_else(roster_sync::default_reconcile_secs);
     if !(5..=86_400).contains(&reconcile_secs) {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             "reconcileSecs",
             "it must be between 5 and 86400",
         ));
@@ -195,20 +195,20 @@ fn validate(state: &AppState, body: CreateBody) -> Result<TaskSpec, ApiError> {
         .hold_share
         .unwrap_or_else(roster_sync::default_hold_share);
     if !(hold_share > 0.0 && hold_share <= 1.0) {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             "holdShare",
             "it must be above 0 and at most 1",
         ));
     }
     let hold_min = body.hold_min.unwrap_or_else(roster_sync::default_hold_min);
     if hold_min == 0 {
-        return Err(ApiError::illegal("holdMin", "it must be at least 1"));
+        return Err(Error::illegal("holdMin", "it must be at least 1"));
     }
     let hold_secs = body
         .hold_secs
         .unwrap_or_else(roster_sync::default_hold_secs);
     if !(1..=604_800).contains(&hold_secs) {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             "holdSecs",
             "it must be between 1 and 604800",
         ));
@@ -237,7 +237,7 @@ async fn pause(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> Result<Json<TaskView>, ApiError> {
+) -> Result<Json<TaskView>, Error> {
     set_paused(state, caller, name, true).await
 }
 
@@ -245,7 +245,7 @@ async fn resume(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> Result<Json<TaskView>, ApiError> {
+) -> Result<Json<TaskView>, Error> {
     set_paused(state, caller, name, false).await
 }
 
@@ -254,7 +254,7 @@ async fn set_paused(
     caller: Caller,
     name: String,
     paused: bool,
-) -> Result<Json<TaskView>, ApiError> {
+) -> Result<Json<TaskView>, Error> {
     caller.require_admin()?;
     state
         .store
@@ -278,7 +278,7 @@ async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> Result<Json<Deleted>, ApiError> {
+) -> Result<Json<Deleted>, Error> {
     caller.require_admin()?;
     let removed_instances = state.registry.owned_by(&name).len();
     state
@@ -296,13 +296,13 @@ async fn delete(
 
 /// The task as this node holds it after the write: the read barrier waits until this
 /// node has applied everything committed (a follower applies a moment after the leader).
-async fn read_back(state: &AppState, name: &str) -> Result<TaskView, ApiError> {
+async fn read_back(state: &AppState, name: &str) -> Result<TaskView, Error> {
     state.store.read_barrier().await?;
     state
         .tasks
         .get(name)
         .map(TaskView::from)
-        .ok_or_else(|| ApiError::not_found(format!("sync task '{name}' not found")))
+        .ok_or_else(|| Error::not_found(format!("sync task '{name}' not found")))
 }
 
 #[cfg(test)]

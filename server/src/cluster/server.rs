@@ -12,7 +12,7 @@ use roster_raft::Rpc;
 use super::members::Hello;
 use super::peer::{ClusterSecret, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL};
 use crate::clock::now_ms;
-use crate::distro::EphemeralOp;
+use crate::distro::{forward, EphemeralOp};
 use crate::state::AppState;
 
 /// Largest peer message (snapshot chunks are the biggest).
@@ -125,11 +125,17 @@ fn distro(app: &AppState, sender: roster_raft::NodeId, kind: &str, body: &[u8]) 
             Err(e) => malformed(e),
         },
         "snapshot" => reply(&app.distro.on_snapshot()),
-        "forward" => match rmp_serde::from_slice::<EphemeralOp>(body) {
-            // Forwarded ops run here, never forwarded again.
-            Ok(op) => reply(&app.distro.apply_local(op, now_ms())),
-            Err(e) => malformed(e),
-        },
+        // Forwarded ops run here, never forwarded again. The answer's format depends on
+        // the route (`distro::forward`): old nodes still forward on the old one.
+        route @ (forward::ROUTE | forward::LEGACY_ROUTE) => {
+            match rmp_serde::from_slice::<EphemeralOp>(body) {
+                Ok(op) => {
+                    let answer = app.distro.apply_local(op, now_ms());
+                    forward::encode_reply(route, &answer).into_response()
+                }
+                Err(e) => malformed(e),
+            }
+        }
         _ => refuse(StatusCode::NOT_FOUND, format!("no distro route {kind}")),
     }
 }

@@ -1,4 +1,4 @@
-//! Distro: AP replication of ephemeral instances (DESIGN §5), in three steps.
+//! Distro: AP replication of ephemeral instances (docs/architecture.md, "Distro"), in three steps.
 //!
 //! 1. **Responsibility** ([`responsibility`]): each client (an instance address) has one
 //!    owner among the live members. Writes and beats for a client are forwarded to its
@@ -9,12 +9,13 @@
 //!    revision is newer, so duplicates and reordering are harmless.
 //! 3. **Verification**: every few seconds each node tells every peer the revision and
 //!    last beat of each client it owns; a peer whose copy differs asks for it. A copy that
-//!    no owner confirms for three rounds is dropped. A starting node loads every client
+//!    no owner confirms is offered back to it after two rounds and dropped after four. A starting node loads every client
 //!    from a peer before it reports ready.
 //!
 //! When a member dies, its clients hash to survivors, which keep the instances and
 //! judge them from the last beat the dead owner reported, not from zero or "now".
 
+pub mod forward;
 pub mod responsibility;
 
 use std::collections::{BTreeMap, HashSet};
@@ -28,10 +29,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::api::error::ApiError;
 use crate::clock::now_ms;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
+use crate::error::Error;
 use crate::registry::client::ClientData;
 use crate::registry::instance::{Addr, Heartbeat};
 use crate::registry::service::ServiceKey;
@@ -112,34 +113,6 @@ pub enum OpReply {
     BeatOk(u64),
     /// A beat for an unknown instance without a registration to fall back on.
     BeatUnknown,
-}
-
-/// An error answered by the owner, carried back to the client as is.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ForwardError {
-    /// HTTP status.
-    pub status: u16,
-    /// Message.
-    pub message: String,
-}
-
-impl From<ApiError> for ForwardError {
-    fn from(e: ApiError) -> Self {
-        Self {
-            status: e.status.as_u16(),
-            message: e.message,
-        }
-    }
-}
-
-impl From<ForwardError> for ApiError {
-    fn from(e: ForwardError) -> Self {
-        ApiError::new(
-            axum::http::StatusCode::from_u16(e.status)
-                .unwrap_or(axum::http::StatusCode::BAD_REQUEST),
-            e.message,
-        )
-    }
 }
 
 /// Client states pushed to a peer.
@@ -292,43 +265,31 @@ impl Distro {
 
     /// Runs `op` on the client's owner: here, or forwarded over the peer channel. When
     /// the owner cannot be reached, this node handles it.
-    pub async fn execute(&self, op: EphemeralOp) -> Result<OpReply, ApiError> {
+    pub async fn execute(&self, op: EphemeralOp) -> Result<OpReply, Error> {
         let (ip, port) = op.address();
         let owner = self.address_owner(ip, port);
         if owner != self.shared.me {
             if let Some(addr) = self.shared.members.peer_addr(owner) {
-                let body = rmp_serde::to_vec_named(&op).expect("ops serialize");
-                match self
-                    .shared
-                    .peers
-                    .post(&addr, "distro/forward", body, FORWARD_TIMEOUT)
-                    .await
-                {
-                    Ok(reply) => {
-                        let reply: Result<OpReply, ForwardError> = rmp_serde::from_slice(&reply)
-                            .map_err(|e| {
-                                ApiError::unavailable(format!("bad answer from node {owner}: {e}"))
-                            })?;
-                        return reply.map_err(ApiError::from);
-                    }
+                match forward::call(&self.shared.peers, &addr, &op, FORWARD_TIMEOUT).await {
+                    Ok(reply) => return reply,
                     Err(e) => {
                         tracing::debug!(owner, client = %format_args!("{ip}:{port}"), error = %e, "owner unreachable; handling here");
                     }
                 }
             }
         }
-        self.apply_local(op, now_ms()).map_err(ApiError::from)
+        self.apply_local(op, now_ms())
     }
 
     /// Runs `op` here (this node owns the client, the owner is unreachable, or the op
     /// was forwarded here).
-    pub fn apply_local(&self, op: EphemeralOp, now: u64) -> Result<OpReply, ForwardError> {
+    pub fn apply_local(&self, op: EphemeralOp, now: u64) -> Result<OpReply, Error> {
         let registry = &self.shared.registry;
         match op {
             EphemeralOp::Register { key, registration } => {
                 registry
                     .register(&key, &registration, now)
-                    .map_err(|e| ForwardError::from(ApiError::from(e)))?;
+                    .map_err(Error::from)?;
                 Ok(OpReply::Done)
             }
             EphemeralOp::Deregister { key, ip, port } => {
@@ -343,7 +304,7 @@ impl Distro {
             } => {
                 registry
                     .update_instance(&key, &ip, port, true, &patch, now)
-                    .map_err(|e| ForwardError::from(ApiError::from(e)))?;
+                    .map_err(Error::from)?;
                 Ok(OpReply::Done)
             }
             EphemeralOp::Beat {
@@ -359,7 +320,7 @@ impl Distro {
                     Some(registration) => {
                         registry
                             .register(&key, &registration, now)
-                            .map_err(|e| ForwardError::from(ApiError::from(e)))?;
+                            .map_err(Error::from)?;
                         Ok(OpReply::BeatOk(
                             Heartbeat::from_metadata(&registration.metadata).interval_ms,
                         ))
@@ -372,7 +333,6 @@ impl Distro {
 
     // ----- the peer side ---------------------------------------------------------------
 
-    /// Applies client states pushed by a peer.
     /// Applies client states pushed by peer `from`. A copy of one of this node's own
     /// gRPC connections that no longer exists (a restart ended it) is refused, and a
     /// deletion goes back to the sender so that the copy does not come back to life.
@@ -594,7 +554,7 @@ impl Distro {
     }
 
     /// Every `verify_every`, confirms owned clients to each live peer (sending those it
-    /// lacks) and drops copies nobody confirmed for three rounds, until `stopping`.
+    /// lacks) and drops copies nobody confirmed for four rounds, until `stopping`.
     pub async fn run_verification(self, mut stopping: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(self.shared.verify_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -668,14 +628,14 @@ impl Distro {
         self.push_pending().await;
     }
 
-    /// Copies of clients owned elsewhere that their owner does not confirm: after two
-    /// rounds this node offers its copy to the owner (which takes it unless it knows
-    /// newer, e.g. a deletion); after four rounds it drops the copy.
     /// Whether this node is the only live member.
     fn alone(&self, live: &[NodeId]) -> bool {
         live.iter().all(|id| *id == self.shared.me)
     }
 
+    /// Copies of clients owned elsewhere that their owner does not confirm: after two
+    /// rounds this node offers its copy to the owner (which takes it unless it knows
+    /// newer, e.g. a deletion); after four rounds it drops the copy.
     fn drop_unconfirmed(&self, now: u64) {
         let registry = &self.shared.registry;
         let live = self.shared.members.live();

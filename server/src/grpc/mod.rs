@@ -22,19 +22,19 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::BoxFuture;
 use tonic::{Status, Streaming};
 
-use crate::api::error::ApiError;
-use crate::api::nacos::wire::{Host, CACHE_MILLIS};
-use crate::api::params::{
-    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id, check_port,
-    check_service_name, check_weight, parse_cluster_list, DEFAULT_CLUSTER, DEFAULT_GROUP,
-};
 use crate::auth::Credentials;
 use crate::clock::{now_ms, now_secs};
+use crate::error::Error;
+use crate::naming::wire::{page, Host, CACHE_MILLIS};
 use crate::registry::changes::ChangeSet;
 use crate::registry::instance::{addr_key, Metadata};
 use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::registry::select::{select, Query};
 use crate::registry::service::ServiceKey;
+use crate::registry::validate::{
+    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id, check_port,
+    check_service_name, check_weight, parse_cluster_list, DEFAULT_CLUSTER, DEFAULT_GROUP,
+};
 use crate::registry::Registration;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
@@ -207,7 +207,7 @@ impl GrpcServer {
             // As Nacos: a refused identity answers the reply type, a failed request
             // `ErrorResponse` (clients that validate the reply type's fields could not
             // read the message otherwise).
-            Err(e) => failure("ErrorResponse", e.status.as_u16(), &e.message),
+            Err(e) => failure("ErrorResponse", e.grpc_code(), &e.message),
         }
     }
 
@@ -227,7 +227,7 @@ impl GrpcServer {
     }
 
     /// The namespace and group a request addresses (defaults: public, DEFAULT_GROUP).
-    fn scope(request: &NamingRequest) -> Result<(String, String), ApiError> {
+    fn scope(request: &NamingRequest) -> Result<(String, String), Error> {
         let namespace = request
             .namespace
             .as_deref()
@@ -245,14 +245,14 @@ impl GrpcServer {
         Ok((namespace.to_string(), group.to_string()))
     }
 
-    fn service_key(request: &NamingRequest) -> Result<ServiceKey, ApiError> {
+    fn service_key(request: &NamingRequest) -> Result<ServiceKey, Error> {
         let (namespace, group) = Self::scope(request)?;
         let raw = request
             .service_name
             .as_deref()
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| ApiError::missing("serviceName"))?;
+            .ok_or_else(|| Error::missing("serviceName"))?;
         // A grouped name (`group@@name`) overrides groupName.
         let (group, name) = match raw.split_once("@@") {
             Some((g, n)) => (g.to_string(), n.to_string()),
@@ -267,17 +267,15 @@ impl GrpcServer {
         &self,
         wire: &WireInstance,
         client: Option<&Arc<str>>,
-    ) -> Result<Registration, ApiError> {
+    ) -> Result<Registration, Error> {
         let ip = wire
             .ip
             .as_deref()
             .map(str::trim)
             .filter(|i| !i.is_empty())
-            .ok_or_else(|| ApiError::missing("instance.ip"))?;
+            .ok_or_else(|| Error::missing("instance.ip"))?;
         check_ip("instance.ip", ip)?;
-        let port = wire
-            .port
-            .ok_or_else(|| ApiError::missing("instance.port"))?;
+        let port = wire.port.ok_or_else(|| Error::missing("instance.port"))?;
         let port = check_port("instance.port", port)?;
         let weight = check_weight(wire.weight.unwrap_or(1.0))?;
         let cluster = wire
@@ -325,7 +323,7 @@ impl GrpcServer {
         kind: &str,
         conn: &Arc<Connection>,
         request: NamingRequest,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, Error> {
         let registry = &self.app.registry;
         if kind == "ServiceListRequest" {
             // Lists a group; it names no service.
@@ -334,7 +332,7 @@ impl GrpcServer {
             let page_size = request.page_size.unwrap_or(10).clamp(1, 10_000) as usize;
             let names = registry.service_names(&namespace, &group);
             let count = names.len();
-            let page: Vec<String> = crate::api::nacos::page(names, page_no, page_size);
+            let page: Vec<String> = page(names, page_no, page_size);
             return Ok(json!({ "count": count, "serviceNames": page }));
         }
         let key = Self::service_key(&request)?;
@@ -345,7 +343,7 @@ impl GrpcServer {
                 let wire = request
                     .instance
                     .as_ref()
-                    .ok_or_else(|| ApiError::missing("instance"))?;
+                    .ok_or_else(|| Error::missing("instance"))?;
                 let persistent =
                     kind == "PersistentInstanceRequest" || wire.ephemeral == Some(false);
                 match (op.as_str(), persistent) {
@@ -386,20 +384,14 @@ impl GrpcServer {
                             })
                             .await?;
                     }
-                    _ => {
-                        return Err(ApiError::bad_request(format!(
-                            "Unsupported request type {op}"
-                        )))
-                    }
+                    _ => return Err(Error::bad_request(format!("Unsupported request type {op}"))),
                 }
                 Ok(json!({ "type": op }))
             }
             "BatchInstanceRequest" => {
                 let op = request.r#type.clone().unwrap_or_default();
                 if op != "batchRegisterInstance" {
-                    return Err(ApiError::bad_request(format!(
-                        "Unsupported request type {op}"
-                    )));
+                    return Err(Error::bad_request(format!("Unsupported request type {op}")));
                 }
                 let wires = request.instances.as_deref().unwrap_or_default();
                 let regs = wires
@@ -407,7 +399,7 @@ impl GrpcServer {
                     .map(|w| self.registration(w, Some(&conn.client)))
                     .collect::<Result<Vec<_>, _>>()?;
                 if let Some(r) = regs.iter().find(|r| !r.ephemeral) {
-                    return Err(ApiError::illegal(
+                    return Err(Error::illegal(
                         "instances",
                         format!(
                             "batch registration is for ephemeral instances only ({}:{} is not).",
@@ -457,7 +449,7 @@ impl GrpcServer {
                 }
                 Ok(json!({ "message": "success", "serviceInfo": info }))
             }
-            _ => Err(ApiError::bad_request(format!("Unsupported request {kind}"))),
+            _ => Err(Error::bad_request(format!("Unsupported request {kind}"))),
         }
     }
 

@@ -131,3 +131,51 @@ pub fn service_info(view: Option<&ServiceView>, req: &ListRequest<'_>) -> Vec<u8
     };
     serde_json::to_vec(&info).expect("ServiceInfo serializes")
 }
+
+/// The plain list answer (no clusters, selector, lanes or `healthyOnly`) of one service
+/// version, split around `lastRefTime`: serialized by the first reader of the version
+/// and kept in its [`ListCache`](crate::registry::service::ListCache), which a new
+/// version starts empty. The registry's model test reads it after every change.
+pub fn plain_list_parts<'v>(
+    view: &'v ServiceView,
+    grouped: &str,
+    group: &str,
+) -> &'v (bytes::Bytes, bytes::Bytes) {
+    view.list_cache.get_or_init(|| {
+        split_at_ref_time(service_info(
+            Some(view),
+            &ListRequest {
+                grouped,
+                group: Some(group),
+                clusters_raw: "",
+                query: Query::default(),
+                now_ms: 0,
+            },
+        ))
+    })
+}
+
+/// Splits a `ServiceInfo` serialized with `lastRefTime` 0 around that value. The
+/// top-level key comes after `hosts`, so its last occurrence is the one (a metadata
+/// value is a string and would read `"lastRefTime":"0"`).
+fn split_at_ref_time(body: Vec<u8>) -> (bytes::Bytes, bytes::Bytes) {
+    const KEY: &[u8] = b",\"lastRefTime\":";
+    let at = body
+        .windows(KEY.len() + 1)
+        .rposition(|w| w.starts_with(KEY) && w[KEY.len()] == b'0')
+        .expect("ServiceInfo has lastRefTime");
+    let body = bytes::Bytes::from(body);
+    (
+        body.slice(..at + KEY.len()),
+        body.slice(at + KEY.len() + 1..),
+    )
+}
+
+/// The items of page `page_no` (from 1) of `page_size`.
+pub fn page<T>(items: Vec<T>, page_no: usize, page_size: usize) -> Vec<T> {
+    items
+        .into_iter()
+        .skip((page_no - 1).saturating_mul(page_size))
+        .take(page_size)
+        .collect()
+}

@@ -19,13 +19,13 @@ use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
 use super::SubscriberView;
-use crate::api::nacos::wire::{service_info, ListRequest};
-use crate::api::params::parse_cluster_list;
 use crate::clock::now_ms;
 use crate::metrics::Metrics;
+use crate::naming::wire::{service_info, ListRequest};
 use crate::registry::changes::ChangeSet;
 use crate::registry::select::Query;
 use crate::registry::service::ServiceKey;
+use crate::registry::validate::parse_cluster_list;
 use crate::registry::Registry;
 
 /// Client agents that listen for UDP pushes (Nacos' list; the npm client poses as Java).

@@ -1,4 +1,4 @@
-//! Change notification: each consumer (UDP push, later gRPC push and the console's event
+//! Change notification: each consumer (UDP push, gRPC push and the console's event
 //! stream) owns a [`ChangeSet`]; every service change marks the service in each set and
 //! wakes its consumer, which drains the set. Changes to one service coalesce until the
 //! consumer drains them, and nothing is dropped when a consumer is slow.

@@ -23,6 +23,7 @@
 //! - [`snapshot`] the Raft-held part, as stored in snapshots;
 //! - [`select`] query selection and protection threshold;
 //! - [`selector`] metadata label selectors;
+//! - [`validate`] the naming rules every protocol face applies;
 //! - [`balance`] picking one instance (random, round-robin, consistent hash);
 //! - [`changes`] change notification for push;
 //! - `tests` and `model` (test builds only) the core's unit tests and its model-based test.
@@ -42,6 +43,7 @@ pub mod selector;
 pub mod service;
 pub mod snapshot;
 pub mod sweep;
+pub mod validate;
 
 #[cfg(test)]
 mod model;
@@ -571,7 +573,8 @@ impl Registry {
     /// Records a beat from the ephemeral instance at `ip:port` of service `key`, and
     /// marks its client's record confirmed here (this node served the client itself).
     /// Returns its heartbeat settings, or `None` if no such ephemeral instance exists.
-    /// Takes no lock on the service unless the beat revives an unhealthy instance.
+    /// Takes no writer lock on the service unless the beat revives an unhealthy instance
+    /// (loading the view publishes a waiting change first, under that lock).
     pub fn beat(&self, key: &ServiceKey, ip: &str, port: u16, now_ms: u64) -> Option<Heartbeat> {
         self.beat_at(&self.service_by_key(key)?, ip, port, now_ms)
     }

@@ -84,7 +84,9 @@ impl Store {
         self.node.wait_for_leader(timeout).await
     }
 
-    /// Proposes `command` and waits until it is committed and applied here.
+    /// Proposes `command` and waits until it is committed and applied by the leader
+    /// (on a follower, not necessarily here yet: read through `read_barrier` when the
+    /// answer must show it).
     pub async fn propose(&self, command: CommandV1) -> Result<(), ProposeError> {
         Ok(self.node.write(&Command::V1(command)).await??)
     }

@@ -6,12 +6,13 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{envelope, json_of, page};
-use crate::api::error::ApiError;
+use super::{envelope, json_of};
 use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::auth::{password, User};
 use crate::clock::now_secs;
+use crate::error::Error;
+use crate::naming::wire::page;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 
@@ -19,11 +20,11 @@ use crate::store::command::CommandV1;
 pub const MIN_PASSWORD_LEN: usize = 8;
 
 /// `POST /nacos/v1/auth/login` (and `/users/login`): a token for `username`/`password`.
-pub async fn login(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn login(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let username = params.required("username")?;
     let password = params
         .get("password")
-        .ok_or_else(|| ApiError::missing("password"))?;
+        .ok_or_else(|| Error::missing("password"))?;
     let issued = state.auth.login(username, password, now_secs()).await?;
     let body = json!({
         "accessToken": issued.token,
@@ -38,7 +39,7 @@ pub async fn login(State(state): State<AppState>, params: Params) -> Result<Resp
         .into_response())
 }
 
-fn check_username(username: &str) -> Result<(), ApiError> {
+fn check_username(username: &str) -> Result<(), Error> {
     let ok = !username.is_empty()
         && username.len() <= 64
         && username
@@ -47,16 +48,16 @@ fn check_username(username: &str) -> Result<(), ApiError> {
     if ok {
         Ok(())
     } else {
-        Err(ApiError::illegal(
+        Err(Error::illegal(
             "username",
             "it should be 1 to 64 characters of letters, digits and '_-.@'.",
         ))
     }
 }
 
-fn check_password(key: &str, password: &str) -> Result<(), ApiError> {
+fn check_password(key: &str, password: &str) -> Result<(), Error> {
     if password.chars().count() < MIN_PASSWORD_LEN || password.len() > 256 {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             key,
             format!("it should be {MIN_PASSWORD_LEN} to 256 characters long."),
         ));
@@ -64,11 +65,11 @@ fn check_password(key: &str, password: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn hash(password: &str) -> Result<String, ApiError> {
+async fn hash(password: &str) -> Result<String, Error> {
     let password = password.to_string();
     tokio::task::spawn_blocking(move || password::hash(&password))
         .await
-        .map_err(|_| ApiError::unavailable("password hashing was interrupted; retry"))
+        .map_err(|_| Error::unavailable("password hashing was interrupted; retry"))
 }
 
 /// `GET /nacos/v1/auth/users`: one page of users (hashes are never shown).
@@ -76,7 +77,7 @@ pub async fn list_users(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(100))?;
@@ -109,18 +110,16 @@ pub async fn create_user(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let username = params.required("username")?;
     check_username(username)?;
     let password = params
         .get("password")
-        .ok_or_else(|| ApiError::missing("password"))?;
+        .ok_or_else(|| Error::missing("password"))?;
     check_password("password", password)?;
     if state.auth.data().users.contains_key(username) {
-        return Err(ApiError::conflict(format!(
-            "user '{username}' already exists"
-        )));
+        return Err(Error::conflict(format!("user '{username}' already exists")));
     }
     let user = User {
         password_hash: hash(password).await?,
@@ -141,17 +140,17 @@ pub async fn change_password(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     let username = params.required("username")?;
     if username != caller.0.username {
         caller.require_admin()?;
     }
     let password = params
         .get("newPassword")
-        .ok_or_else(|| ApiError::missing("newPassword"))?;
+        .ok_or_else(|| Error::missing("newPassword"))?;
     check_password("newPassword", password)?;
     if !state.auth.data().users.contains_key(username) {
-        return Err(ApiError::not_found(format!("user '{username}' not found")));
+        return Err(Error::not_found(format!("user '{username}' not found")));
     }
     state
         .store
@@ -168,7 +167,7 @@ pub async fn delete_user(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let username = params.required("username")?;
     state

@@ -5,25 +5,26 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::json;
 
+use super::json_of;
 use super::service::checker_json;
-use super::{json_of, page};
-use crate::api::error::ApiError;
 use crate::api::params::Params;
+use crate::error::Error;
+use crate::naming::wire::page;
 use crate::registry::select::protection_triggered;
 use crate::registry::service::{Service, ServiceKey};
 use crate::state::AppState;
 
 /// The service `key`, or the console's 404.
-fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, ApiError> {
+fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, Error> {
     state
         .registry
         .service_by_key(key)
-        .ok_or_else(|| ApiError::not_found(format!("service {} is not found!", key.grouped())))
+        .ok_or_else(|| Error::service_not_found(format!("service {} is not found!", key.grouped())))
 }
 
 /// `GET /nacos/v1/ns/catalog/services`: services of a namespace with instance counts,
 /// filtered by substrings of name and group.
-pub async fn services(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn services(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let ns = params.namespace()?;
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(10))?;
@@ -62,7 +63,7 @@ pub async fn services(State(state): State<AppState>, params: Params) -> Result<R
 }
 
 /// `GET /nacos/v1/ns/catalog/service`: one service with its cluster settings.
-pub async fn service(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn service(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let grouped = key.grouped();
     let svc = find(&state, &key)?;
@@ -101,10 +102,7 @@ pub async fn service(State(state): State<AppState>, params: Params) -> Result<Re
 
 /// `GET /nacos/v1/ns/catalog/instances`: one page of one cluster's instances, disabled
 /// and unhealthy ones included.
-pub async fn instances(
-    State(state): State<AppState>,
-    params: Params,
-) -> Result<Response, ApiError> {
+pub async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let cluster = params.required("clusterName")?;
     let page_no = params.page("pageNo", Some(1))?;
@@ -116,12 +114,10 @@ pub async fn instances(
         .instances
         .values()
         .filter(|i| &*i.cluster == cluster)
-        .map(|i| super::wire::Host::new(i, &grouped, i.healthy))
+        .map(|i| crate::naming::wire::Host::new(i, &grouped, i.healthy))
         .collect();
     if list.is_empty() && !view.cluster_names().iter().any(|c| &**c == cluster) {
-        return Err(ApiError::not_found(format!(
-            "cluster {cluster} is not found!"
-        )));
+        return Err(Error::not_found(format!("cluster {cluster} is not found!")));
     }
     let count = list.len();
     Ok(json_of(

@@ -20,25 +20,26 @@ use http_body::{Frame, SizeHint};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::wire::{service_info, ListRequest};
 use super::{json, json_of};
-use crate::api::error::ApiError;
-use crate::api::params::{
-    check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
-    parse_port, parse_weight, Params, DEFAULT_CLUSTER,
-};
+use crate::api::params::Params;
 use crate::clock::now_ms;
 use crate::distro::{EphemeralOp, OpReply};
+use crate::error::Error;
+use crate::naming::wire::{plain_list_parts, service_info, ListRequest};
 use crate::push::udp::push_capable;
 use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
-use crate::registry::service::{HealthChecker, ServiceKey, ServiceView};
+use crate::registry::service::{HealthChecker, ServiceKey};
+use crate::registry::validate::{
+    check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
+    parse_port, parse_weight, DEFAULT_CLUSTER,
+};
 use crate::registry::{InstancePatch, Registration};
 use crate::state::{AppState, Limits};
 use crate::store::command::CommandV1;
 
 /// Parses the instance fields of a register call.
-fn registration(params: &Params, limits: &Limits) -> Result<Registration, ApiError> {
+fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error> {
     let ip = params.required("ip")?;
     check_ip("ip", ip)?;
     let port = params.port("port")?;
@@ -68,7 +69,7 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, ApiErr
 }
 
 /// `ip` and `port`, both required and checked.
-fn address(params: &Params) -> Result<(&str, u16), ApiError> {
+fn address(params: &Params) -> Result<(&str, u16), Error> {
     let ip = params.required("ip")?;
     check_ip("ip", ip)?;
     Ok((ip, params.port("port")?))
@@ -80,7 +81,7 @@ fn address(params: &Params) -> Result<(&str, u16), ApiError> {
 pub async fn register(
     State(state): State<AppState>,
     params: Params,
-) -> Result<&'static str, ApiError> {
+) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let registration = registration(&params, &state.limits)?;
     let now = now_ms();
@@ -112,7 +113,7 @@ pub async fn register(
 pub async fn deregister(
     State(state): State<AppState>,
     params: Params,
-) -> Result<&'static str, ApiError> {
+) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let (ip, port) = address(&params)?;
     // Validated for the sake of clear errors; the instance's own kind decides the path.
@@ -151,10 +152,7 @@ pub async fn deregister(
 /// absent; roster leaves it as it is). The values are pinned: a re-registration by the
 /// client does not undo them.
 #[tracing::instrument(skip_all)]
-pub async fn update(
-    State(state): State<AppState>,
-    params: Params,
-) -> Result<&'static str, ApiError> {
+pub async fn update(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let (ip, port) = address(&params)?;
     let patch = InstancePatch {
@@ -166,14 +164,14 @@ pub async fn update(
         metadata: params.metadata("metadata", state.limits.max_metadata_bytes)?,
     };
     if state.registry.service_by_key(&key).is_none() {
-        return Err(ApiError::not_found(format!(
+        return Err(Error::service_not_found(format!(
             "service not found, namespace: {}, service: {}",
             key.namespace,
             key.grouped()
         )));
     }
     let instance = state.registry.instance(&key, ip, port).ok_or_else(|| {
-        ApiError::not_found(format!(
+        Error::instance_not_found(format!(
             "instance {ip}:{port} not found in service {}",
             key.grouped()
         ))
@@ -206,7 +204,7 @@ pub async fn update(
 
 /// `GET /nacos/v1/ns/instance`: one instance. With `clusterName` given, the instance
 /// must be in that cluster.
-pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let (ip, port) = address(&params)?;
     if params.consistent()? {
@@ -216,7 +214,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
     let grouped = key.grouped();
     let view = state.registry.service_by_key(&key).map(|s| s.view());
     let no_ips = || {
-        ApiError::not_found(format!(
+        Error::instance_not_found(format!(
             "no ips found for cluster {} in service {grouped}",
             cluster.unwrap_or(DEFAULT_CLUSTER)
         ))
@@ -228,7 +226,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         .instances
         .get(&Addr::new(ip, port))
         .filter(|i| cluster.is_none_or(|c| *i.cluster == *c))
-        .ok_or_else(|| ApiError::not_found("no matched ip found!"))?;
+        .ok_or_else(|| Error::instance_not_found("no matched ip found!"))?;
     Ok(json_of(&json!({
         "service": grouped,
         "ip": instance.ip(),
@@ -364,7 +362,7 @@ pub async fn query<'p>(
     state: &AppState,
     params: &'p Params,
     clusters_param: &str,
-) -> Result<Listed<'p>, ApiError> {
+) -> Result<Listed<'p>, Error> {
     let name = params.service_name()?;
     let clusters_raw = params.get(clusters_param).unwrap_or("");
     let clusters = parse_cluster_list(clusters_raw)?;
@@ -410,52 +408,13 @@ pub async fn query<'p>(
     })
 }
 
-/// The plain list answer (no clusters, selector, lanes or `healthyOnly`) of one service
-/// version, split around `lastRefTime`: serialized by the first reader of the version
-/// and kept in its [`ListCache`](crate::registry::service::ListCache), which a new
-/// version starts empty. The registry's model test reads it after every change.
-pub(crate) fn plain_list_parts<'v>(
-    view: &'v ServiceView,
-    grouped: &str,
-    group: &str,
-) -> &'v (Bytes, Bytes) {
-    view.list_cache.get_or_init(|| {
-        split_at_ref_time(service_info(
-            Some(view),
-            &ListRequest {
-                grouped,
-                group: Some(group),
-                clusters_raw: "",
-                query: Query::default(),
-                now_ms: 0,
-            },
-        ))
-    })
-}
-
-/// Splits a `ServiceInfo` serialized with `lastRefTime` 0 around that value. The
-/// top-level key comes after `hosts`, so its last occurrence is the one (a metadata
-/// value is a string and would read `"lastRefTime":"0"`).
-fn split_at_ref_time(body: Vec<u8>) -> (bytes::Bytes, bytes::Bytes) {
-    const KEY: &[u8] = b",\"lastRefTime\":";
-    let at = body
-        .windows(KEY.len() + 1)
-        .rposition(|w| w.starts_with(KEY) && w[KEY.len()] == b'0')
-        .expect("ServiceInfo has lastRefTime");
-    let body = bytes::Bytes::from(body);
-    (
-        body.slice(..at + KEY.len()),
-        body.slice(at + KEY.len() + 1..),
-    )
-}
-
 /// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
 /// that passes `udpPort` and `clientIP` is subscribed to UDP pushes.
 pub async fn list(
     State(state): State<AppState>,
     agent: Agent,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     let listed = query(&state, &params, "clusters").await?;
     let udp_port = match params.optional("udpPort") {
         Some(p) => parse_port("udpPort", p)?,
@@ -463,9 +422,9 @@ pub async fn list(
     };
     if udp_port > 0 {
         if let Some(ip) = params.optional("clientIP") {
-            let ip: IpAddr = ip.parse().map_err(|_| {
-                ApiError::illegal("clientIP", format!("'{ip}' is not an IP address."))
-            })?;
+            let ip: IpAddr = ip
+                .parse()
+                .map_err(|_| Error::illegal("clientIP", format!("'{ip}' is not an IP address.")))?;
             let agent = agent.as_str();
             if push_capable(agent) {
                 let app = params.optional("app").unwrap_or("unknown");
@@ -538,20 +497,18 @@ fn beat_reply(code: u32, interval_ms: u64) -> Response {
 /// re-registers the instance itself (Python and npm clients never re-register any other
 /// way). A missing `weight` in the beat means 1.0 (Nacos uses 0.0, which would silently
 /// drain a re-registered instance).
-pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let name = params.service_name()?;
     let beat: Option<BeatInfo> = params
         .optional("beat")
         .map(serde_json::from_str)
         .transpose()
-        .map_err(|e| ApiError::illegal("beat", format!("it is not valid beat JSON: {e}.")))?;
+        .map_err(|e| Error::illegal("beat", format!("it is not valid beat JSON: {e}.")))?;
     let (ip, port, cluster) = match &beat {
         Some(b) => {
-            let ip =
-                b.ip.as_deref()
-                    .ok_or_else(|| ApiError::missing("beat.ip"))?;
+            let ip = b.ip.as_deref().ok_or_else(|| Error::missing("beat.ip"))?;
             check_ip("beat.ip", ip)?;
-            let port = b.port.ok_or_else(|| ApiError::missing("beat.port"))?;
+            let port = b.port.ok_or_else(|| Error::missing("beat.port"))?;
             let port = check_port("beat.port", port)?;
             let cluster = b
                 .cluster
@@ -621,28 +578,25 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
 
 /// `PUT /nacos/v1/ns/health/instance`: set the health of a persistent instance whose
 /// cluster is not checked by the server (health checker `NONE`).
-pub async fn health(
-    State(state): State<AppState>,
-    params: Params,
-) -> Result<&'static str, ApiError> {
+pub async fn health(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let (ip, port) = address(&params)?;
     let healthy = params
         .boolean_any(&["healthy", "valid"])?
-        .ok_or_else(|| ApiError::missing("healthy"))?;
+        .ok_or_else(|| Error::missing("healthy"))?;
     let grouped = key.grouped();
     let svc = state
         .registry
         .service_by_key(&key)
-        .ok_or_else(|| ApiError::not_found(format!("service {grouped} not found!")))?;
+        .ok_or_else(|| Error::service_not_found(format!("service {grouped} not found!")))?;
     let view = svc.view();
     let instance = view.instances.get(&Addr::new(ip, port)).ok_or_else(|| {
-        ApiError::not_found(format!(
+        Error::instance_not_found(format!(
             "instance {ip}:{port} not found in service {grouped}"
         ))
     })?;
     if instance.ephemeral {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::bad_request(format!(
             "instance {ip}:{port} is ephemeral: its health follows its heartbeats and cannot be set"
         )));
     }
@@ -653,7 +607,7 @@ pub async fn health(
         .map(|c| &c.health_checker)
         .unwrap_or(&HealthChecker::Tcp);
     if *checker != HealthChecker::None {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::bad_request(format!(
             "health check is still working, service: {grouped}, cluster: {}",
             instance.cluster
         )));

@@ -1,6 +1,6 @@
 //! Nacos Open API v1: the route table, and handlers by resource ([`instance`],
-//! [`service`], [`catalog`], [`namespace`], [`auth`], [`operator`]), with the wire
-//! shapes in [`wire`].
+//! [`service`], [`catalog`], [`namespace`], [`auth`], [`operator`]). The wire shapes
+//! are shared with the other faces (`crate::naming::wire`).
 
 pub mod auth;
 pub mod catalog;
@@ -8,14 +8,13 @@ pub mod instance;
 pub mod namespace;
 pub mod operator;
 pub mod service;
-pub mod wire;
 
 use axum::http::{Method, Uri};
 use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use axum::Router;
 
-use super::error::ApiError;
+use crate::error::Error;
 use crate::state::AppState;
 
 /// Every Nacos v1 route.
@@ -76,7 +75,7 @@ pub fn routes() -> Router<AppState> {
 /// Answers paths no route serves, as Nacos words it.
 pub async fn no_such_api(method: Method, uri: Uri) -> axum::response::Response {
     let mut response =
-        ApiError::not_found(format!("no such api:{method}:{}", uri.path())).into_response();
+        Error::not_found(format!("no such api:{method}:{}", uri.path())).into_response();
     // Metrics count it under `unmatched`, not under a path anyone can invent.
     response.extensions_mut().insert(crate::api::Unmatched);
     response
@@ -102,13 +101,4 @@ pub fn json_of<T: serde::Serialize>(value: &T) -> axum::response::Response {
 /// `{"code":200,"message":null,"data":...}`, the envelope of Nacos' console APIs.
 pub fn envelope<T: serde::Serialize>(data: T) -> axum::response::Response {
     json_of(&serde_json::json!({ "code": 200, "message": null, "data": data }))
-}
-
-/// The items of page `page_no` (from 1) of `page_size`.
-pub fn page<T>(items: Vec<T>, page_no: usize, page_size: usize) -> Vec<T> {
-    items
-        .into_iter()
-        .skip((page_no - 1).saturating_mul(page_size))
-        .take(page_size)
-        .collect()
 }

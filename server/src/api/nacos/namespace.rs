@@ -9,10 +9,11 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::{envelope, json_of};
-use crate::api::error::ApiError;
 use crate::api::guard::Caller;
-use crate::api::params::{check_namespace_id, Params};
+use crate::api::params::Params;
+use crate::error::Error;
 use crate::registry::namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
+use crate::registry::validate::check_namespace_id;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 
@@ -41,7 +42,7 @@ fn row(ns: &Namespace) -> serde_json::Value {
 
 /// `GET`: every namespace (`{"code":200,"data":[...]}`); with `show=all&namespaceId=x`
 /// one of them; with `checkNamespaceIdExist=true&customNamespaceId=x` whether it exists.
-pub async fn get(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn get(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     if params.boolean("checkNamespaceIdExist")?.unwrap_or(false) {
         let id = params.required("customNamespaceId")?;
         let exists = id == PUBLIC_NAMESPACE
@@ -57,23 +58,23 @@ pub async fn get(State(state): State<AppState>, params: Params) -> Result<Respon
             .registry
             .namespace(&id)
             .filter(|n| n.info().is_some() || &*n.id == PUBLIC_NAMESPACE)
-            .ok_or_else(|| ApiError::not_found(format!("namespace {id} not found")))?;
+            .ok_or_else(|| Error::not_found(format!("namespace {id} not found")))?;
         return Ok(json_of(&row(&ns)));
     }
     let rows: Vec<_> = state.registry.namespaces().iter().map(|n| row(n)).collect();
     Ok(envelope(rows))
 }
 
-fn name(params: &Params, key: &str) -> Result<String, ApiError> {
+fn name(params: &Params, key: &str) -> Result<String, Error> {
     let name = params.required(key)?;
     if name.chars().count() > 128 {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             key,
             "the name should not exceed 128 characters.",
         ));
     }
     if name.contains(FORBIDDEN_NAME_CHARS) {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             key,
             "the name must not contain any of @#$%^&*.",
         ));
@@ -81,10 +82,10 @@ fn name(params: &Params, key: &str) -> Result<String, ApiError> {
     Ok(name.to_string())
 }
 
-fn description(params: &Params, key: &str) -> Result<String, ApiError> {
+fn description(params: &Params, key: &str) -> Result<String, Error> {
     let desc = params.get(key).unwrap_or("").trim();
     if desc.chars().count() > 256 {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             key,
             "the description should not exceed 256 characters.",
         ));
@@ -97,7 +98,7 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let id = match params.optional("customNamespaceId") {
         Some(id) => {
@@ -123,14 +124,12 @@ pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let id = params.required("namespace")?;
     check_namespace_id("namespace", id)?;
     if id == PUBLIC_NAMESPACE {
-        return Err(ApiError::bad_request(
-            "the public namespace cannot be changed",
-        ));
+        return Err(Error::bad_request("the public namespace cannot be changed"));
     }
     let info = NamespaceInfo {
         id: id.to_string(),
@@ -149,7 +148,7 @@ pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     caller.require_admin()?;
     let id = params.required("namespaceId")?;
     check_namespace_id("namespaceId", id)?;

@@ -5,9 +5,9 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::json_of;
-use crate::api::error::ApiError;
 use crate::api::params::Params;
 use crate::auth::Identity;
+use crate::error::Error;
 use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::state::AppState;
 
@@ -17,16 +17,13 @@ pub async fn metrics(
     State(state): State<AppState>,
     params: Params,
     req: Request,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Error> {
     if params.boolean("onlyStatus")?.unwrap_or(true) {
         return Ok(json_of(&json!({ "status": "UP" })));
     }
     // The path is open for the status probe; the counts need a caller.
     if state.auth.enabled() && req.extensions().get::<Identity>().is_none() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::UNAUTHORIZED,
-            crate::auth::AuthError::Missing.to_string(),
-        ));
+        return Err(crate::auth::AuthError::Missing.into());
     }
     let (services, instances, healthy) = state.registry.totals();
     Ok(json_of(&json!({
@@ -46,7 +43,7 @@ pub async fn switches(State(state): State<AppState>) -> Response {
         "name": "00-00---000-NACOS_SWITCH_DOMAIN-000---00-00",
         "masters": null,
         "adWeightMap": {},
-        "defaultPushCacheMillis": super::wire::CACHE_MILLIS,
+        "defaultPushCacheMillis": crate::naming::wire::CACHE_MILLIS,
         "clientBeatInterval": 5000,
         "defaultCacheMillis": 3000,
         "distroThreshold": 0.7,

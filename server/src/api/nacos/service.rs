@@ -5,29 +5,31 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::json;
 
-use super::{json_of, page};
-use crate::api::error::ApiError;
-use crate::api::params::{check_group, parse_bool, parse_port, Params, DEFAULT_GROUP};
+use super::json_of;
+use crate::api::params::Params;
 use crate::clock::now_ms;
+use crate::error::Error;
+use crate::naming::wire::page;
 use crate::registry::selector::LabelSelector;
 use crate::registry::service::{
     ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings, METADATA_SELECTOR,
 };
+use crate::registry::validate::{check_group, parse_bool, parse_port, DEFAULT_GROUP};
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 
 /// Parses `protectThreshold`: a number up to 1; negative turns protection off.
-fn protect_threshold(params: &Params, required: bool) -> Result<f64, ApiError> {
+fn protect_threshold(params: &Params, required: bool) -> Result<f64, Error> {
     let raw = match params.optional("protectThreshold") {
         Some(raw) => raw,
-        None if required => return Err(ApiError::missing("protectThreshold")),
+        None if required => return Err(Error::missing("protectThreshold")),
         None => return Ok(0.0),
     };
     let value: f64 = raw
         .parse()
-        .map_err(|_| ApiError::illegal("protectThreshold", format!("'{raw}' is not a number.")))?;
+        .map_err(|_| Error::illegal("protectThreshold", format!("'{raw}' is not a number.")))?;
     if !value.is_finite() || value > 1.0 {
-        return Err(ApiError::illegal(
+        return Err(Error::illegal(
             "protectThreshold",
             "the value should be between 0 and 1 (negative turns protection off).",
         ));
@@ -38,12 +40,12 @@ fn protect_threshold(params: &Params, required: bool) -> Result<f64, ApiError> {
 /// Parses `selector`: `{"type":"none"}`, `{"type":"label","expression":"..."}` (Nacos'
 /// CMDB selector, stored but not applied) or `{"type":"metadata","expression":"..."}`
 /// (a label selector over instance metadata, applied to queries that give none).
-fn selector(params: &Params) -> Result<Selector, ApiError> {
+fn selector(params: &Params) -> Result<Selector, Error> {
     let Some(raw) = params.optional("selector") else {
         return Ok(ServiceSettings::default().selector);
     };
     let value: serde_json::Value = serde_json::from_str(raw)
-        .map_err(|e| ApiError::illegal("selector", format!("it is not valid JSON: {e}.")))?;
+        .map_err(|e| Error::illegal("selector", format!("it is not valid JSON: {e}.")))?;
     let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("");
     match kind {
         "none" => Ok(ServiceSettings::default().selector),
@@ -55,14 +57,14 @@ fn selector(params: &Params) -> Result<Selector, ApiError> {
                 .to_string();
             if kind == METADATA_SELECTOR {
                 LabelSelector::parse(&expression)
-                    .map_err(|e| ApiError::illegal("selector", format!("expression {e}.")))?;
+                    .map_err(|e| Error::illegal("selector", format!("expression {e}.")))?;
             }
             Ok(Selector {
                 kind: kind.into(),
                 expression,
             })
         }
-        _ => Err(ApiError::bad_request("not match any type of selector!")),
+        _ => Err(Error::bad_request("not match any type of selector!")),
     }
 }
 
@@ -70,7 +72,7 @@ fn settings(
     params: &Params,
     state: &AppState,
     threshold_required: bool,
-) -> Result<ServiceSettings, ApiError> {
+) -> Result<ServiceSettings, Error> {
     Ok(ServiceSettings {
         protect_threshold: protect_threshold(params, threshold_required)?,
         metadata: params
@@ -83,21 +85,21 @@ fn settings(
 }
 
 /// `laneKey`: the metadata key naming an instance's lane (roster extension).
-fn lane_key(params: &Params) -> Result<Option<String>, ApiError> {
+fn lane_key(params: &Params) -> Result<Option<String>, Error> {
     match params.optional("laneKey") {
         None => Ok(None),
         Some(k) if k.len() <= 128 && !k.contains(|c: char| c.is_whitespace() || c == ',') => {
             Ok(Some(k.to_string()))
         }
-        Some(k) => Err(ApiError::illegal(
+        Some(k) => Err(Error::illegal(
             "laneKey",
             format!("'{k}' is not a metadata key."),
         )),
     }
 }
 
-fn not_found(key: &ServiceKey) -> ApiError {
-    ApiError::not_found(format!(
+fn not_found(key: &ServiceKey) -> Error {
+    Error::service_not_found(format!(
         "service not found, namespace: {}, serviceName: {}",
         key.namespace,
         key.grouped()
@@ -106,10 +108,7 @@ fn not_found(key: &ServiceKey) -> ApiError {
 
 /// `POST /nacos/v1/ns/service`: store settings for a new service. Unlike Nacos 2.x this
 /// does not fix the service's kind: ephemeral and persistent instances may register.
-pub async fn create(
-    State(state): State<AppState>,
-    params: Params,
-) -> Result<&'static str, ApiError> {
+pub async fn create(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let settings = settings(&params, &state, false)?;
     state
@@ -124,10 +123,7 @@ pub async fn create(
 }
 
 /// `DELETE /nacos/v1/ns/service`: delete a service that has no instances.
-pub async fn delete(
-    State(state): State<AppState>,
-    params: Params,
-) -> Result<&'static str, ApiError> {
+pub async fn delete(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     state.registry.check_deletable(&key)?;
     state
@@ -143,10 +139,7 @@ pub async fn delete(
 /// `PUT /nacos/v1/ns/service`: change a service's settings. Only the parameters given
 /// change (Nacos resets metadata and selector when they are left out); cluster settings
 /// are kept.
-pub async fn update(
-    State(state): State<AppState>,
-    params: Params,
-) -> Result<&'static str, ApiError> {
+pub async fn update(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let current = state
         .registry
@@ -154,7 +147,7 @@ pub async fn update(
         .ok_or_else(|| not_found(&key))?;
     const FIELDS: [&str; 4] = ["protectThreshold", "metadata", "selector", "laneKey"];
     if FIELDS.iter().all(|f| params.optional(f).is_none()) {
-        return Err(ApiError::bad_request(
+        return Err(Error::bad_request(
             "nothing to change: give protectThreshold, metadata, selector or laneKey.",
         ));
     }
@@ -195,7 +188,7 @@ pub fn checker_json(checker: &HealthChecker) -> serde_json::Value {
 }
 
 /// `GET /nacos/v1/ns/service`: a service's settings and its clusters.
-pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     if params.consistent()? {
         state.store.read_barrier().await?;
@@ -228,7 +221,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
 
 /// `GET /nacos/v1/ns/service/list`: one page of service names (without group) of one
 /// group.
-pub async fn list(State(state): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn list(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let page_no = params.page("pageNo", None)?;
     let page_size = params.page("pageSize", None)?;
     let ns = params.namespace()?;
@@ -246,10 +239,7 @@ pub async fn list(State(state): State<AppState>, params: Params) -> Result<Respo
 
 /// `GET /nacos/v1/ns/service/subscribers`: the subscribers of a service on this node,
 /// UDP (v1 clients) and gRPC (2.x clients) alike.
-pub async fn subscribers(
-    State(state): State<AppState>,
-    params: Params,
-) -> Result<Response, ApiError> {
+pub async fn subscribers(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(1000))?;
@@ -265,10 +255,10 @@ pub async fn subscribers(
 pub async fn put_cluster(
     State(state): State<AppState>,
     params: Params,
-) -> Result<&'static str, ApiError> {
+) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let cluster = params.required("clusterName")?.to_string();
-    crate::api::params::check_cluster_name(&cluster)?;
+    crate::registry::validate::check_cluster_name(&cluster)?;
     let check_port = parse_port("checkPort", params.required("checkPort")?)?;
     let use_instance_port = parse_bool(
         "useInstancePort4Check",
@@ -276,7 +266,7 @@ pub async fn put_cluster(
     )?;
     let checker: HealthChecker =
         serde_json::from_str(params.required("healthChecker")?).map_err(|e| {
-            ApiError::illegal(
+            Error::illegal(
                 "healthChecker",
                 format!("expected {{\"type\":\"TCP\"|\"HTTP\"|\"NONE\", ...}}: {e}."),
             )

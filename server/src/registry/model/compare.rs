@@ -13,8 +13,8 @@ use super::ops::{
     CLUSTER_FILTERS, LANES, LOCAL_CONNS, REMOTE_CONN, SELECTORS, SERVICES, TASKS, THRESHOLDS,
     WEIGHTS,
 };
-use crate::api::nacos::instance::plain_list_parts;
 use crate::health::guard::EvictionGuard;
+use crate::naming::wire::plain_list_parts;
 use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin};
 use crate::registry::changes::ChangeSet;
 use crate::registry::client::ClientData;

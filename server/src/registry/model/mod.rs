@@ -38,7 +38,7 @@
 //! [`compare`] the real side, applying each operation to both and comparing every read.
 //!
 //! [`select`]: crate::registry::select::select
-//! [`plain_list_parts`]: crate::api::nacos::instance::plain_list_parts
+//! [`plain_list_parts`]: crate::naming::wire::plain_list_parts
 //! [`HELD_RECHECK_MS`]: crate::health::guard::HELD_RECHECK_MS
 
 mod compare;

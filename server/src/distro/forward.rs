@@ -1,0 +1,202 @@
+//! Forwarding an ephemeral write or beat to its client's owner, and the answer's wire
+//! format, by version, so that a cluster can be upgraded one node at a time.
+//!
+//! - `distro/forward2` (this build): the owner answers `Result<OpReply, Error>`, the
+//!   error whole — its kind travels, so a client gets the same status, v2 code and gRPC
+//!   code whichever node took its request.
+//! - `distro/forward` (builds before typed errors): the owner answers
+//!   `Result<OpReply, {status, message}>`, an HTTP status. This build still serves it,
+//!   for old nodes forwarding here, and still speaks it, to old owners: a node that does
+//!   not know `forward2` answers 404, and the op goes again on the old route. A status
+//!   carries less than a kind (a 400 does not say whether the weight or the metadata was
+//!   wrong), so an error from an old owner is answered by its status only; that lasts as
+//!   long as the upgrade does.
+//!
+//! Both routes take the same request body, an [`EphemeralOp`].
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{EphemeralOp, OpReply};
+use crate::cluster::peer::PeerClient;
+use crate::error::{Error, ErrorKind};
+use roster_raft::TransportError;
+
+/// The route of this build's answer format.
+pub const ROUTE: &str = "forward2";
+/// The route of the answer format before typed errors.
+pub const LEGACY_ROUTE: &str = "forward";
+
+/// An owner's error as builds before typed errors send and read it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LegacyError {
+    /// HTTP status.
+    pub status: u16,
+    /// Message.
+    pub message: String,
+}
+
+impl From<&Error> for LegacyError {
+    fn from(e: &Error) -> Self {
+        Self {
+            status: e.http_status(),
+            message: e.message.clone(),
+        }
+    }
+}
+
+impl From<LegacyError> for Error {
+    /// The kind a status stands for; where several kinds share one status, the most
+    /// general of them.
+    fn from(e: LegacyError) -> Self {
+        let kind = match e.status {
+            401 => ErrorKind::Unauthenticated,
+            403 => ErrorKind::Forbidden,
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::Conflict,
+            413 => ErrorKind::TooLarge,
+            503 => ErrorKind::Unavailable,
+            400..=499 => ErrorKind::InvalidParameter,
+            _ => ErrorKind::Internal,
+        };
+        Error::new(kind, e.message)
+    }
+}
+
+/// The owner's answer to a forwarded op, encoded for the route it came on.
+pub fn encode_reply(route: &str, reply: &Result<OpReply, Error>) -> Vec<u8> {
+    let bytes = if route == LEGACY_ROUTE {
+        let legacy: Result<OpReply, LegacyError> = reply.as_ref().copied().map_err(Into::into);
+        rmp_serde::to_vec_named(&legacy)
+    } else {
+        rmp_serde::to_vec_named(reply)
+    };
+    bytes.expect("forward replies serialize")
+}
+
+/// Reads an owner's answer that came on `route`.
+pub fn decode_reply(route: &str, bytes: &[u8]) -> Result<Result<OpReply, Error>, String> {
+    if route == LEGACY_ROUTE {
+        rmp_serde::from_slice::<Result<OpReply, LegacyError>>(bytes)
+            .map(|r| r.map_err(Error::from))
+            .map_err(|e| e.to_string())
+    } else {
+        rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// Whether a peer refused a route because it does not know it (a build from before it).
+fn unknown_route(e: &TransportError) -> bool {
+    matches!(e, TransportError::Refused(_, m) if m.starts_with("404"))
+}
+
+/// Runs `op` on the owner at `addr`: on [`ROUTE`], or on [`LEGACY_ROUTE`] when the owner
+/// does not know it. `Err` when the owner cannot be reached or its answer cannot be read
+/// (then the caller handles the op itself).
+pub async fn call(
+    peers: &PeerClient,
+    addr: &str,
+    op: &EphemeralOp,
+    timeout: Duration,
+) -> Result<Result<OpReply, Error>, String> {
+    let body = rmp_serde::to_vec_named(op).expect("ops serialize");
+    let path = format!("distro/{ROUTE}");
+    let (route, bytes) = match peers.post(addr, &path, body.clone(), timeout).await {
+        Ok(bytes) => (ROUTE, bytes),
+        Err(e) if unknown_route(&e) => {
+            let path = format!("distro/{LEGACY_ROUTE}");
+            let bytes = peers
+                .post(addr, &path, body, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            (LEGACY_ROUTE, bytes)
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    decode_reply(route, &bytes).map_err(|e| format!("bad answer from {addr}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reply type of builds before typed errors, as they declared it.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct OldForwardError {
+        status: u16,
+        message: String,
+    }
+
+    #[test]
+    fn the_new_route_carries_the_kind() {
+        let e = Error::new(ErrorKind::InvalidWeight, "weights range");
+        let bytes = encode_reply(ROUTE, &Err(e.clone()));
+        assert_eq!(decode_reply(ROUTE, &bytes).unwrap(), Err(e));
+        let bytes = encode_reply(ROUTE, &Ok(OpReply::BeatOk(5000)));
+        assert_eq!(
+            decode_reply(ROUTE, &bytes).unwrap(),
+            Ok(OpReply::BeatOk(5000))
+        );
+    }
+
+    #[test]
+    fn an_old_node_forwarding_here_reads_the_old_format() {
+        // An old node posts to `forward` and decodes `Result<OpReply, {status, message}>`.
+        let e = Error::instance_not_found("instance 127.0.0.1:1 not found in service g@@s");
+        let bytes = encode_reply(LEGACY_ROUTE, &Err(e));
+        let old: Result<OpReply, OldForwardError> = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(
+            old,
+            Err(OldForwardError {
+                status: 404,
+                message: "instance 127.0.0.1:1 not found in service g@@s".into()
+            })
+        );
+        let bytes = encode_reply(LEGACY_ROUTE, &Ok(OpReply::Done));
+        let old: Result<OpReply, OldForwardError> = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(old, Ok(OpReply::Done));
+    }
+
+    #[test]
+    fn this_node_reads_an_old_owners_answer() {
+        // An old owner answers on `forward` with a status.
+        let answer: Result<OpReply, OldForwardError> = Err(OldForwardError {
+            status: 400,
+            message: "instance format invalid: The weights range from 0.0 to 10000.0".into(),
+        });
+        let bytes = rmp_serde::to_vec_named(&answer).unwrap();
+        let read = decode_reply(LEGACY_ROUTE, &bytes).unwrap().unwrap_err();
+        assert_eq!(read.http_status(), 400);
+        assert_eq!(
+            read.kind,
+            ErrorKind::InvalidParameter,
+            "a status, not a kind"
+        );
+        let unavailable: Result<OpReply, OldForwardError> = Err(OldForwardError {
+            status: 503,
+            message: "no leader".into(),
+        });
+        let bytes = rmp_serde::to_vec_named(&unavailable).unwrap();
+        assert_eq!(
+            decode_reply(LEGACY_ROUTE, &bytes)
+                .unwrap()
+                .unwrap_err()
+                .kind,
+            ErrorKind::Unavailable
+        );
+    }
+
+    #[test]
+    fn an_old_owner_refuses_the_new_route_as_unknown() {
+        // What an old node answers for a distro route it does not know.
+        let refused = TransportError::Refused(
+            "127.0.0.1:7848".into(),
+            "404 Not Found: no distro route forward2".into(),
+        );
+        assert!(unknown_route(&refused));
+        let other =
+            TransportError::Refused("127.0.0.1:7848".into(), "403 Forbidden: bad mac".into());
+        assert!(!unknown_route(&other));
+    }
+}

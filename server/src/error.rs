@@ -1,0 +1,304 @@
+//! The one error every protocol face answers with: a kind and a message a person can act
+//! on. The kind decides every projection, each one match: the HTTP status (Nacos v1 and
+//! roster's own API answer the message as text, [`Error::http_status`]), the Nacos v2
+//! `code` ([`Error::v2_code`]) and the gRPC `errorCode` ([`Error::grpc_code`]). Nothing
+//! is ever recovered from message text.
+//!
+//! Lower layers keep errors of their own (`RegistryError`, the store's `ProposeError`,
+//! `AuthError`, the registry's validation `Invalid`); each maps to a kind here, once.
+//! The error crosses the peer channel as it is (Distro forwards it whole), so a client
+//! gets the same answer whichever node took its request.
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::AuthError;
+use crate::registry::validate::{Invalid, Problem};
+use crate::registry::RegistryError;
+use crate::store::command::Rejection;
+use crate::store::ProposeError;
+
+/// What went wrong, as far as a client needs to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// A required parameter is missing.
+    MissingParameter,
+    /// A parameter's value is not acceptable.
+    InvalidParameter,
+    /// A weight outside 0..=10000.
+    InvalidWeight,
+    /// Instance metadata that is malformed, too large, or has bad `preserved.*` values.
+    InvalidMetadata,
+    /// The service already has stored settings.
+    ServiceExists,
+    /// The service still holds instances.
+    ServiceNotEmpty,
+    /// The service does not exist.
+    ServiceNotFound,
+    /// No such instance.
+    InstanceNotFound,
+    /// Something else named does not exist (a namespace, a user, a task, a route).
+    NotFound,
+    /// The request conflicts with current state.
+    Conflict,
+    /// No credentials.
+    Unauthenticated,
+    /// Credentials that are wrong, expired, or not allowed this.
+    Forbidden,
+    /// The request body is larger than allowed.
+    TooLarge,
+    /// Not now: no leader, not ready, a peer unreachable. Retry.
+    Unavailable,
+    /// A bug or an environment failure; logged, never detailed to the client.
+    Internal,
+}
+
+/// An error answered to a client: its kind and a message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// What to tell the client: Nacos' wording where clients or scripts depend on it,
+    /// otherwise what to fix.
+    pub message: String,
+}
+
+impl Error {
+    /// An error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The request is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidParameter, message)
+    }
+
+    /// The thing named does not exist.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    /// The service does not exist.
+    pub fn service_not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::ServiceNotFound, message)
+    }
+
+    /// No such instance.
+    pub fn instance_not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InstanceNotFound, message)
+    }
+
+    /// Conflicts with current state.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, message)
+    }
+
+    /// Authenticated but not allowed.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Forbidden, message)
+    }
+
+    /// No credentials.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unauthenticated, message)
+    }
+
+    /// Try again later.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+
+    /// A missing parameter, in Nacos' words.
+    pub fn missing(param: &str) -> Self {
+        Self::new(
+            ErrorKind::MissingParameter,
+            format!("Param '{param}' is required."),
+        )
+    }
+
+    /// An illegal parameter value, in Nacos' words.
+    pub fn illegal(param: &str, problem: impl std::fmt::Display) -> Self {
+        Self::bad_request(format!("Param '{param}' is illegal, {problem}"))
+    }
+
+    /// The HTTP status this error is answered with.
+    pub fn http_status(&self) -> u16 {
+        match self.kind {
+            ErrorKind::MissingParameter
+            | ErrorKind::InvalidParameter
+            | ErrorKind::InvalidWeight
+            | ErrorKind::InvalidMetadata
+            // Nacos answers these two with 400; clients match on it.
+            | ErrorKind::ServiceExists
+            | ErrorKind::ServiceNotEmpty => 400,
+            ErrorKind::Unauthenticated => 401,
+            ErrorKind::Forbidden => 403,
+            ErrorKind::ServiceNotFound | ErrorKind::InstanceNotFound | ErrorKind::NotFound => 404,
+            ErrorKind::Conflict => 409,
+            ErrorKind::TooLarge => 413,
+            ErrorKind::Internal => 500,
+            ErrorKind::Unavailable => 503,
+        }
+    }
+
+    /// The Nacos v2 `code` and its category, as `/nacos/v2/` answers carry them.
+    pub fn v2_code(&self) -> (u32, &'static str) {
+        match self.kind {
+            ErrorKind::MissingParameter => (10000, "parameter missing"),
+            ErrorKind::InvalidWeight => (21001, "weight error"),
+            ErrorKind::InvalidMetadata => (21002, "instance metadata error"),
+            ErrorKind::ServiceExists => (21007, "service already exist"),
+            ErrorKind::ServiceNotEmpty => (21009, "service delete failure"),
+            ErrorKind::InvalidParameter | ErrorKind::TooLarge => {
+                (20002, "parameter validate error")
+            }
+            ErrorKind::InstanceNotFound => (21003, "instance not found"),
+            ErrorKind::ServiceNotFound => (21008, "service not exist"),
+            ErrorKind::NotFound => (20004, "resource not found"),
+            ErrorKind::Conflict => (20005, "resource conflict"),
+            ErrorKind::Unauthenticated | ErrorKind::Forbidden => (10001, "access denied"),
+            ErrorKind::Unavailable => (23000, "illegal state"),
+            ErrorKind::Internal => (30000, "server error"),
+        }
+    }
+
+    /// The `errorCode` of a Nacos gRPC `ErrorResponse`: Nacos 2.x servers answer
+    /// request failures with the HTTP-style code of the failure.
+    pub fn grpc_code(&self) -> u16 {
+        self.http_status()
+    }
+}
+
+impl From<Invalid> for Error {
+    fn from(e: Invalid) -> Self {
+        let kind = match e.problem {
+            Problem::Missing => ErrorKind::MissingParameter,
+            Problem::Weight => ErrorKind::InvalidWeight,
+            Problem::Metadata => ErrorKind::InvalidMetadata,
+            Problem::Other => ErrorKind::InvalidParameter,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+impl From<RegistryError> for Error {
+    fn from(e: RegistryError) -> Self {
+        // Wording as Nacos answers these where clients and scripts match them.
+        let (kind, message) = match &e {
+            RegistryError::ServiceExists(s) => (
+                ErrorKind::ServiceExists,
+                format!("specified service {s} already exists!"),
+            ),
+            RegistryError::ServiceNotEmpty(s) => (
+                ErrorKind::ServiceNotEmpty,
+                format!(
+                    "Service {s} is not empty, can't be delete. Please unregister instance first"
+                ),
+            ),
+            RegistryError::ServiceNotFound(s) => (
+                ErrorKind::ServiceNotFound,
+                format!("service {s} not found!"),
+            ),
+            RegistryError::InstanceNotFound { .. } => (ErrorKind::InstanceNotFound, e.to_string()),
+            RegistryError::NamespaceNotFound(_) => (ErrorKind::NotFound, e.to_string()),
+            RegistryError::KindConflict { .. } | RegistryError::PublicNamespace => {
+                (ErrorKind::InvalidParameter, e.to_string())
+            }
+            RegistryError::NamespaceExists(_)
+            | RegistryError::NamespaceNotEmpty { .. }
+            | RegistryError::Imported { .. } => (ErrorKind::Conflict, e.to_string()),
+        };
+        Self::new(kind, message)
+    }
+}
+
+impl From<ProposeError> for Error {
+    fn from(e: ProposeError) -> Self {
+        match e {
+            ProposeError::Rejected(Rejection::Registry(r)) => r.into(),
+            ProposeError::Rejected(
+                r @ (Rejection::UserExists(_)
+                | Rejection::AlreadyBootstrapped
+                | Rejection::SyncTaskExists(_)),
+            ) => Self::conflict(r.to_string()),
+            ProposeError::Rejected(
+                r @ (Rejection::UserNotFound(_) | Rejection::SyncTaskNotFound(_)),
+            ) => Self::not_found(r.to_string()),
+            ProposeError::Rejected(r @ Rejection::DeleteAdmin(_)) => {
+                Self::bad_request(r.to_string())
+            }
+            ProposeError::Unavailable(m) => Self::unavailable(m),
+        }
+    }
+}
+
+impl From<AuthError> for Error {
+    fn from(e: AuthError) -> Self {
+        let kind = match e {
+            AuthError::Missing => ErrorKind::Unauthenticated,
+            AuthError::NotBootstrapped => ErrorKind::Unavailable,
+            AuthError::BadCredentials | AuthError::InvalidToken | AuthError::ExpiredToken => {
+                ErrorKind::Forbidden
+            }
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_projection_follows_the_kind() {
+        let cases = [
+            (Error::missing("ip"), 400, 10000),
+            (Error::illegal("port", "out of range"), 400, 20002),
+            (
+                Error::new(ErrorKind::InvalidWeight, "weights range"),
+                400,
+                21001,
+            ),
+            (Error::new(ErrorKind::InvalidMetadata, "bad"), 400, 21002),
+            (
+                RegistryError::ServiceExists("g@@s".into()).into(),
+                400,
+                21007,
+            ),
+            (
+                RegistryError::ServiceNotFound("g@@s".into()).into(),
+                404,
+                21008,
+            ),
+            (
+                Error::instance_not_found("no matched ip found!"),
+                404,
+                21003,
+            ),
+            (Error::not_found("no such user"), 404, 20004),
+            (Error::conflict("exists"), 409, 20005),
+            (AuthError::Missing.into(), 401, 10001),
+            (AuthError::ExpiredToken.into(), 403, 10001),
+            (Error::unavailable("no leader"), 503, 23000),
+        ];
+        for (e, status, code) in cases {
+            assert_eq!(e.http_status(), status, "{e:?}");
+            assert_eq!(e.v2_code().0, code, "{e:?}");
+            assert_eq!(e.grpc_code(), status, "{e:?}");
+        }
+        // The text decides nothing: a message that mentions metadata is not a
+        // metadata error.
+        assert_eq!(Error::bad_request("metadata selector").v2_code().0, 20002);
+    }
+
+    #[test]
+    fn it_crosses_the_peer_channel_whole() {
+        let e = Error::new(ErrorKind::InvalidWeight, "weights range 0..=10000");
+        let bytes = rmp_serde::to_vec_named(&e).unwrap();
+        assert_eq!(rmp_serde::from_slice::<Error>(&bytes).unwrap(), e);
+    }
+}
