@@ -12,6 +12,7 @@ use crate::cluster::peer::PeerClient;
 use crate::distro::Distro;
 use crate::health::guard::EvictionGuard;
 use crate::metrics::{Metrics, NodeFigures};
+use crate::naming::writes::Writes;
 use crate::push::events::Events;
 use crate::push::udp::UdpPush;
 use crate::push::SubscriberList;
@@ -98,6 +99,15 @@ impl AppState {
     /// The state of a node made of `parts`.
     pub fn new(parts: Shared) -> Self {
         Self(Arc::new(parts))
+    }
+
+    /// Where naming writes go (every protocol face writes through it).
+    pub fn writes(&self) -> Writes<'_> {
+        Writes {
+            registry: &self.registry,
+            store: &self.store,
+            distro: &self.distro,
+        }
     }
 
     /// The node's figures for `/metrics`.

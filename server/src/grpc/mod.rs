@@ -27,17 +27,16 @@ use crate::clock::{now_ms, now_secs};
 use crate::error::Error;
 use crate::naming::wire::{page, Host, CACHE_MILLIS};
 use crate::registry::changes::ChangeSet;
-use crate::registry::instance::{addr_key, Metadata};
+use crate::registry::instance::Metadata;
 use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::registry::select::{select, Query};
 use crate::registry::service::ServiceKey;
 use crate::registry::validate::{
-    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id, check_port,
-    check_service_name, check_weight, parse_cluster_list, DEFAULT_CLUSTER, DEFAULT_GROUP,
+    self, check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
+    DEFAULT_CLUSTER, DEFAULT_GROUP,
 };
 use crate::registry::Registration;
 use crate::state::AppState;
-use crate::store::command::CommandV1;
 use connection::{Connection, Connections, PendingPush};
 use proto::{BiStreamServer, Handler, Payload, RequestServer};
 use tls::GrpcTls;
@@ -274,17 +273,14 @@ impl GrpcServer {
             .map(str::trim)
             .filter(|i| !i.is_empty())
             .ok_or_else(|| Error::missing("instance.ip"))?;
-        check_ip("instance.ip", ip)?;
         let port = wire.port.ok_or_else(|| Error::missing("instance.port"))?;
         let port = check_port("instance.port", port)?;
-        let weight = check_weight(wire.weight.unwrap_or(1.0))?;
         let cluster = wire
             .cluster_name
             .as_deref()
             .map(str::trim)
             .filter(|c| !c.is_empty())
             .unwrap_or(DEFAULT_CLUSTER);
-        check_cluster_name(cluster)?;
         let metadata: Metadata = wire
             .metadata
             .iter()
@@ -298,16 +294,11 @@ impl GrpcServer {
                 (k.clone(), v)
             })
             .collect();
-        check_metadata(
-            "instance.metadata",
-            &metadata,
-            self.app.limits.max_metadata_bytes,
-        )?;
-        Ok(Registration {
+        let reg = Registration {
             ip: ip.to_string(),
             port,
             cluster: cluster.to_string(),
-            weight,
+            weight: wire.weight.unwrap_or(1.0),
             healthy: wire.healthy.unwrap_or(true),
             enabled: wire.enabled.unwrap_or(true),
             ephemeral: wire.ephemeral.unwrap_or(true),
@@ -315,7 +306,9 @@ impl GrpcServer {
             instance_id: wire.instance_id.clone().filter(|i| !i.trim().is_empty()),
             client: client.map(|c| c.to_string()),
             owner: None,
-        })
+        };
+        validate::registration(&reg, "instance.", self.app.limits.max_metadata_bytes)?;
+        Ok(reg)
     }
 
     async fn naming(
@@ -336,7 +329,6 @@ impl GrpcServer {
             return Ok(json!({ "count": count, "serviceNames": page }));
         }
         let key = Self::service_key(&request)?;
-        let now = now_ms();
         match kind {
             "InstanceRequest" | "PersistentInstanceRequest" => {
                 let op = request.r#type.clone().unwrap_or_default();
@@ -346,43 +338,24 @@ impl GrpcServer {
                     .ok_or_else(|| Error::missing("instance"))?;
                 let persistent =
                     kind == "PersistentInstanceRequest" || wire.ephemeral == Some(false);
+                let writes = self.app.writes();
                 match (op.as_str(), persistent) {
                     ("registerInstance", false) => {
-                        let reg = self.registration(wire, Some(&conn.client))?;
-                        let addr = addr_key(&reg.ip, reg.port);
-                        registry.register(&key, &reg, now)?;
                         // One instance per service per connection, as in Nacos 2.x.
-                        registry.retain_client_instances(&conn.client, &key, &[addr], now);
+                        let reg = self.registration(wire, Some(&conn.client))?;
+                        writes.replace_connection_instances(&conn.client, &key, &[reg])?;
                     }
                     ("deregisterInstance", false) => {
-                        registry.retain_client_instances(&conn.client, &key, &[], now);
+                        writes.replace_connection_instances(&conn.client, &key, &[])?;
                     }
                     ("registerInstance", true) => {
                         let mut reg = self.registration(wire, None)?;
                         reg.ephemeral = false;
-                        if let Some(conflict) = registry.kind_conflict(&key, false) {
-                            return Err(conflict.into());
-                        }
-                        self.app
-                            .store
-                            .propose(CommandV1::Register {
-                                key,
-                                registration: reg,
-                                at_ms: now,
-                            })
-                            .await?;
+                        writes.register(key, reg).await?;
                     }
                     ("deregisterInstance", true) => {
                         let reg = self.registration(wire, None)?;
-                        self.app
-                            .store
-                            .propose(CommandV1::Deregister {
-                                key,
-                                ip: reg.ip,
-                                port: reg.port,
-                                at_ms: now,
-                            })
-                            .await?;
+                        writes.deregister_persistent(key, &reg.ip, reg.port).await?;
                     }
                     _ => return Err(Error::bad_request(format!("Unsupported request type {op}"))),
                 }
@@ -407,13 +380,10 @@ impl GrpcServer {
                         ),
                     ));
                 }
-                let mut keep = Vec::new();
-                for reg in &regs {
-                    registry.register(&key, reg, now)?;
-                    keep.push(addr_key(&reg.ip, reg.port));
-                }
                 // The batch replaces the connection's instances of the service.
-                registry.retain_client_instances(&conn.client, &key, &keep, now);
+                self.app
+                    .writes()
+                    .replace_connection_instances(&conn.client, &key, &regs)?;
                 Ok(json!({ "type": op }))
             }
             "ServiceQueryRequest" => {

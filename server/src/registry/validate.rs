@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use super::instance::{Metadata, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY};
+use super::Registration;
 
 /// The default group.
 pub const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
@@ -317,6 +318,24 @@ fn check_heartbeat_metadata(metadata: &Metadata) -> Result<(), Invalid> {
         }
     }
     Ok(())
+}
+
+/// Checks the fields of a registration a face has parsed, each named `{prefix}{field}`
+/// as the client sent it (`instance.` for gRPC): the address, the cluster, the weight
+/// and the metadata. The one rule set every face registers by.
+pub fn registration(
+    reg: &Registration,
+    prefix: &str,
+    max_metadata_bytes: usize,
+) -> Result<(), Invalid> {
+    check_ip(&format!("{prefix}ip"), &reg.ip)?;
+    check_cluster_name(&reg.cluster)?;
+    check_weight(reg.weight)?;
+    check_metadata(
+        &format!("{prefix}metadata"),
+        &reg.metadata,
+        max_metadata_bytes,
+    )
 }
 
 #[cfg(test)]

@@ -23,20 +23,19 @@ use serde_json::json;
 use super::{json, json_of};
 use crate::api::params::Params;
 use crate::clock::now_ms;
-use crate::distro::{EphemeralOp, OpReply};
 use crate::error::Error;
 use crate::naming::wire::{plain_list_parts, service_info, ListRequest};
+use crate::naming::writes::BeatOutcome;
 use crate::push::udp::push_capable;
 use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
-use crate::registry::service::{HealthChecker, ServiceKey};
+use crate::registry::service::ServiceKey;
 use crate::registry::validate::{
     check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
     parse_port, parse_weight, DEFAULT_CLUSTER,
 };
 use crate::registry::{InstancePatch, Registration};
 use crate::state::{AppState, Limits};
-use crate::store::command::CommandV1;
 
 /// Parses the instance fields of a register call.
 fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error> {
@@ -84,25 +83,7 @@ pub async fn register(
 ) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let registration = registration(&params, &state.limits)?;
-    let now = now_ms();
-    if registration.ephemeral {
-        state
-            .distro
-            .execute(EphemeralOp::Register { key, registration })
-            .await?;
-    } else {
-        if let Some(conflict) = state.registry.kind_conflict(&key, false) {
-            return Err(conflict.into());
-        }
-        state
-            .store
-            .propose(CommandV1::Register {
-                key,
-                registration,
-                at_ms: now,
-            })
-            .await?;
-    }
+    state.writes().register(key, registration).await?;
     Ok("ok")
 }
 
@@ -118,32 +99,7 @@ pub async fn deregister(
     let (ip, port) = address(&params)?;
     // Validated for the sake of clear errors; the instance's own kind decides the path.
     params.boolean("ephemeral")?;
-    let now = now_ms();
-    match state.registry.instance(&key, ip, port) {
-        // An import's deregistration is refused by the state machine (409).
-        Some(i) if !i.ephemeral => {
-            state
-                .store
-                .propose(CommandV1::Deregister {
-                    key,
-                    ip: ip.to_string(),
-                    port,
-                    at_ms: now,
-                })
-                .await?;
-        }
-        // Ephemeral, or not (yet) replicated here: its owner removes it.
-        _ => {
-            state
-                .distro
-                .execute(EphemeralOp::Deregister {
-                    key,
-                    ip: ip.to_string(),
-                    port,
-                })
-                .await?;
-        }
-    }
+    state.writes().deregister(key, ip, port).await?;
     Ok("ok")
 }
 
@@ -163,42 +119,7 @@ pub async fn update(State(state): State<AppState>, params: Params) -> Result<&'s
         enabled: params.boolean_any(&["enabled", "enable"])?,
         metadata: params.metadata("metadata", state.limits.max_metadata_bytes)?,
     };
-    if state.registry.service_by_key(&key).is_none() {
-        return Err(Error::service_not_found(format!(
-            "service not found, namespace: {}, service: {}",
-            key.namespace,
-            key.grouped()
-        )));
-    }
-    let instance = state.registry.instance(&key, ip, port).ok_or_else(|| {
-        Error::instance_not_found(format!(
-            "instance {ip}:{port} not found in service {}",
-            key.grouped()
-        ))
-    })?;
-    let now = now_ms();
-    if instance.ephemeral {
-        state
-            .distro
-            .execute(EphemeralOp::Update {
-                key,
-                ip: ip.to_string(),
-                port,
-                patch,
-            })
-            .await?;
-    } else {
-        state
-            .store
-            .propose(CommandV1::UpdateInstance {
-                key,
-                ip: ip.to_string(),
-                port,
-                patch,
-                at_ms: now,
-            })
-            .await?;
-    }
+    state.writes().update(key, ip, port, patch).await?;
     Ok("ok")
 }
 
@@ -542,10 +463,8 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
     state.metrics.beats.inc();
     // Nearly every beat is for an instance this node owns and holds: answered without
     // building (and allocating) the op a forward would need.
-    if let Some(hb) = state
-        .distro
-        .beat_here(name.namespace, &name.grouped, ip, port, now_ms())
-    {
+    let writes = state.writes();
+    if let Some(hb) = writes.beat_here(name.namespace, &name.grouped, ip, port) {
         return Ok(beat_reply(10200, hb.interval_ms));
     }
     let re_register = match (stand_in, &beat) {
@@ -564,15 +483,9 @@ pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Respo
         }),
         _ => None,
     };
-    let op = EphemeralOp::Beat {
-        key: name.key(),
-        ip: ip.to_string(),
-        port,
-        re_register,
-    };
-    match state.distro.execute(op).await? {
-        OpReply::BeatOk(interval) => Ok(beat_reply(10200, interval)),
-        OpReply::BeatUnknown | OpReply::Done => Ok(beat_reply(20404, 5000)),
+    match writes.beat(name.key(), ip, port, re_register).await? {
+        BeatOutcome::Known(interval) => Ok(beat_reply(10200, interval)),
+        BeatOutcome::Unknown => Ok(beat_reply(20404, 5000)),
     }
 }
 
@@ -584,44 +497,7 @@ pub async fn health(State(state): State<AppState>, params: Params) -> Result<&'s
     let healthy = params
         .boolean_any(&["healthy", "valid"])?
         .ok_or_else(|| Error::missing("healthy"))?;
-    let grouped = key.grouped();
-    let svc = state
-        .registry
-        .service_by_key(&key)
-        .ok_or_else(|| Error::service_not_found(format!("service {grouped} not found!")))?;
-    let view = svc.view();
-    let instance = view.instances.get(&Addr::new(ip, port)).ok_or_else(|| {
-        Error::instance_not_found(format!(
-            "instance {ip}:{port} not found in service {grouped}"
-        ))
-    })?;
-    if instance.ephemeral {
-        return Err(Error::bad_request(format!(
-            "instance {ip}:{port} is ephemeral: its health follows its heartbeats and cannot be set"
-        )));
-    }
-    let settings = view.settings_or_default();
-    let checker = settings
-        .clusters
-        .get(&*instance.cluster)
-        .map(|c| &c.health_checker)
-        .unwrap_or(&HealthChecker::Tcp);
-    if *checker != HealthChecker::None {
-        return Err(Error::bad_request(format!(
-            "health check is still working, service: {grouped}, cluster: {}",
-            instance.cluster
-        )));
-    }
-    state
-        .store
-        .propose(CommandV1::SetHealth {
-            key,
-            ip: ip.to_string(),
-            port,
-            healthy,
-            at_ms: now_ms(),
-        })
-        .await?;
+    state.writes().set_health(key, ip, port, healthy).await?;
     Ok("ok")
 }
 
