@@ -75,7 +75,7 @@ pub(crate) fn decode(p: &Payload) -> (String, Value) {
 
 /// A gRPC client speaking the Nacos envelope by hand: unary calls and the bi-stream
 /// share one HTTP/2 connection, as real clients do. Also the observer test's gRPC query
-/// path (`observer.rs`).
+/// path (`observer/`).
 pub(crate) struct RawClient {
     grpc: tonic::client::Grpc<tonic::transport::Channel>,
     to_server: Option<mpsc::Sender<Payload>>,
