@@ -12,7 +12,6 @@ use roster_raft::Rpc;
 use super::members::Hello;
 use super::peer::{ClusterSecret, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL};
 use crate::clock::now_ms;
-use crate::distro::{forward, EphemeralOp};
 use crate::state::AppState;
 
 /// Largest peer message (snapshot chunks are the biggest).
@@ -99,43 +98,14 @@ async fn handle(
     refuse(StatusCode::NOT_FOUND, format!("no peer route {path}"))
 }
 
-/// Distro messages: pushed client states, verification, snapshot, forwarded ops.
+/// Distro messages: pushed client states, verification, snapshot, forwarded ops; each
+/// answered by `Distro::handle`.
 fn distro(app: &AppState, sender: roster_raft::NodeId, kind: &str, body: &[u8]) -> Response {
-    fn reply<T: serde::Serialize>(value: &T) -> Response {
-        rmp_serde::to_vec_named(value)
-            .expect("distro replies serialize")
-            .into_response()
-    }
-    let malformed = |e: rmp_serde::decode::Error| {
-        refuse(
-            StatusCode::BAD_REQUEST,
-            format!("malformed distro message: {e}"),
-        )
-    };
-    match kind {
-        "sync" => match rmp_serde::from_slice(body) {
-            Ok(message) => {
-                app.distro.on_sync(sender, message);
-                reply(&())
-            }
-            Err(e) => malformed(e),
-        },
-        "verify" => match rmp_serde::from_slice(body) {
-            Ok(message) => reply(&app.distro.on_verify(sender, message)),
-            Err(e) => malformed(e),
-        },
-        "snapshot" => reply(&app.distro.on_snapshot()),
-        // Forwarded ops run here, never forwarded again. The answer's format depends on
-        // the route (`distro::forward`): old nodes still forward on the old one.
-        route @ (forward::ROUTE | forward::LEGACY_ROUTE) => {
-            match rmp_serde::from_slice::<EphemeralOp>(body) {
-                Ok(op) => {
-                    let answer = app.distro.apply_local(op, now_ms());
-                    forward::encode_reply(route, &answer).into_response()
-                }
-                Err(e) => malformed(e),
-            }
-        }
-        _ => refuse(StatusCode::NOT_FOUND, format!("no distro route {kind}")),
+    match app.distro.handle(sender, kind, body) {
+        Ok(reply) => reply.into_response(),
+        Err(refusal) => refuse(
+            StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST),
+            refusal.to_string(),
+        ),
     }
 }

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EphemeralOp, OpReply};
-use crate::cluster::peer::PeerClient;
+use super::messages::{EphemeralOp, OpReply};
+use super::transport::Transport;
 use crate::error::{Error, ErrorKind};
-use roster_raft::TransportError;
+use roster_raft::{NodeId, TransportError};
 
 /// The route of this build's answer format.
 pub const ROUTE: &str = "forward2";
@@ -91,30 +91,30 @@ fn unknown_route(e: &TransportError) -> bool {
     matches!(e, TransportError::Refused(_, m) if m.starts_with("404"))
 }
 
-/// Runs `op` on the owner at `addr`: on [`ROUTE`], or on [`LEGACY_ROUTE`] when the owner
-/// does not know it. `Err` when the owner cannot be reached or its answer cannot be read
-/// (then the caller handles the op itself).
-pub async fn call(
-    peers: &PeerClient,
-    addr: &str,
+/// Runs `op` on `owner`: on [`ROUTE`], or on [`LEGACY_ROUTE`] when the owner does not
+/// know it. `Err` when the owner cannot be reached or its answer cannot be read (then the
+/// caller handles the op itself).
+pub async fn call<T: Transport>(
+    transport: &T,
+    owner: NodeId,
     op: &EphemeralOp,
     timeout: Duration,
 ) -> Result<Result<OpReply, Error>, String> {
     let body = rmp_serde::to_vec_named(op).expect("ops serialize");
     let path = format!("distro/{ROUTE}");
-    let (route, bytes) = match peers.post(addr, &path, body.clone(), timeout).await {
+    let (route, bytes) = match transport.post(owner, &path, body.clone(), timeout).await {
         Ok(bytes) => (ROUTE, bytes),
         Err(e) if unknown_route(&e) => {
             let path = format!("distro/{LEGACY_ROUTE}");
-            let bytes = peers
-                .post(addr, &path, body, timeout)
+            let bytes = transport
+                .post(owner, &path, body, timeout)
                 .await
                 .map_err(|e| e.to_string())?;
             (LEGACY_ROUTE, bytes)
         }
         Err(e) => return Err(e.to_string()),
     };
-    decode_reply(route, &bytes).map_err(|e| format!("bad answer from {addr}: {e}"))
+    decode_reply(route, &bytes).map_err(|e| format!("bad answer from node {owner}: {e}"))
 }
 
 #[cfg(test)]
