@@ -10,6 +10,7 @@ mod durability;
 mod grpc;
 mod health_check;
 mod heartbeat;
+mod layering;
 mod nacos_v1;
 mod nacos_v2;
 mod observer;
