@@ -21,7 +21,10 @@ fn modules() -> BTreeMap<String, String> {
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
-    for entry in std::fs::read_dir(dir).expect("server/src is readable").flatten() {
+    for entry in std::fs::read_dir(dir)
+        .expect("server/src is readable")
+        .flatten()
+    {
         let path = entry.path();
         if path.is_dir() {
             collect(root, &path, out);
@@ -71,7 +74,10 @@ fn imports(name: &str, text: &str, all: &BTreeMap<String, String>) -> BTreeSet<S
             .map(|n| parts[..n].join("::"))
             .find(|candidate| all.contains_key(candidate))
     };
-    let parent = |m: &str| m.rsplit_once("::").map_or("crate".to_string(), |(p, _)| p.to_string());
+    let parent = |m: &str| {
+        m.rsplit_once("::")
+            .map_or("crate".to_string(), |(p, _)| p.to_string())
+    };
     // `super::` names the module's parent, whether the module is a `mod.rs` or a leaf
     // file (`a/b/mod.rs` and `a/b.rs` are both `a::b`, whose parent is `a`).
     let base = parent(name);
@@ -193,7 +199,10 @@ fn the_server_crate_keeps_its_layers() {
         }
     }
     for circle in circles(&graph).iter().filter(|c| c.len() > 5) {
-        broken.push(format!("an import circle of {} files: {circle:?}", circle.len()));
+        broken.push(format!(
+            "an import circle of {} files: {circle:?}",
+            circle.len()
+        ));
     }
     for (module, text) in &all {
         let lines = text.lines().count();
