@@ -4,7 +4,8 @@
 //! Modules: [`types`] the openraft type configuration, [`batch`] concurrent proposals
 //! packed into one entry on the leader, [`log_store`] the durable redb log,
 //! [`machine`] the state-machine adapter with on-disk snapshots, [`network`] the peer
-//! transport seam, [`node`] the running node that ties them together.
+//! transport seam, [`node`] the running node that ties them together, [`retry`] patience
+//! with storage errors that pass (out of descriptors, space or memory).
 
 // openraft's trait methods return its (large) `StorageError`; our helpers return the
 // same type rather than box and unbox it at every call.
@@ -15,6 +16,7 @@ pub mod log_store;
 pub mod machine;
 pub mod network;
 pub mod node;
+pub mod retry;
 pub mod types;
 
 pub use machine::StateMachine;

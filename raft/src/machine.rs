@@ -5,12 +5,18 @@
 //! tracks the last applied log id and membership, and keeps the latest snapshot in one
 //! file in the data dir (written to a temp file, fsynced, renamed), so a restart resumes
 //! from snapshot + log.
+//!
+//! Writing that file opens descriptors, so it is where a node out of descriptors failed
+//! first — and openraft stopped Raft, and the node, over it. Transient errors
+//! ([`crate::retry`]) are retried for up to ten minutes instead: nothing waits on a
+//! snapshot, and the log keeps every entry until one is written.
 
 use std::fs;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, RaftSnapshotBuilder, SnapshotMeta, StorageIOError};
@@ -19,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
 use crate::batch;
+use crate::retry;
 use crate::types::{Entry, LogId, NodeId, Payload, StorageError, StoredMembership, TypeConfig};
 
 /// A deterministic state machine replicated by Raft.
@@ -81,6 +88,9 @@ impl<S> Clone for MachineStore<S> {
 
 const SNAPSHOT_FILE: &str = "snapshot.bin";
 
+/// How long writing a snapshot retries transient errors before it fails (and Raft stops).
+const PATIENCE: Duration = Duration::from_secs(600);
+
 impl<S: StateMachine> MachineStore<S> {
     /// Wraps `machine`, restoring it from the snapshot in `dir` if there is one.
     pub fn open(dir: &Path, mut machine: S) -> Result<Self, std::io::Error> {
@@ -112,17 +122,20 @@ impl<S: StateMachine> MachineStore<S> {
         })
     }
 
-    /// Writes `file` atomically: temp file, fsync, rename, fsync of the directory.
-    fn persist(&self, file: &SnapshotFile) -> std::io::Result<()> {
-        let bytes = rmp_serde::to_vec_named(file).map_err(std::io::Error::other)?;
-        let tmp = self.dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-        {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, self.dir.join(SNAPSHOT_FILE))?;
-        fs::File::open(&self.dir)?.sync_all()
+    /// Writes `file` atomically (temp file, fsync, rename, fsync of the directory) on the
+    /// blocking pool, retrying transient errors; each attempt starts the temp file afresh.
+    async fn persist(&self, file: &SnapshotFile) -> Result<(), StorageError> {
+        let bytes = Arc::new(rmp_serde::to_vec_named(file).map_err(snapshot_err)?);
+        retry::with_patience("raft snapshot write", PATIENCE, retry::is_transient, || {
+            let (dir, bytes) = (self.dir.clone(), bytes.clone());
+            async move {
+                tokio::task::spawn_blocking(move || write_snapshot_file(&dir, &bytes))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            }
+        })
+        .await
+        .map_err(snapshot_err)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Applied<S>> {
@@ -130,6 +143,18 @@ impl<S: StateMachine> MachineStore<S> {
         // the poisoned guard so the error surfaces where it happened, not here.
         self.applied.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Writes the snapshot file in `dir`: temp file, fsync, rename, fsync of the directory.
+fn write_snapshot_file(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+    {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, dir.join(SNAPSHOT_FILE))?;
+    fs::File::open(dir)?.sync_all()
 }
 
 /// Decodes one command. A command this build cannot decode was written by a newer
@@ -184,11 +209,7 @@ impl<S: StateMachine> RaftSnapshotBuilder<TypeConfig> for MachineStore<S> {
                 data: applied.machine.snapshot(),
             }
         };
-        let store = self.clone();
-        let file = tokio::task::spawn_blocking(move || store.persist(&file).map(|()| file))
-            .await
-            .map_err(snapshot_err)?
-            .map_err(snapshot_err)?;
+        self.persist(&file).await?;
         let snapshot = Snapshot {
             meta: file.meta.clone(),
             snapshot: Box::new(Cursor::new(file.data.clone())),
@@ -280,11 +301,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for MachineStore<S> {
             applied.last_applied = meta.last_log_id;
             applied.last_membership = meta.last_membership.clone();
         }
-        let store = self.clone();
-        let file = tokio::task::spawn_blocking(move || store.persist(&file).map(|()| file))
-            .await
-            .map_err(snapshot_err)?
-            .map_err(snapshot_err)?;
+        self.persist(&file).await?;
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(file));
         Ok(())
     }

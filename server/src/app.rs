@@ -19,16 +19,19 @@ use roster_raft::NodeId;
 
 use crate::auth::{password, Auth, ADMIN_USERNAME};
 use crate::clock::now_ms;
+use crate::cluster::listener::PeerLimits;
 use crate::cluster::members::{Hello, Members};
 use crate::cluster::parse_members;
 use crate::cluster::peer::{ClusterSecret, PeerClient};
 use crate::cluster::server::PeerState;
+use crate::cluster::tls::PeerTls;
 use crate::config::NodeArgs;
 use crate::distro::Distro;
 use crate::dns::DnsConfig;
 use crate::grpc::connection::Connections;
 use crate::grpc::GrpcServer;
 use crate::health::guard::{EvictionGuard, GuardPolicy};
+use crate::listen::HttpLimits;
 use crate::metrics::Metrics;
 use crate::push::events::Events;
 use crate::push::udp::UdpPush;
@@ -175,9 +178,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     create_private_dir(&args.data_dir)?;
+    check_descriptors(&args);
     let grpc_tls = crate::grpc::tls_config(&args)?;
     let registry = Registry::new();
-    let auth = Auth::new(!args.no_auth, args.token_ttl_secs);
+    let auth = Auth::with_password_checks(
+        !args.no_auth,
+        args.token_ttl_secs,
+        args.max_password_checks as usize,
+    );
     let metrics = Arc::new(Metrics::new());
     let mut raft_config = roster_raft::NodeConfig::new(
         args.node_id,
@@ -185,7 +193,21 @@ pub async fn run(
         args.data_dir.join("raft"),
     );
     raft_config.snapshot_every = args.raft_snapshot_logs;
-    let peer_client = PeerClient::new(args.node_id, plan.secret.clone());
+    let peer_tls = match (&args.peer_tls_cert, &args.peer_tls_key, &args.peer_tls_ca) {
+        (Some(cert), Some(key), Some(ca)) => Some(PeerTls::load(cert, key, ca)?),
+        _ => None,
+    };
+    let peer_limits = PeerLimits {
+        max_connections: args.peer_max_connections as usize,
+        header_timeout: Duration::from_secs(args.peer_header_timeout_secs),
+        idle_timeout: Duration::from_secs(args.peer_idle_timeout_secs),
+    };
+    let peer_client = PeerClient::new(
+        args.node_id,
+        plan.secret.clone(),
+        peer_tls.as_ref().map(|tls| tls.connector.clone()),
+        peer_limits.idle_timeout,
+    );
     let tasks = SyncTasks::default();
     // What the state machine changes of namespaces, users and sync tasks, for the
     // console's event streams.
@@ -201,6 +223,20 @@ pub async fn run(
     .await
     .context("cannot open the raft store")?;
     let http_addr = listeners.http.local_addr()?;
+    // Health checks never probe `--health-check-deny` nor this node's own sockets.
+    let own_sockets = [
+        Some(http_addr),
+        listeners.grpc.local_addr().ok(),
+        listeners.peer.local_addr().ok(),
+        listeners
+            .dns
+            .as_ref()
+            .and_then(|(_, tcp)| tcp.local_addr().ok()),
+    ];
+    let health_deny = crate::health::deny::DenyList::new(
+        &args.health_check_deny,
+        own_sockets.into_iter().flatten(),
+    );
     let connections = Connections::new(args.node_id);
     let members = Members::new(
         Hello {
@@ -257,21 +293,24 @@ pub async fn run(
     let (stop, stopping) = watch::channel(false);
     let mut workers = JoinSet::new();
     {
-        let peer_routes = crate::cluster::server::router(PeerState {
-            secret: plan.secret.clone(),
-            app: state.clone(),
-        });
-        let mut stopping = stopping.clone();
-        let peer_listener = listeners.peer;
-        workers.spawn(async move {
-            let serve =
-                axum::serve(peer_listener, peer_routes).with_graceful_shutdown(async move {
-                    let _ = stopping.changed().await;
-                });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "peer listener failed");
-            }
-        });
+        let peer_state = PeerState::new(
+            plan.secret.clone(),
+            state.clone(),
+            peer_limits.header_timeout,
+        );
+        tracing::info!(
+            addr = %listeners.peer.local_addr()?,
+            tls = peer_tls.is_some(),
+            max_connections = peer_limits.max_connections,
+            "serving the peer channel"
+        );
+        workers.spawn(crate::cluster::listener::serve(
+            listeners.peer,
+            peer_tls.map(|tls| tls.acceptor),
+            peer_limits,
+            peer_state,
+            stopping.clone(),
+        ));
     }
     workers.spawn(
         members
@@ -307,6 +346,11 @@ pub async fn run(
             grpc,
             listeners.grpc,
             grpc_tls,
+            crate::grpc::GrpcLimits {
+                max_connections: args.grpc_max_connections as usize,
+                max_per_ip: args.grpc_max_connections_per_ip as usize,
+                setup_timeout: Duration::from_secs(args.grpc_setup_timeout_secs),
+            },
             stopping.clone(),
         ));
     }
@@ -330,6 +374,7 @@ pub async fn run(
     workers.spawn(crate::health::check::run_checker(
         state.clone(),
         Duration::from_secs(args.health_check_interval_secs),
+        health_deny,
         stopping.clone(),
     ));
     if args.empty_service_ttl_secs > 0 {
@@ -357,18 +402,24 @@ pub async fn run(
 
     tracing::info!(http = %http_addr, peer = %args.peer, data_dir = %args.data_dir.display(), node_id = args.node_id, members = plan.members.len(), "roster node starting");
     let mut failure_rx = failure.clone();
-    let serve = axum::serve(
+    let http_limits = HttpLimits {
+        max_connections: args.http_max_connections as usize,
+        header_timeout: Duration::from_secs(args.http_header_timeout_secs),
+        idle_timeout: Duration::from_secs(args.http_idle_timeout_secs),
+    };
+    crate::listen::serve_http(
         listeners.http,
         crate::api::service(state, args.console_dir.clone()),
+        http_limits,
+        async move {
+            tokio::select! {
+                _ = shutdown => tracing::info!("shutting down"),
+                _ = failure_rx.wait_for(|f| f.is_some()) => {}
+            }
+            closing.send_replace(true);
+        },
     )
-    .with_graceful_shutdown(async move {
-        tokio::select! {
-            _ = shutdown => tracing::info!("shutting down"),
-            _ = failure_rx.wait_for(|f| f.is_some()) => {}
-        }
-        closing.send_replace(true);
-    });
-    serve.await.context("http server failed")?;
+    .await;
 
     stop.send_replace(true);
     // Workers see `stop` and return; a client that holds a connection open does not get
@@ -386,6 +437,26 @@ pub async fn run(
     match failure {
         Some(reason) => anyhow::bail!(reason),
         None => Ok(()),
+    }
+}
+
+/// Raises the descriptor limit to the hard limit and warns when the connection caps
+/// exceed it: past it, the listeners wait for descriptors to free (and Raft retries its
+/// writes) instead of refusing connections cleanly.
+fn check_descriptors(args: &NodeArgs) {
+    let Some(limit) = crate::listen::raise_descriptor_limit() else {
+        return;
+    };
+    let caps = args.http_max_connections + args.grpc_max_connections;
+    if caps >= limit {
+        tracing::warn!(
+            descriptors = limit,
+            http_max_connections = args.http_max_connections,
+            grpc_max_connections = args.grpc_max_connections,
+            "the connection caps exceed the descriptor limit (ulimit -n); raise it, or lower the caps"
+        );
+    } else {
+        tracing::debug!(descriptors = limit, "descriptor limit");
     }
 }
 

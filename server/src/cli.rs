@@ -1,11 +1,11 @@
-//! Client subcommands: `roster cluster status|add|remove` and `roster sync
-//! add|list|status|pause|resume|delete` talk to a node's HTTP API with the given
-//! credentials and print text or JSON.
+//! Client subcommands: `roster cluster status|add|remove`, `roster sync
+//! add|list|status|pause|resume|delete` and `roster auth rotate-key` talk to a node's
+//! HTTP API with the given credentials and print text or JSON.
 
 use anyhow::{bail, Context};
 
 use crate::cluster::view::ClusterView;
-use crate::config::{ClientArgs, ClusterAction, OutputFormat, SyncAction};
+use crate::config::{AuthAction, ClientArgs, ClusterAction, OutputFormat, SyncAction};
 
 /// A node's HTTP API, logged in when a password is given.
 struct Api {
@@ -159,6 +159,37 @@ pub async fn sync(action: SyncAction, client: ClientArgs) -> anyhow::Result<()> 
             value["removedInstances"]
         ),
         _ => print_task(&value),
+    }
+    Ok(())
+}
+
+/// Runs `roster auth ...`.
+pub async fn auth(action: AuthAction, client: ClientArgs) -> anyhow::Result<()> {
+    let api = Api::connect(&client).await?;
+    let AuthAction::RotateKey { drop_previous } = action;
+    let path = format!(
+        "/api/v1/auth/rotate-key?{}",
+        query(&[("dropPrevious", drop_previous.to_string())])
+    );
+    let body = api.send(api.request(reqwest::Method::POST, &path)).await?;
+    let value: serde_json::Value = serde_json::from_str(&body).context("unexpected answer")?;
+    if client.output == OutputFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!(
+        "rotated the token signing key: new key {}",
+        value["keyId"].as_str().unwrap_or("?")
+    );
+    let previous = value["previousKeyId"].as_str().unwrap_or("-");
+    match value["previousValidUntil"].as_u64() {
+        Some(until) => {
+            let left = until.saturating_sub(crate::clock::now_ms() / 1000);
+            println!(
+                "tokens signed by key {previous} are accepted for {left} s more, until they expire"
+            );
+        }
+        None => println!("tokens signed by key {previous} or older are no longer accepted"),
     }
     Ok(())
 }

@@ -50,6 +50,33 @@ pub enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Manage authentication cluster-wide, through any node's HTTP API.
+    Auth {
+        /// What to do.
+        #[command(subcommand)]
+        action: AuthAction,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+/// `roster auth` actions.
+#[derive(Debug, Subcommand)]
+pub enum AuthAction {
+    /// Replace the token signing key on every node. Tokens signed by the old key keep
+    /// working until they expire (at most a token lifetime); new tokens use the new key.
+    RotateKey {
+        /// Stop accepting every token signed by an older key at once (when a key may
+        /// have leaked); every client logs in again.
+        #[arg(long)]
+        drop_previous: bool,
+    },
+}
+
+/// The default of `--max-password-checks`: one per core.
+fn default_password_checks() -> u32 {
+    crate::auth::password::PasswordChecks::default_max() as u32
 }
 
 /// `roster sync` actions.
@@ -217,6 +244,32 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_GRPC_TLS_OPTIONAL", requires = "grpc_tls_cert")]
     pub grpc_tls_optional: bool,
 
+    /// Most HTTP connections open at once; a new one beyond is closed at once.
+    #[arg(long, env = "ROSTER_HTTP_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_max_connections: u64,
+
+    /// Seconds an HTTP request head may take from its first byte (a new connection's
+    /// first head, from connecting); the connection is closed when it runs out.
+    #[arg(long, env = "ROSTER_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_header_timeout_secs: u64,
+
+    /// Seconds an HTTP keep-alive connection may sit idle between requests.
+    #[arg(long, env = "ROSTER_HTTP_IDLE_TIMEOUT_SECS", default_value_t = 60, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_idle_timeout_secs: u64,
+
+    /// Most gRPC connections open at once; a new one beyond is closed at once.
+    #[arg(long, env = "ROSTER_GRPC_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_max_connections: u64,
+
+    /// Most gRPC connections open at once from one client IP.
+    #[arg(long, env = "ROSTER_GRPC_MAX_CONNECTIONS_PER_IP", default_value_t = 500, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_max_connections_per_ip: u64,
+
+    /// Seconds a gRPC connection may go without a set-up client (Nacos'
+    /// `ConnectionSetupRequest`): from connecting, and after its stream ends.
+    #[arg(long, env = "ROSTER_GRPC_SETUP_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_setup_timeout_secs: u64,
+
     /// Serve the web console from this directory (a `console-ui/dist` build) instead of
     /// the one built into the binary: for console development.
     #[arg(long, env = "ROSTER_CONSOLE_DIR", value_name = "DIR")]
@@ -230,6 +283,48 @@ pub struct NodeArgs {
         value_name = "ADDR"
     )]
     pub peer: SocketAddr,
+
+    /// Serve and speak the peer channel over mutual TLS with this certificate chain
+    /// (PEM), which must name this node's `--members` host; needs `--peer-tls-key` and
+    /// `--peer-tls-ca`. Without it, messages are still encrypted under the cluster secret.
+    #[arg(
+        long,
+        env = "ROSTER_PEER_TLS_CERT",
+        value_name = "FILE",
+        requires_all = ["peer_tls_key", "peer_tls_ca"]
+    )]
+    pub peer_tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of `--peer-tls-cert`.
+    #[arg(
+        long,
+        env = "ROSTER_PEER_TLS_KEY",
+        value_name = "FILE",
+        requires = "peer_tls_cert"
+    )]
+    pub peer_tls_key: Option<PathBuf>,
+
+    /// The cluster's CA (PEM): peers' certificates, server and client, must be signed by it.
+    #[arg(
+        long,
+        env = "ROSTER_PEER_TLS_CA",
+        value_name = "FILE",
+        requires = "peer_tls_cert"
+    )]
+    pub peer_tls_ca: Option<PathBuf>,
+
+    /// Most connections the peer listener keeps open at once; more are closed at once.
+    #[arg(long, env = "ROSTER_PEER_MAX_CONNECTIONS", default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub peer_max_connections: u64,
+
+    /// Seconds a peer connection gets for its TLS handshake and each request head (and
+    /// for any stall in a message body).
+    #[arg(long, env = "ROSTER_PEER_HEADER_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub peer_header_timeout_secs: u64,
+
+    /// Seconds a peer connection may sit idle between requests before it is closed.
+    #[arg(long, env = "ROSTER_PEER_IDLE_TIMEOUT_SECS", default_value_t = 60, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub peer_idle_timeout_secs: u64,
 
     /// Directory for the Raft log, snapshots and the initial admin password.
     #[arg(
@@ -287,6 +382,11 @@ pub struct NodeArgs {
     )]
     pub token_ttl_secs: u64,
 
+    /// Most argon2 password checks (and hashes) running at once, ~19 MiB each. A check
+    /// that waits 2 s for a turn is answered 429. Default: one per core.
+    #[arg(long, env = "ROSTER_MAX_PASSWORD_CHECKS", default_value_t = default_password_checks(), value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_password_checks: u32,
+
     /// Remove services that have no instances and no stored settings after this many
     /// seconds (0 keeps them; Nacos removes them after 60 s without a way to stop it).
     #[arg(
@@ -313,6 +413,16 @@ pub struct NodeArgs {
     /// Seconds between health checks of persistent instances (TCP or HTTP, per cluster).
     #[arg(long, env = "ROSTER_HEALTH_CHECK_INTERVAL_SECS", default_value_t = 5, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub health_check_interval_secs: u64,
+
+    /// Networks health checks never connect to, comma-separated CIDRs (empty: none).
+    /// This node's own listening sockets are never probed either, whatever this says.
+    #[arg(
+        long,
+        env = "ROSTER_HEALTH_CHECK_DENY",
+        default_value = crate::health::deny::DEFAULT_DENY,
+        value_name = "CIDRS"
+    )]
+    pub health_check_deny: crate::health::deny::DenyNets,
 
     /// Seconds between Distro verification rounds (owners confirm their clients to
     /// peers; a copy unconfirmed for three rounds is dropped).
@@ -473,6 +583,47 @@ mod tests {
         assert!(cli.node.no_auth);
         let cli = parse_from(["roster", "--config", p, "--http", "127.0.0.1:9001"]).unwrap();
         assert_eq!(cli.node.http.port(), 9001);
+    }
+
+    #[test]
+    fn health_check_deny_takes_networks() {
+        let cli = parse_from(["roster"]).unwrap();
+        assert_eq!(
+            cli.node.health_check_deny.to_string(),
+            "169.254.0.0/16,fe80::/10"
+        );
+        let cli = parse_from(["roster", "--health-check-deny", "10.0.0.0/8, 127.0.0.2"]).unwrap();
+        assert_eq!(
+            cli.node.health_check_deny.to_string(),
+            "10.0.0.0/8,127.0.0.2/32"
+        );
+        let cli = parse_from(["roster", "--health-check-deny", ""]).unwrap();
+        assert!(cli.node.health_check_deny.0.is_empty());
+        let err = parse_from(["roster", "--health-check-deny", "10.0.0.0/99"]).unwrap_err();
+        assert!(err.to_string().contains("10.0.0.0/99"), "{err}");
+    }
+
+    #[test]
+    fn peer_tls_takes_all_three_files_and_peer_limits_have_defaults() {
+        let cli = parse_from(["roster"]).unwrap();
+        assert!(cli.node.peer_tls_cert.is_none());
+        assert_eq!(cli.node.peer_max_connections, 1024);
+        assert_eq!(cli.node.peer_header_timeout_secs, 10);
+        assert_eq!(cli.node.peer_idle_timeout_secs, 60);
+        let all = [
+            "roster",
+            "--peer-tls-cert",
+            "c.pem",
+            "--peer-tls-key",
+            "k.pem",
+            "--peer-tls-ca",
+            "ca.pem",
+        ];
+        assert!(parse_from(all).unwrap().node.peer_tls_ca.is_some());
+        assert!(parse_from(&all[..5]).is_err(), "no CA");
+        assert!(parse_from(&all[..3]).is_err(), "no key, no CA");
+        assert!(parse_from(["roster", "--peer-tls-ca", "ca.pem"]).is_err());
+        assert!(parse_from(["roster", "--peer-idle-timeout-secs", "0"]).is_err());
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub enum ErrorKind {
     Forbidden,
     /// The request body is larger than allowed.
     TooLarge,
+    /// A bounded resource is exhausted for now (password checks): retry shortly.
+    TooManyRequests,
     /// Not now: no leader, not ready, a peer unreachable. Retry.
     Unavailable,
     /// A bug or an environment failure; logged, never detailed to the client.
@@ -140,6 +142,7 @@ impl Error {
             ErrorKind::ServiceNotFound | ErrorKind::InstanceNotFound | ErrorKind::NotFound => 404,
             ErrorKind::Conflict => 409,
             ErrorKind::TooLarge => 413,
+            ErrorKind::TooManyRequests => 429,
             ErrorKind::Internal => 500,
             ErrorKind::Unavailable => 503,
         }
@@ -162,6 +165,8 @@ impl Error {
             ErrorKind::Conflict => (20005, "resource conflict"),
             ErrorKind::Unauthenticated | ErrorKind::Forbidden => (10001, "access denied"),
             ErrorKind::Unavailable => (23000, "illegal state"),
+            // Nacos has no code for it; 10xxx are its access codes, 429 as in HTTP.
+            ErrorKind::TooManyRequests => (10429, "too many requests"),
             ErrorKind::Internal => (30000, "server error"),
         }
     }
@@ -231,6 +236,9 @@ impl From<ProposeError> for Error {
             ProposeError::Rejected(r @ Rejection::DeleteAdmin(_)) => {
                 Self::bad_request(r.to_string())
             }
+            ProposeError::Rejected(r @ Rejection::NotBootstrapped) => {
+                Self::unavailable(r.to_string())
+            }
             ProposeError::Unavailable(m) => Self::unavailable(m),
         }
     }
@@ -240,7 +248,8 @@ impl From<AuthError> for Error {
     fn from(e: AuthError) -> Self {
         let kind = match e {
             AuthError::Missing => ErrorKind::Unauthenticated,
-            AuthError::NotBootstrapped => ErrorKind::Unavailable,
+            AuthError::NotBootstrapped | AuthError::Interrupted => ErrorKind::Unavailable,
+            AuthError::TooManyChecks => ErrorKind::TooManyRequests,
             AuthError::BadCredentials | AuthError::InvalidToken | AuthError::ExpiredToken => {
                 ErrorKind::Forbidden
             }
@@ -284,6 +293,7 @@ mod tests {
             (AuthError::Missing.into(), 401, 10001),
             (AuthError::ExpiredToken.into(), 403, 10001),
             (Error::unavailable("no leader"), 503, 23000),
+            (AuthError::TooManyChecks.into(), 429, 10429),
         ];
         for (e, status, code) in cases {
             assert_eq!(e.http_status(), status, "{e:?}");

@@ -16,7 +16,8 @@
 //!   console's), [`grpc`] the Nacos 2.x gRPC protocol, [`dns`] the DNS interface; and
 //!   [`imports`] the sync task runner.
 //! - [`app`] the wiring: binds the faces to the state and runs the workers; [`config`]
-//!   flags and config file; [`cli`] the client subcommands.
+//!   flags and config file; [`cli`] the client subcommands; [`listen`] the HTTP and gRPC
+//!   listeners' connection caps, accept backoff and HTTP connection timeouts.
 
 pub mod api;
 pub mod app;
@@ -32,6 +33,7 @@ pub mod grpc;
 pub mod hash;
 pub mod health;
 pub mod imports;
+pub mod listen;
 pub mod metrics;
 pub mod naming;
 pub mod push;

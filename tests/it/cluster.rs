@@ -1,6 +1,9 @@
 //! Three-node clusters of real processes: persistent writes through any node, leader and
 //! follower crashes mid-stream, snapshot catch-up, minorities that cannot commit,
-//! membership changes and the peer channel's authentication.
+//! membership changes and the peer channel's authentication; [`peer_channel`]: replays,
+//! unauthenticated bodies, connection limits, what the wire shows, mutual TLS.
+
+mod peer_channel;
 
 use std::collections::BTreeSet;
 use std::process::Command;

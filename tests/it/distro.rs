@@ -95,6 +95,18 @@ fn registrations_reach_every_node_within_two_seconds() {
             "/nacos/v1/ns/instance?serviceName=mixed&ip=127.30.1.1&port=80&ephemeral=false",
         )
         .expect(200);
+    // Every node, the owner included, has applied the persistent instance (Raft) before
+    // the ephemeral registration arrives there.
+    for node in &c.nodes {
+        eventually(Duration::from_secs(5), || {
+            let a = addrs(node, "serviceName=mixed");
+            if a.contains("127.30.1.1:80") {
+                Ok(())
+            } else {
+                Err(format!("{a:?}"))
+            }
+        });
+    }
     let elsewhere = (2..40)
         .map(|i| format!("127.30.1.{i}"))
         .find(|ip| owner(&c, 0, &format!("{ip}:80")) != 0)

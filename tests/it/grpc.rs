@@ -573,3 +573,45 @@ fn a_graceful_shutdown_moves_grpc_clients_to_other_nodes() {
     );
     drop(naming);
 }
+
+#[test]
+fn grpc_registrations_follow_the_address_rules() {
+    let node = Node::start();
+    let token = node.token();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = RawClient::connect(&grpc_addr(&node)).await;
+        c.open_stream().await;
+        c.send("ConnectionSetupRequest", json!({"clientVersion":"Roster-Test:v1","tenant":"","labels":{},"abilityTable":{}})).await;
+        c.expect("SetupAckRequest", Duration::from_secs(5)).await;
+        for bad in ["999.1.1.1", "1.1.1", "127.000.000.001"] {
+            // `inet_aton` reads `1.1.1` as an address off this machine: it is never
+            // tried persistent (persistent instances are probed).
+            let kinds: &[&str] = if bad == "1.1.1" { &["InstanceRequest"] } else { &["InstanceRequest", "PersistentInstanceRequest"] };
+            for kind in kinds {
+                let (reply, body) = c.unary(kind, register_body("addr", bad, 80), Some(&token)).await;
+                assert!(
+                    reply == "ErrorResponse" && body["errorCode"] == 400 && body["message"].as_str().unwrap().contains("'instance.ip'"),
+                    "{kind} {bad}: {body}"
+                );
+            }
+            let batch = json!({"namespace":"public","serviceName":"addr","groupName":"DEFAULT_GROUP","type":"batchRegisterInstance",
+                               "instances":[{"ip":"127.81.0.1","port":80},{"ip":bad,"port":81}]});
+            let (reply, body) = c.unary("BatchInstanceRequest", batch, Some(&token)).await;
+            assert!(reply == "ErrorResponse" && body["errorCode"] == 400, "batch {bad}: {body}");
+        }
+        assert_eq!(http_ips(&node, "serviceName=addr"), Vec::<String>::new());
+        // The uncompressed spelling of ::1 is kept as "::1", ephemeral and persistent.
+        let (reply, body) = c.unary("InstanceRequest", register_body("addr", "0:0:0:0:0:0:0:1", 80), Some(&token)).await;
+        assert_eq!(reply, "InstanceResponse", "{body}");
+        assert_eq!(http_ips(&node, "serviceName=addr"), ["::1:80"]);
+        let (reply, body) = c.unary("PersistentInstanceRequest", register_body("addr6", "0000:0000:0000:0000:0000:0000:0000:0001", 81), Some(&token)).await;
+        assert_eq!(reply, "InstanceResponse", "{body}");
+        assert_eq!(http_ips(&node, "serviceName=addr6"), ["::1:81"]);
+        // A body that is not UTF-8 JSON is refused with a 400, not read lossily.
+        let bad = Payload { body: Some(Any { type_url: String::new(), value: b"{\"serviceName\":\"a\xff\"}".to_vec() }), ..payload("InstanceRequest", &json!({}), Some(&token)) };
+        let (kind, body) = decode(&c.try_unary(bad).await.unwrap());
+        assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(400)));
+        c.close_stream();
+    });
+}

@@ -1,5 +1,6 @@
 //! roster's black-box tests: one binary, real `roster` processes, real clients.
 
+mod abuse;
 mod addresses;
 mod auth;
 mod clients;
@@ -11,6 +12,7 @@ mod grpc;
 mod health_check;
 mod heartbeat;
 mod layering;
+mod limits;
 mod nacos_v1;
 mod nacos_v2;
 mod observer;

@@ -223,3 +223,46 @@ fn errors_carry_v2_codes_and_change_nothing() {
     let body = r.json();
     assert_eq!(body["code"], 10001, "{body}");
 }
+
+#[test]
+fn bad_addresses_and_bytes_that_are_not_utf8_get_v2_errors() {
+    let node = Node::start();
+    for bad in ["999.1.1.1", "1.1.1", "127.000.000.001"] {
+        let r = node
+            .call_form(
+                "POST",
+                "/nacos/v2/ns/instance",
+                &format!("serviceName=v2addr&ip={bad}&port=80"),
+            )
+            .expect(400)
+            .json();
+        assert_eq!(r["code"], 20002, "{r}");
+        assert!(r["data"].as_str().unwrap().contains("'ip'"), "{r}");
+    }
+    let r = node
+        .call_form(
+            "POST",
+            "/nacos/v2/ns/instance",
+            "serviceName=v2%FFaddr&ip=127.0.0.1&port=80",
+        )
+        .expect(400)
+        .json();
+    assert!(r["data"].as_str().unwrap().contains("'serviceName'"), "{r}");
+    let list = node
+        .call("GET", "/nacos/v2/ns/service/list?pageNo=1&pageSize=100")
+        .expect(200)
+        .json();
+    assert_eq!(list["data"]["count"], 0, "{list}");
+    // IPv6 is kept in one spelling.
+    node.call_form(
+        "POST",
+        "/nacos/v2/ns/instance",
+        "serviceName=v2six&ip=0%3A0%3A0%3A0%3A0%3A0%3A0%3A1&port=80",
+    )
+    .expect(200);
+    let v = node
+        .call("GET", "/nacos/v2/ns/instance/list?serviceName=v2six")
+        .expect(200)
+        .json();
+    assert_eq!(v["data"]["hosts"][0]["ip"], "::1", "{v}");
+}

@@ -250,3 +250,105 @@ fn subscribers_expire_when_they_stop_querying() {
         }
     });
 }
+
+/// A user who is not an admin, and their token.
+fn plain_user_token(node: &Node) -> String {
+    node.call(
+        "POST",
+        "/nacos/v1/auth/users?username=pusher&password=pusher-pass-1",
+    )
+    .expect(200);
+    let r = node
+        .raw(
+            "POST",
+            "/nacos/v1/auth/login?username=pusher&password=pusher-pass-1",
+            &[],
+            None,
+        )
+        .expect(200);
+    r.json()["accessToken"].as_str().unwrap().to_string()
+}
+
+/// Two UDP sockets on the same port, one on 127.0.0.1 and one on 127.0.0.2.
+fn socket_pair() -> (UdpSocket, UdpSocket) {
+    for _ in 0..50 {
+        let there = UdpSocket::bind("127.0.0.2:0").unwrap();
+        let port = there.local_addr().unwrap().port();
+        if let Ok(here) = UdpSocket::bind(("127.0.0.1", port)) {
+            return (here, there);
+        }
+    }
+    panic!("no UDP port free on both 127.0.0.1 and 127.0.0.2");
+}
+
+fn subscribe_as(node: &Node, token: &str, service: &str, client_ip: &str, port: u16) {
+    node.raw(
+        "GET",
+        &format!("/nacos/v1/ns/instance/list?serviceName={service}&udpPort={port}&clientIP={client_ip}&accessToken={token}"),
+        &[("user-agent", JAVA_AGENT)],
+        None,
+    )
+    .expect(200);
+}
+
+#[test]
+fn pushes_go_only_to_the_address_the_query_came_from() {
+    let node = Node::start();
+    let token = plain_user_token(&node);
+    let (here, there) = socket_pair();
+    let port = here.local_addr().unwrap().port();
+    // The query comes from 127.0.0.1 and names 127.0.0.2: the pushes come here.
+    subscribe_as(&node, &token, "aimed", "127.0.0.2", port);
+    let subs = node
+        .call("GET", "/nacos/v1/ns/service/subscribers?serviceName=aimed")
+        .expect(200)
+        .json();
+    assert_eq!(subs["count"], 1, "{subs}");
+    assert_eq!(subs["subscribers"][0]["ip"], "127.0.0.1", "{subs}");
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=aimed&ip=127.19.0.1&port=80",
+    )
+    .expect(200);
+    let (packet, from, _) =
+        receive(&here, Duration::from_secs(5)).expect("a push to the requester");
+    ack(&here, &packet, from);
+    // Nothing at the address the query named, resends included (1 s, 2 s, 4 s).
+    assert!(
+        receive(&there, Duration::from_secs(3)).is_none(),
+        "a push went to the clientIP the query named"
+    );
+    // An admin may subscribe another address (an agent behind a proxy).
+    subscribe_as(&node, &node.token(), "aimed-admin", "127.0.0.2", port);
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=aimed-admin&ip=127.19.0.2&port=80",
+    )
+    .expect(200);
+    let (packet, from, _) =
+        receive(&there, Duration::from_secs(5)).expect("a push where the admin said");
+    ack(&there, &packet, from);
+    // Ports outside 1..=65535 are refused; 0 subscribes nothing.
+    for bad in ["-1", "65536", "abc"] {
+        let r = node.call(
+            "GET",
+            &format!(
+                "/nacos/v1/ns/instance/list?serviceName=aimed&udpPort={bad}&clientIP=127.0.0.1"
+            ),
+        );
+        assert!(
+            r.status == 400 && r.body.contains("udpPort"),
+            "{bad}: {}",
+            r.body
+        );
+    }
+    subscribe_as(&node, &token, "aimed-zero", "127.0.0.1", 0);
+    let subs = node
+        .call(
+            "GET",
+            "/nacos/v1/ns/service/subscribers?serviceName=aimed-zero",
+        )
+        .expect(200)
+        .json();
+    assert_eq!(subs["count"], 0, "{subs}");
+}

@@ -341,6 +341,11 @@ impl Node {
         self.child.is_some()
     }
 
+    /// The process id of the running node (for `/proc/<pid>/status` and the like).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("node is running").id()
+    }
+
     /// Freezes the process (SIGSTOP): it keeps its sockets but answers nothing.
     pub fn pause(&self) {
         self.signal("-STOP");

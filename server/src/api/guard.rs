@@ -100,6 +100,7 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
     } else {
         (Params::parse(query, None), body)
     };
+    let params = params.map_err(|e| refuse(parts.uri.path(), e))?;
     let path = parts.uri.path();
     let mut identity = None;
     if !OPS_PATHS.contains(&path) {

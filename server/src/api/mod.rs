@@ -11,11 +11,12 @@ pub mod nacos_v2;
 pub mod ops;
 pub mod params;
 pub mod pick;
+pub mod signing_key;
 pub mod sync;
 
-use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -49,18 +50,24 @@ pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Fron
         .merge(pick::routes())
         .merge(sync::routes())
         .merge(events::routes())
+        .merge(signing_key::routes())
         .fallback(nacos::no_such_api)
         .with_state(state.clone());
-    Front(Arc::new(Parts {
-        state,
-        api,
-        console: roster_console_ui::router(console_dir),
-    }))
+    Front(
+        Arc::new(Parts {
+            state,
+            api,
+            console: roster_console_ui::router(console_dir),
+        }),
+        None,
+    )
 }
 
-/// The HTTP service [`service`] builds. Cheap to clone (one reference count).
+/// The HTTP service [`service`] builds. Cheap to clone (one reference count). Each
+/// connection gets a copy with its peer address, which UDP push subscriptions go to:
+/// handed to the hot routes as an argument, to routed handlers as `ConnectInfo`.
 #[derive(Clone)]
-pub struct Front(Arc<Parts>);
+pub struct Front(Arc<Parts>, Option<SocketAddr>);
 
 struct Parts {
     state: AppState,
@@ -88,16 +95,23 @@ impl Service<Request> for Front {
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        let front = self.0.clone();
+        let (front, peer) = (self.0.clone(), self.1);
         if is_console(req.uri().path()) {
             return Box::pin(async move { front.console.clone().call(req).await });
         }
-        Box::pin(async move { Ok(front.serve_api(req).await) })
+        Box::pin(async move { Ok(front.serve_api(req, peer).await) })
     }
 }
 
-/// `axum::serve` asks for a service per connection: the same one.
-impl<L: Listener> Service<IncomingStream<'_, L>> for Front {
+/// `listen::serve_http` serves each connection with a copy that knows its peer.
+impl crate::listen::ForPeer for Front {
+    fn for_peer(&self, peer: SocketAddr) -> Front {
+        Front(self.0.clone(), Some(peer))
+    }
+}
+
+/// `axum::serve` asks for a service per connection: the same one, with the peer's address.
+impl<L: Listener<Addr = SocketAddr>> Service<IncomingStream<'_, L>> for Front {
     type Response = Front;
     type Error = Infallible;
     type Future = std::future::Ready<Result<Front, Infallible>>;
@@ -106,30 +120,35 @@ impl<L: Listener> Service<IncomingStream<'_, L>> for Front {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _stream: IncomingStream<'_, L>) -> Self::Future {
-        std::future::ready(Ok(self.clone()))
+    fn call(&mut self, stream: IncomingStream<'_, L>) -> Self::Future {
+        std::future::ready(Ok(Front(self.0.clone(), Some(*stream.remote_addr()))))
     }
 }
 
 impl Parts {
     /// An API request: the guard, then the route with a limited body, counted and timed
     /// (requests the guard refuses are not counted: their paths are anyone's choice).
-    async fn serve_api(&self, req: Request) -> Response {
+    async fn serve_api(&self, req: Request, peer: Option<SocketAddr>) -> Response {
         let admitted = match guard::admit(&self.state, req).await {
             Ok(admitted) => admitted,
             Err(refusal) => return refusal,
         };
         // The path outlives the request this way: a clone of the `Uri` shares its bytes.
         let uri = admitted.req.uri().clone();
-        let method = method_label(admitted.req.method());
+        let method = crate::metrics::http_method_label(admitted.req.method());
         let started = Instant::now();
         let response = match Hot::route(admitted.req.method(), uri.path()) {
-            Some(hot) => self.serve_hot(hot, admitted).await,
+            Some(hot) => self.serve_hot(hot, admitted, peer).await,
             None => {
                 let limit = self.state.limits.max_body_bytes;
                 // A body the guard buffered is within the limit already, and an empty one
                 // needs no wrapper; any other is cut at the limit as it is read (413).
-                let req = admitted.into_request().map(|body| {
+                let mut req = admitted.into_request();
+                if let Some(peer) = peer {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                }
+                let req = req.map(|body| {
                     if body.size_hint().exact() == Some(0) {
                         body
                     } else {
@@ -145,13 +164,17 @@ impl Parts {
     }
 
     /// A hot route: its handler called directly, with the parameters the guard parsed.
-    async fn serve_hot(&self, hot: Hot, admitted: Admitted) -> Response {
+    async fn serve_hot(&self, hot: Hot, admitted: Admitted, peer: Option<SocketAddr>) -> Response {
         use nacos::instance;
         let state = axum::extract::State(self.state.clone());
         match hot {
             Hot::List => {
-                let agent = instance::Agent::of(admitted.req.headers());
-                instance::list(state, agent, admitted.params)
+                let requester = instance::Requester::new(
+                    admitted.req.headers(),
+                    peer,
+                    admitted.identity.as_ref(),
+                );
+                instance::list(state, requester, admitted.params)
                     .await
                     .into_response()
             }
@@ -162,13 +185,7 @@ impl Parts {
         }
     }
 
-    fn record(
-        &self,
-        route: &str,
-        method: Cow<'static, str>,
-        started: Instant,
-        response: &Response,
-    ) {
+    fn record(&self, route: &str, method: &'static str, started: Instant, response: &Response) {
         let route = if response.extensions().get::<Unmatched>().is_some() {
             "unmatched"
         } else {
@@ -216,21 +233,11 @@ impl Hot {
 pub struct Unmatched;
 
 /// The route a path is counted under: the path itself for the static routes, the
-/// pattern for the sync task routes (the only ones with a parameter).
+/// pattern for the sync task routes (the only ones with a parameter). A closed set: a
+/// path no route matched is counted as `unmatched` (see [`Unmatched`]), and the guard
+/// lets anonymous callers reach only a fixed list of paths.
 fn route_label(path: &str) -> &str {
     sync::route_pattern(path).unwrap_or(path)
-}
-
-/// The method label: borrowed for the standard methods.
-fn method_label(method: &Method) -> Cow<'static, str> {
-    const STANDARD: [&str; 9] = [
-        "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "CONNECT", "TRACE",
-    ];
-    let name = method.as_str();
-    match STANDARD.iter().find(|m| **m == name) {
-        Some(m) => Cow::Borrowed(m),
-        None => Cow::Owned(name.to_string()),
-    }
 }
 
 #[cfg(test)]

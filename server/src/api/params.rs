@@ -1,6 +1,7 @@
 //! Request parameters as Nacos reads them: query string and urlencoded body merged (the
 //! query first), on every method. Parsed once per request by the guard and handed to
-//! handlers through request extensions; validation helpers name the field and the problem.
+//! handlers through request extensions; a key or value that is not UTF-8 is refused
+//! there, for every route. Validation helpers name the field and the problem.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -37,9 +38,11 @@ struct Decoded {
 
 impl Decoded {
     /// Decodes `inputs` (each `application/x-www-form-urlencoded`) as `form_urlencoded`
-    /// does, but into one buffer: `+` is a space, `%XX` a byte (other `%`s stay), and
-    /// text that is not UTF-8 is replaced lossily, per key and value.
-    fn new(inputs: &[&[u8]]) -> Self {
+    /// does, but into one buffer: `+` is a space, `%XX` a byte (other `%`s stay).
+    /// Every key and value must be UTF-8 on its own: the first that is not is refused,
+    /// named (a value by its key, a key as it was sent), rather than replaced lossily,
+    /// which would make `bad%FF` and `bad%FE` one and the same `bad\u{FFFD}`.
+    fn new(inputs: &[&[u8]]) -> Result<Self, Error> {
         let mut bytes = Vec::with_capacity(inputs.iter().map(|i| i.len()).sum());
         let mut spans = SmallVec::new();
         for (key, value) in inputs.iter().flat_map(|i| pairs_of(i)) {
@@ -49,29 +52,35 @@ impl Decoded {
             percent_decode(&mut bytes, value);
             spans.push((key_start, value_start, bytes.len()));
         }
-        match String::from_utf8(bytes) {
-            Ok(text) => Self { text, spans },
-            Err(e) => Self::lossy(&e.into_bytes(), &spans),
+        // One check of the whole text; then each part is UTF-8 exactly when it starts
+        // and ends on character boundaries (`%E4%B8=%AD` is UTF-8 only as a whole).
+        let text = String::from_utf8(bytes).map_err(|e| Self::refusal(e.as_bytes(), &spans))?;
+        let whole = |&(k, v, end): &(usize, usize, usize)| {
+            text.is_char_boundary(k) && text.is_char_boundary(v) && text.is_char_boundary(end)
+        };
+        if !spans.iter().all(whole) {
+            return Err(Self::refusal(text.as_bytes(), &spans));
         }
+        Ok(Self { text, spans })
     }
 
-    /// [`Decoded::new`]'s bytes when they are not UTF-8 (rare): each key and value
-    /// replaced lossily on its own, as `form_urlencoded` does.
-    fn lossy(bytes: &[u8], spans: &[(usize, usize, usize)]) -> Self {
-        let mut text = String::with_capacity(bytes.len());
-        let push = |text: &mut String, part: &[u8]| {
-            text.push_str(&String::from_utf8_lossy(part));
-            text.len()
-        };
-        let spans = spans
-            .iter()
-            .map(|&(key, value, end)| {
-                let key_start = text.len();
-                let value_start = push(&mut text, &bytes[key..value]);
-                (key_start, value_start, push(&mut text, &bytes[value..end]))
-            })
-            .collect();
-        Self { text, spans }
+    /// The error for the first key or value in `bytes` that is not UTF-8 on its own.
+    fn refusal(bytes: &[u8], spans: &[(usize, usize, usize)]) -> Error {
+        let utf8 = |part: &[u8]| std::str::from_utf8(part).is_ok();
+        for &(k, v, end) in spans {
+            let key = &bytes[k..v];
+            if !utf8(key) {
+                return Error::bad_request(format!(
+                    "A parameter name is not valid UTF-8: '{}'.",
+                    escape(key)
+                ));
+            }
+            if !utf8(&bytes[v..end]) {
+                let name = std::str::from_utf8(key).expect("checked above");
+                return Error::illegal(name, "its value is not valid UTF-8.");
+            }
+        }
+        Error::bad_request("The parameters are not valid UTF-8.")
     }
 
     fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
@@ -118,18 +127,34 @@ fn percent_decode(out: &mut Vec<u8>, raw: &[u8]) {
     }
 }
 
+/// `bytes` with every byte that is not printable ASCII percent-encoded: how a client
+/// sent a name that is not UTF-8, to quote it back.
+fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for &b in bytes {
+        if b.is_ascii_graphic() && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 impl Params {
-    /// Parses a query string and an optional urlencoded body.
-    pub fn parse(query: Option<&str>, form: Option<&[u8]>) -> Self {
+    /// Parses a query string and an optional urlencoded body. A key or value that is
+    /// not UTF-8 once decoded is refused (400 naming it): nothing may act on a
+    /// replacement character the client never sent.
+    pub fn parse(query: Option<&str>, form: Option<&[u8]>) -> Result<Self, Error> {
         let decoded = match (query, form) {
-            (Some(q), Some(f)) => Decoded::new(&[q.as_bytes(), f]),
-            (Some(q), None) => Decoded::new(&[q.as_bytes()]),
-            (None, Some(f)) => Decoded::new(&[f]),
+            (Some(q), Some(f)) => Decoded::new(&[q.as_bytes(), f])?,
+            (Some(q), None) => Decoded::new(&[q.as_bytes()])?,
+            (None, Some(f)) => Decoded::new(&[f])?,
             (None, None) => Decoded::default(),
         };
-        Self {
+        Ok(Self {
             decoded: Arc::new(decoded),
-        }
+        })
     }
 
     /// The first value of `key`, as given.
@@ -317,15 +342,28 @@ impl ServiceName<'_> {
 mod tests {
     use super::*;
 
+    /// `form_urlencoded`'s pairs of `input` (it replaces bytes that are not UTF-8 with
+    /// U+FFFD; parameters must refuse them instead).
+    fn reference(input: &[u8]) -> Vec<(String, String)> {
+        form_urlencoded::parse(input).into_owned().collect()
+    }
+
+    fn pairs(params: &Params) -> Vec<(String, String)> {
+        params
+            .decoded
+            .pairs()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn decodes_as_form_urlencoded_does() {
-        let inputs: [&[u8]; 12] = [
+        let inputs: [&[u8]; 11] = [
             b"a=1&b=2",
             b"&&a=&=b&c",
             b"k=a+b%20c%2Bd",
             b"bad=%zz%4&end=%",
             b"%E4%B8%AD=%E6%96%87",
-            b"bytes=%FF%FEx&next=ok",
             b"beat=%7B%22ip%22%3A%2210.0.0.1%22%7D",
             b"dup=1&dup=2",
             b"eq=a=b=c",
@@ -334,27 +372,72 @@ mod tests {
             b"a%3Db=c%26d",
         ];
         for input in inputs {
-            let ours = Decoded::new(&[input]);
-            let theirs: Vec<(String, String)> = form_urlencoded::parse(input)
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-            let ours: Vec<(String, String)> = ours
-                .pairs()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
+            let ours = pairs(&Params::parse(None, Some(input)).unwrap());
+            let theirs = reference(input);
             assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(input));
         }
         // Query and body: one text, pairs in order.
-        let both = Decoded::new(&[b"a=1", b"b=%FF"]);
+        let both = Params::parse(Some("a=1"), Some(b"b=%C3%A9")).unwrap();
         assert_eq!(
-            both.pairs().collect::<Vec<_>>(),
-            [("a", "1"), ("b", "\u{FFFD}")]
+            pairs(&both),
+            [("a".into(), "1".into()), ("b".into(), "\u{e9}".into())]
         );
     }
 
     #[test]
+    fn bytes_that_are_not_utf8_are_refused_by_name() {
+        let table: [(&str, &[u8], &str); 7] = [
+            (
+                "serviceName=bad%FF%FE",
+                b"",
+                "Param 'serviceName' is illegal, its value is not valid UTF-8.",
+            ),
+            (
+                "ok=1",
+                b"clusterName=%FF",
+                "Param 'clusterName' is illegal, its value is not valid UTF-8.",
+            ),
+            (
+                "metadata=%7B%22k%22%3A%22%C3%22%7D",
+                b"",
+                "Param 'metadata' is illegal",
+            ),
+            (
+                "na%FFme=1",
+                b"",
+                "A parameter name is not valid UTF-8: 'na%FFme'.",
+            ),
+            (
+                "",
+                b"k%E9y=v",
+                "A parameter name is not valid UTF-8: 'k%E9y'.",
+            ),
+            // UTF-8 only as a whole: the key ends inside a character the value finishes.
+            (
+                "%E4%B8=%AD",
+                b"",
+                "A parameter name is not valid UTF-8: '%E4%B8'.",
+            ),
+            (
+                "a=%E4%B8&%AD=b",
+                b"",
+                "Param 'a' is illegal, its value is not valid UTF-8.",
+            ),
+        ];
+        for (query, body, message) in table {
+            let form = (!body.is_empty()).then_some(body);
+            let e = Params::parse(Some(query), form).unwrap_err();
+            assert_eq!(e.kind, crate::error::ErrorKind::InvalidParameter, "{query}");
+            assert!(e.message.starts_with(message), "{query}: {}", e.message);
+        }
+        // Raw bytes in a body, not percent-encoded, are held to the same rule.
+        let e = Params::parse(None, Some(b"serviceName=x\xff")).unwrap_err();
+        assert!(e.message.contains("'serviceName'"), "{}", e.message);
+    }
+
+    #[test]
     fn query_wins_over_body_and_blank_is_absent() {
-        let p = Params::parse(Some("a=1&b=&c=%20"), Some(b"a=2&d=4"));
+        let p = Params::parse(Some("a=1&b=&c=%20"), Some(b"a=2&d=4")).unwrap();
         assert_eq!(p.get("a"), Some("1"));
         assert_eq!(p.optional("b"), None);
         assert_eq!(p.optional("c"), None);
@@ -367,29 +450,29 @@ mod tests {
 
     #[test]
     fn grouped_service_names() {
-        let p = Params::parse(Some("serviceName=g1%40%40svc&groupName=ignored"), None);
+        let p = Params::parse(Some("serviceName=g1%40%40svc&groupName=ignored"), None).unwrap();
         let k = p.service_key().unwrap();
         assert_eq!(
             (&*k.namespace, &*k.group, &*k.name),
             ("public", "g1", "svc")
         );
-        let p = Params::parse(Some("serviceName=svc&namespaceId=dev"), None);
+        let p = Params::parse(Some("serviceName=svc&namespaceId=dev"), None).unwrap();
         let k = p.service_key().unwrap();
         assert_eq!((&*k.namespace, &*k.group), ("dev", "DEFAULT_GROUP"));
-        let p = Params::parse(Some("serviceName=%40%40svc"), None);
+        let p = Params::parse(Some("serviceName=%40%40svc"), None).unwrap();
         assert!(p
             .service_key()
             .unwrap_err()
             .message
             .contains("groupName can't be empty"));
-        let p = Params::parse(Some("serviceName=a%20b"), None);
+        let p = Params::parse(Some("serviceName=a%20b"), None).unwrap();
         assert!(p.service_key().unwrap_err().message.contains("serviceName"));
     }
 
     #[test]
     fn service_names_are_grouped_once() {
-        let given = Params::parse(Some("serviceName=G%40%40svc&groupName=other"), None);
-        let plain = Params::parse(Some("serviceName=svc&groupName=G"), None);
+        let given = Params::parse(Some("serviceName=G%40%40svc&groupName=other"), None).unwrap();
+        let plain = Params::parse(Some("serviceName=svc&groupName=G"), None).unwrap();
         for p in [&given, &plain] {
             let n = p.service_name().unwrap();
             assert_eq!((n.namespace, n.group, n.name), ("public", "G", "svc"));
@@ -401,5 +484,65 @@ mod tests {
             given.service_name().unwrap().grouped,
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 3_000,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Arbitrary bytes as query and body: never a panic; accepted exactly when
+            /// every decoded key and value is UTF-8, and then as `form_urlencoded` reads
+            /// them; every accessor answers.
+            #[test]
+            fn arbitrary_bytes(
+                query in proptest::collection::vec(prop_oneof![Just(b'%'), Just(b'&'), Just(b'='), Just(b'+'), any::<u8>()], 0..64),
+                body in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+            ) {
+                // A query reaches us as text; its bytes beyond ASCII arrive %-encoded.
+                let query: String = query.iter().map(|&b| if b.is_ascii() { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+                let parsed = Params::parse(Some(&query), body.as_deref());
+                let mut all = query.clone().into_bytes();
+                if let Some(b) = &body {
+                    all.push(b'&');
+                    all.extend_from_slice(b);
+                }
+                let theirs = reference(&all);
+                match parsed {
+                    // Accepted: as `form_urlencoded` reads it, nothing replaced.
+                    Ok(params) => {
+                        prop_assert_eq!(pairs(&params), theirs);
+                        for (k, _) in pairs(&params) {
+                            let _ = (params.get(&k), params.optional(&k), params.boolean(&k), params.port(&k));
+                            let _ = (params.metadata(&k, 64), params.page(&k, Some(1)));
+                        }
+                        let _ = (params.service_name(), params.selector(), params.lanes(), params.namespace());
+                    }
+                    // Refused: there was something `form_urlencoded` had to replace.
+                    Err(e) => {
+                        prop_assert_eq!(e.kind, crate::error::ErrorKind::InvalidParameter);
+                        prop_assert!(theirs.iter().any(|(k, v)| k.contains('\u{FFFD}') || v.contains('\u{FFFD}')), "{}", e.message);
+                    }
+                }
+            }
+
+            /// Any UTF-8 keys and values, encoded as a client would, come back as they were.
+            #[test]
+            fn text_round_trips(given in proptest::collection::vec(("\\PC{0,12}", "\\PC{0,12}"), 0..8)) {
+                let encoded = form_urlencoded::Serializer::new(String::new()).extend_pairs(&given).finish();
+                let (query, body) = encoded.split_at(encoded.len() / 2);
+                // Split anywhere, even inside an escape: query and body are two inputs.
+                let whole = Params::parse(Some(&encoded), None).unwrap();
+                prop_assert_eq!(pairs(&whole), given);
+                let _ = Params::parse(Some(query), Some(body.as_bytes()));
+            }
+        }
     }
 }

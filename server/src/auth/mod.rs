@@ -1,9 +1,10 @@
 //! Authentication: users with argon2 password hashes, HS256 tokens signed with a key
-//! generated per cluster, and a short-lived cache of successful password checks.
+//! generated per cluster (and rotated on demand), a bound on concurrent password
+//! checks and a short-lived cache of their outcomes.
 //!
-//! Users and the signing key are Raft data ([`AuthData`]); the state machine replaces
+//! Users and the signing keys are Raft data ([`AuthData`]); the state machine replaces
 //! them here when a command commits, and every node verifies tokens locally.
-//! Modules: [`token`] token encoding, [`password`] hashing and the check cache.
+//! Modules: [`token`] token encoding, [`password`] hashing, its bound and the cache.
 
 pub mod password;
 pub mod token;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
-use password::CredentialCache;
+use password::{CredentialCache, PasswordChecks};
 
 /// The user created at bootstrap, named as in Nacos so existing client configs keep
 /// their username.
@@ -33,6 +34,10 @@ pub struct User {
     pub admin: bool,
 }
 
+/// Most retired keys kept at once; a rotation beyond it forgets the oldest. Rotations
+/// are rare admin acts: this only bounds a script gone wrong.
+pub const MAX_RETIRED_KEYS: usize = 8;
+
 /// The Raft-held auth state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthData {
@@ -41,6 +46,70 @@ pub struct AuthData {
     pub signing_key: Option<Vec<u8>>,
     /// Users by name.
     pub users: BTreeMap<String, User>,
+    /// Keys replaced by rotations that still verify the tokens they signed, oldest
+    /// first (absent in snapshots of builds before rotation).
+    #[serde(default)]
+    pub retired_keys: Vec<RetiredKey>,
+}
+
+/// A signing key replaced by a rotation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredKey {
+    /// The key.
+    #[serde(with = "serde_bytes")]
+    pub key: Vec<u8>,
+    /// Unix time (seconds) until which the key verifies tokens, and the latest expiry
+    /// a token it verifies may carry: the rotation's time plus a token lifetime.
+    pub valid_until_secs: u64,
+}
+
+impl AuthData {
+    /// Replaces the signing key with `key` at `at_ms`. The replaced key keeps verifying
+    /// tokens that expire within `keep_previous_secs` of the rotation; with 0 it is
+    /// dropped with every older key, and every token signed before stops working.
+    /// Keys whose window has passed are forgotten. Refused before bootstrap (`false`):
+    /// a key alone would make the cluster look bootstrapped without an admin.
+    pub fn rotate(&mut self, key: Vec<u8>, keep_previous_secs: u64, at_ms: u64) -> bool {
+        let Some(previous) = self.signing_key.take() else {
+            return false;
+        };
+        self.signing_key = Some(key);
+        // Rounded up: a token issued in the rotation's second expires within the window.
+        let at_secs = at_ms.div_ceil(1000);
+        if keep_previous_secs == 0 {
+            self.retired_keys.clear();
+            return true;
+        }
+        self.retired_keys.retain(|k| k.valid_until_secs > at_secs);
+        self.retired_keys.push(RetiredKey {
+            key: previous,
+            valid_until_secs: at_secs + keep_previous_secs,
+        });
+        let excess = self.retired_keys.len().saturating_sub(MAX_RETIRED_KEYS);
+        self.retired_keys.drain(..excess);
+        true
+    }
+
+    /// The user name `token` names, if a current or retired key signed it and it is
+    /// still valid.
+    pub fn verify_token(&self, token: &str, now_secs: u64) -> Result<String, AuthError> {
+        let key = self
+            .signing_key
+            .as_deref()
+            .ok_or(AuthError::NotBootstrapped)?;
+        match token::verify(key, token, now_secs) {
+            // Not the current key's: perhaps a retired one's (rare; HMACs are cheap).
+            Err(AuthError::InvalidToken) => {}
+            verdict => return verdict,
+        }
+        for retired in self.retired_keys.iter().rev() {
+            match token::verify_retired(&retired.key, token, now_secs, retired.valid_until_secs) {
+                Err(AuthError::InvalidToken) => continue,
+                verdict => return verdict,
+            }
+        }
+        Err(AuthError::InvalidToken)
+    }
 }
 
 mod serde_bytes_opt {
@@ -85,6 +154,12 @@ pub enum AuthError {
     /// The cluster has no signing key yet.
     #[error("server is starting, please try again later")]
     NotBootstrapped,
+    /// Every password-check permit stayed busy for the whole wait.
+    #[error("Too many password checks; retry shortly")]
+    TooManyChecks,
+    /// A password check's thread ended without an answer (the node is stopping).
+    #[error("the password check was interrupted; retry")]
+    Interrupted,
 }
 
 /// The credentials a request carries.
@@ -111,8 +186,10 @@ struct Shared {
     token_ttl_secs: u64,
     /// Users and key, replaced whole by the state machine.
     data: ArcSwap<AuthData>,
-    /// Recent successful password checks.
+    /// Outcomes of recent password checks.
     cache: CredentialCache,
+    /// The bound on argon2 computations running at once.
+    checks: PasswordChecks,
 }
 
 /// A token handed out at login.
@@ -127,16 +204,32 @@ pub struct IssuedToken {
 }
 
 impl Auth {
-    /// An auth handle with no users yet.
+    /// An auth handle with no users yet, as many password checks at once as cores.
     pub fn new(enabled: bool, token_ttl_secs: u64) -> Self {
+        Self::with_password_checks(enabled, token_ttl_secs, PasswordChecks::default_max())
+    }
+
+    /// An auth handle with no users yet and at most `max_password_checks` argon2
+    /// computations at once (`--max-password-checks`).
+    pub fn with_password_checks(
+        enabled: bool,
+        token_ttl_secs: u64,
+        max_password_checks: usize,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 enabled,
                 token_ttl_secs,
                 data: ArcSwap::from_pointee(AuthData::default()),
                 cache: CredentialCache::new(),
+                checks: PasswordChecks::new(max_password_checks),
             }),
         }
+    }
+
+    /// How long tokens issued here live, seconds.
+    pub fn token_ttl_secs(&self) -> u64 {
+        self.shared.token_ttl_secs
     }
 
     /// Whether requests must authenticate.
@@ -187,11 +280,7 @@ impl Auth {
     ) -> Result<Identity, AuthError> {
         if let Some(t) = creds.token.filter(|t| !t.is_empty()) {
             let data = self.data();
-            let key = data
-                .signing_key
-                .as_deref()
-                .ok_or(AuthError::NotBootstrapped)?;
-            let username = token::verify(key, t, now_secs)?;
+            let username = data.verify_token(t, now_secs)?;
             // A deleted user's tokens stop working at once.
             let user = data.users.get(&username).ok_or(AuthError::InvalidToken)?;
             return Ok(Identity {
@@ -205,7 +294,8 @@ impl Auth {
         }
     }
 
-    /// Checks a password, from the cache when the same pair succeeded recently.
+    /// Checks a password: from the cache when the same pair was checked recently,
+    /// else with argon2 under a permit (`TooManyChecks` when none frees in time).
     pub async fn check_password(
         &self,
         username: &str,
@@ -213,29 +303,49 @@ impl Auth {
     ) -> Result<Identity, AuthError> {
         let data = self.data();
         let user = data.users.get(username).ok_or(AuthError::BadCredentials)?;
-        let identity = Identity {
-            username: Cow::Owned(username.to_string()),
-            admin: user.admin,
+        let cache = &self.shared.cache;
+        let pair = cache.digest(username, password);
+        let passed = match cache.outcome(&pair, &user.password_hash) {
+            Some(passed) => passed,
+            None => {
+                let permit = self.shared.checks.permit().await?;
+                // A request with the same pair may have checked it while this one
+                // waited: a flood of one wrong password costs one hash.
+                match cache.outcome(&pair, &user.password_hash) {
+                    Some(passed) => passed,
+                    None => {
+                        let shared = self.shared.clone();
+                        let hash = user.password_hash.clone();
+                        let candidate = password.to_string();
+                        // Remembered on the check thread: the outcome counts even
+                        // if this request is gone by then.
+                        permit
+                            .run(move |scratch| {
+                                let passed = password::verify_in(scratch, &candidate, &hash);
+                                shared.cache.remember(pair, &hash, passed);
+                                passed
+                            })
+                            .await?
+                    }
+                }
+            }
         };
-        if self
-            .shared
-            .cache
-            .hit(username, password, &user.password_hash)
-        {
-            return Ok(identity);
-        }
-        let hash = user.password_hash.clone();
-        let candidate = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || password::verify(&candidate, &hash))
-            .await
-            .unwrap_or(false);
-        if !ok {
+        if !passed {
             return Err(AuthError::BadCredentials);
         }
-        self.shared
-            .cache
-            .remember(username, password, &user.password_hash);
-        Ok(identity)
+        Ok(Identity {
+            username: Cow::Owned(username.to_string()),
+            admin: user.admin,
+        })
+    }
+
+    /// Hashes a new password under a permit, like a check.
+    pub async fn hash_password(&self, password: &str) -> Result<String, AuthError> {
+        let permit = self.shared.checks.permit().await?;
+        let password = password.to_string();
+        permit
+            .run(move |scratch| password::hash_in(scratch, &password))
+            .await
     }
 }
 
@@ -297,6 +407,11 @@ mod tests {
         };
         auth.identify(&creds, 0).await.unwrap();
         let t = auth.login("nacos", "one", 0).await.unwrap();
+        // "two" fails now, and the failure is remembered against the current hash.
+        assert_eq!(
+            auth.login("nacos", "two", 0).await.unwrap_err(),
+            AuthError::BadCredentials
+        );
         let mut data = AuthData::clone(&auth.data());
         data.users.get_mut("nacos").unwrap().password_hash = password::hash("two");
         auth.set_data(data.clone());
@@ -304,6 +419,7 @@ mod tests {
             auth.identify(&creds, 0).await.unwrap_err(),
             AuthError::BadCredentials
         );
+        auth.login("nacos", "two", 0).await.unwrap();
         data.users.clear();
         auth.set_data(data);
         let by_token = Credentials {
@@ -314,5 +430,76 @@ mod tests {
             auth.identify(&by_token, 1).await.unwrap_err(),
             AuthError::InvalidToken
         );
+    }
+
+    #[test]
+    fn rotation_keeps_the_previous_key_for_one_token_lifetime() {
+        let mut data = AuthData::default();
+        assert!(
+            !data.rotate(vec![1; 32], 100, 0),
+            "no rotation before bootstrap"
+        );
+        assert_eq!(data.signing_key, None);
+        data.signing_key = Some(b"k1".to_vec());
+        let old = token::issue(b"k1", "nacos", 1_090);
+        assert!(data.rotate(b"k2".to_vec(), 100, 999_500));
+        let new = token::issue(b"k2", "nacos", 1_140);
+        // The rotation's second rounded up: the window ends at 1_000 + 100.
+        assert_eq!(data.retired_keys[0].valid_until_secs, 1_100);
+        assert_eq!(data.verify_token(&old, 1_050).unwrap(), "nacos");
+        assert_eq!(data.verify_token(&new, 1_050).unwrap(), "nacos");
+        assert_eq!(
+            data.verify_token(&old, 1_090).unwrap_err(),
+            AuthError::ExpiredToken
+        );
+        let forged = token::issue(b"k1", "nacos", 5_000);
+        assert_eq!(
+            data.verify_token(&forged, 1_050).unwrap_err(),
+            AuthError::InvalidToken
+        );
+        // A second rotation within the window keeps both older keys; one after it
+        // forgets k1.
+        assert!(data.rotate(b"k3".to_vec(), 100, 1_050_000));
+        assert_eq!(data.verify_token(&old, 1_060).unwrap(), "nacos");
+        assert_eq!(data.verify_token(&new, 1_060).unwrap(), "nacos");
+        assert!(data.rotate(b"k4".to_vec(), 100, 1_120_000));
+        let keys: Vec<_> = data.retired_keys.iter().map(|k| k.key.clone()).collect();
+        assert_eq!(keys, vec![b"k2".to_vec(), b"k3".to_vec()]);
+        // Dropping the previous key drops them all.
+        assert!(data.rotate(b"k5".to_vec(), 0, 1_130_000));
+        assert!(data.retired_keys.is_empty());
+        assert_eq!(
+            data.verify_token(&new, 1_131).unwrap_err(),
+            AuthError::InvalidToken
+        );
+        for n in 0..20u8 {
+            data.rotate(vec![n], 100, 1_140_000);
+        }
+        assert_eq!(data.retired_keys.len(), MAX_RETIRED_KEYS);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_of_one_wrong_password_costs_one_hash() {
+        let auth = auth_with_admin("right-one");
+        // One permit, taken: a check that misses the cache has to wait for it.
+        let auth_one = Auth::with_password_checks(true, 100, 1);
+        auth_one.set_data(AuthData::clone(&auth.data()));
+        assert_eq!(
+            auth_one.login("nacos", "wrong", 0).await.unwrap_err(),
+            AuthError::BadCredentials
+        );
+        let held = auth_one.shared.checks.permit().await.unwrap();
+        // Remembered: answered without a permit, at once.
+        assert_eq!(
+            auth_one.login("nacos", "wrong", 0).await.unwrap_err(),
+            AuthError::BadCredentials
+        );
+        // Another password waits for the permit, two seconds at most, then gets 429.
+        assert_eq!(
+            auth_one.login("nacos", "wrong-2", 0).await.unwrap_err(),
+            AuthError::TooManyChecks
+        );
+        drop(held);
+        auth_one.login("nacos", "right-one", 0).await.unwrap();
     }
 }

@@ -1,5 +1,7 @@
 //! Access tokens: compact JWTs (`HS256`) with the user name as `sub` and an `exp` in
 //! seconds, signed with the cluster's key. Nacos clients treat them as opaque strings.
+//! After a rotation, a retired key still verifies the tokens it signed that expire
+//! within its window ([`verify_retired`]).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -40,6 +42,45 @@ pub fn issue(key: &[u8], username: &str, exp_secs: u64) -> String {
 
 /// The user name in `token`, if its signature is right and it has not expired.
 pub fn verify(key: &[u8], token: &str, now_secs: u64) -> Result<String, AuthError> {
+    let claims = decode(key, token)?;
+    if claims.exp <= now_secs {
+        return Err(AuthError::ExpiredToken);
+    }
+    Ok(claims.sub)
+}
+
+/// Like [`verify`] with a key retired by a rotation, whose tokens count only if they
+/// expire by `valid_until_secs`: those are the ones it could have signed before it was
+/// retired (a token lives at most a token lifetime); a later expiry means a forgery
+/// with a key that may have leaked.
+pub fn verify_retired(
+    key: &[u8],
+    token: &str,
+    now_secs: u64,
+    valid_until_secs: u64,
+) -> Result<String, AuthError> {
+    let claims = decode(key, token)?;
+    if claims.exp > valid_until_secs {
+        return Err(AuthError::InvalidToken);
+    }
+    if claims.exp <= now_secs {
+        return Err(AuthError::ExpiredToken);
+    }
+    Ok(claims.sub)
+}
+
+/// A short, public name for a key: the first four bytes of its SHA-256, in hex. Tells
+/// keys apart in answers and logs without revealing them.
+pub fn key_id(key: &[u8]) -> String {
+    use sha2::Digest;
+    Sha256::digest(key)[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The claims of `token` if `key` signed it; `InvalidToken` otherwise.
+fn decode(key: &[u8], token: &str) -> Result<Claims, AuthError> {
     let (input, signature) = token.rsplit_once('.').ok_or(AuthError::InvalidToken)?;
     let (header, claims) = input.split_once('.').ok_or(AuthError::InvalidToken)?;
     if header != HEADER {
@@ -53,15 +94,11 @@ pub fn verify(key: &[u8], token: &str, now_secs: u64) -> Result<String, AuthErro
     // Constant-time comparison.
     mac.verify_slice(&signature)
         .map_err(|_| AuthError::InvalidToken)?;
-    let claims: Claims = URL_SAFE_NO_PAD
+    URL_SAFE_NO_PAD
         .decode(claims)
         .ok()
         .and_then(|c| serde_json::from_slice(&c).ok())
-        .ok_or(AuthError::InvalidToken)?;
-    if claims.exp <= now_secs {
-        return Err(AuthError::ExpiredToken);
-    }
-    Ok(claims.sub)
+        .ok_or(AuthError::InvalidToken)
 }
 
 #[cfg(test)]
@@ -91,5 +128,27 @@ mod tests {
         );
         let header_json = URL_SAFE_NO_PAD.decode(HEADER).unwrap();
         assert_eq!(header_json, br#"{"alg":"HS256","typ":"JWT"}"#);
+    }
+
+    #[test]
+    fn a_retired_key_verifies_only_tokens_expiring_within_its_window() {
+        let issued = issue(b"old", "alice", 150);
+        assert_eq!(verify_retired(b"old", &issued, 100, 160).unwrap(), "alice");
+        assert_eq!(
+            verify_retired(b"old", &issued, 150, 160).unwrap_err(),
+            AuthError::ExpiredToken
+        );
+        // Signed later than its window allows: a forgery.
+        let forged = issue(b"old", "alice", 1_000);
+        assert_eq!(
+            verify_retired(b"old", &forged, 100, 160).unwrap_err(),
+            AuthError::InvalidToken
+        );
+        assert_eq!(
+            verify_retired(b"new", &issued, 100, 160).unwrap_err(),
+            AuthError::InvalidToken
+        );
+        assert_eq!(key_id(b"old").len(), 8);
+        assert_ne!(key_id(b"old"), key_id(b"new"));
     }
 }

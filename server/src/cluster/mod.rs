@@ -1,11 +1,17 @@
-//! Running as one node of several: the authenticated peer channel ([`peer`]), who the
-//! members are and which of them are alive ([`members`]), the peer-side routes
-//! ([`server`]), and the cluster as one node sees it ([`view`]).
+//! Running as one node of several: the peer channel — its sealed message format
+//! ([`wire`]), the sending side ([`peer`]), the `--peer` listener and its limits
+//! ([`listener`]), the receiving side ([`server`]), replay refusal ([`replay`]) and
+//! mutual TLS ([`tls`]) — who the members are and which of them are alive
+//! ([`members`]), and the cluster as one node sees it ([`view`]).
 
+pub mod listener;
 pub mod members;
 pub mod peer;
+pub mod replay;
 pub mod server;
+pub mod tls;
 pub mod view;
+pub mod wire;
 
 use std::collections::BTreeMap;
 

@@ -1,135 +1,102 @@
-//! The authenticated peer channel: HTTP on `--peer`, MessagePack bodies, and an HMAC of
-//! every message under the cluster secret.
+//! The sending side of the peer channel: [`PeerClient::post`] seals a message under the
+//! cluster secret (`wire.rs`), sends it as `POST /peer/v1/<path>` over a pooled
+//! connection — TLS with the cluster CA when `--peer-tls-*` is given (`tls.rs`) — and
+//! opens the sealed answer. Raft's `Transport` and Distro's go through it.
 //!
-//! A message is `POST /peer/v1/<path>` with headers `x-roster-protocol` (the protocol
-//! version), `x-roster-node` (the sender's id) and `x-roster-auth: <unix ms>.<hex>`, the
-//! HMAC-SHA256 of `roster-peer/<version>\n<ms>\n<sender>\n<path>\n<body>`. A receiver
-//! refuses a wrong version, a wrong MAC, or a timestamp more than a minute off.
+//! Each message carries this process's session, the next sequence number, and the
+//! receiver's incarnation. A node learns a peer's incarnation from its first answer:
+//! a message to a peer whose incarnation it does not know is preceded by an empty
+//! `session` message, whose sealed 409 answer names it; a 409 to any message (the peer
+//! restarted) updates it, and the message goes again once. A failed connection forgets
+//! it, so a large message is not the one that finds out about a restart.
 
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hmac::{Hmac, Mac};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use parking_lot::Mutex;
 use roster_raft::{NodeId, Rpc, Transport, TransportError};
-use sha2::Sha256;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
 
+pub use super::wire::{ClusterSecret, PROTOCOL_VERSION};
+use super::wire::{Head, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL, HEADER_SEALED, MAX_MESSAGE};
 use crate::clock::now_ms;
 
-/// The peer protocol version this build speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
-/// Header: protocol version.
-pub const HEADER_PROTOCOL: &str = "x-roster-protocol";
-/// Header: the sender's node id.
-pub const HEADER_NODE: &str = "x-roster-node";
-/// Header: timestamp and MAC.
-pub const HEADER_AUTH: &str = "x-roster-auth";
-/// How far a message's timestamp may be from the receiver's clock.
-const MAX_SKEW_MS: u64 = 60_000;
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// The cluster secret every peer message is signed with.
-#[derive(Clone)]
-pub struct ClusterSecret(Arc<Vec<u8>>);
-
-impl std::fmt::Debug for ClusterSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ClusterSecret(..)")
-    }
-}
-
-impl ClusterSecret {
-    /// A secret from its bytes (at least 16).
-    pub fn new(bytes: Vec<u8>) -> Result<Self, String> {
-        if bytes.len() < 16 {
-            return Err("the cluster secret must be at least 16 bytes".into());
-        }
-        Ok(Self(Arc::new(bytes)))
-    }
-
-    fn mac(&self, ts: u64, sender: NodeId, path: &str, body: &[u8]) -> HmacSha256 {
-        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes any key length");
-        mac.update(format!("roster-peer/{PROTOCOL_VERSION}\n{ts}\n{sender}\n{path}\n").as_bytes());
-        mac.update(body);
-        mac
-    }
-
-    /// The `x-roster-auth` value for a message.
-    pub fn sign(&self, ts: u64, sender: NodeId, path: &str, body: &[u8]) -> String {
-        let tag = self.mac(ts, sender, path, body).finalize().into_bytes();
-        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{ts}.{hex}")
-    }
-
-    /// Checks a message's headers against its path and body.
-    pub fn verify(
-        &self,
-        protocol: Option<&str>,
-        sender: Option<&str>,
-        auth: Option<&str>,
-        path: &str,
-        body: &[u8],
-        now: u64,
-    ) -> Result<NodeId, String> {
-        let protocol = protocol.ok_or("missing protocol version")?;
-        if protocol != PROTOCOL_VERSION.to_string() {
-            return Err(format!(
-                "protocol version {protocol} is not {PROTOCOL_VERSION}"
-            ));
-        }
-        let sender: NodeId = sender
-            .and_then(|s| s.parse().ok())
-            .ok_or("missing or bad sender id")?;
-        let (ts, hex) = auth
-            .and_then(|a| a.split_once('.'))
-            .ok_or("missing authentication")?;
-        let ts: u64 = ts.parse().map_err(|_| "bad timestamp")?;
-        if ts.abs_diff(now) > MAX_SKEW_MS {
-            return Err("timestamp too far from this node's clock".into());
-        }
-        let tag = decode_hex(hex).ok_or("bad authentication tag")?;
-        self.mac(ts, sender, path, body)
-            .verify_slice(&tag)
-            .map_err(|_| "authentication failed (wrong cluster secret?)".to_string())?;
-        Ok(sender)
-    }
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
-}
+/// How long an idle pooled connection is kept at most: below the listeners' idle
+/// timeout (half of it, when that is shorter), so a sender seldom picks a connection
+/// the peer is closing.
+pub const POOL_IDLE: Duration = Duration::from_secs(20);
+/// How long a TCP connect (and TLS handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Sends messages to peers. Cheap to clone (one connection pool).
 #[derive(Clone)]
 pub struct PeerClient {
-    http: reqwest::Client,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: Client<PeerConnector, Full<Bytes>>,
     secret: Option<ClusterSecret>,
     self_id: NodeId,
+    /// This process's session: random, so that a restarted node's sequence numbers
+    /// are its own.
+    session: u64,
+    /// The last sequence number used, across all peers.
+    seq: AtomicU64,
+    /// Peers' incarnations by address, as their answers said; short critical sections.
+    incarnations: Mutex<HashMap<String, u64>>,
+}
+
+/// One answer, opened.
+struct Answer {
+    status: StatusCode,
+    body: Vec<u8>,
 }
 
 impl PeerClient {
-    /// A client signing as `self_id`. Without a secret every call fails: a node started
-    /// without one has no peers.
-    pub fn new(self_id: NodeId, secret: Option<ClusterSecret>) -> Self {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(500))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .expect("an HTTP client without TLS always builds");
+    /// A client sending as `self_id`, over TLS when `tls` is given, to peers that close
+    /// connections idle for `peer_idle` (`--peer-idle-timeout-secs`). Without a secret
+    /// every call fails: a node started without one has no peers.
+    pub fn new(
+        self_id: NodeId,
+        secret: Option<ClusterSecret>,
+        tls: Option<TlsConnector>,
+        peer_idle: Duration,
+    ) -> Self {
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE.min(peer_idle / 2))
+            .pool_timer(TokioTimer::new())
+            .build(PeerConnector { tls });
         Self {
-            http,
-            secret,
-            self_id,
+            inner: Arc::new(Inner {
+                http,
+                secret,
+                self_id,
+                session: rand::random(),
+                seq: AtomicU64::new(0),
+                incarnations: Mutex::default(),
+            }),
         }
     }
 
-    /// Posts `body` to `path` (e.g. `raft/append`) on the peer at `addr`.
+    /// Posts `body` to `path` (e.g. `raft/append`) on the peer at `addr`; returns the
+    /// answer's body. `timeout` bounds the whole exchange, handshake included.
     pub async fn post(
         &self,
         addr: &str,
@@ -137,40 +104,135 @@ impl PeerClient {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, TransportError> {
-        let secret = self.secret.as_ref().ok_or_else(|| {
+        let secret = self.inner.secret.as_ref().ok_or_else(|| {
             TransportError::Refused(addr.into(), "this node has no cluster secret".into())
         })?;
-        let auth = secret.sign(now_ms(), self.self_id, path, &body);
-        let response = self
-            .http
-            .post(format!("http://{addr}/peer/v1/{path}"))
-            .header(HEADER_PROTOCOL, PROTOCOL_VERSION.to_string())
-            .header(HEADER_NODE, self.self_id.to_string())
-            .header(HEADER_AUTH, auth)
-            .header("content-type", "application/msgpack")
-            .timeout(timeout)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_connect() {
-                    TransportError::Unreachable(addr.into(), e.to_string())
-                } else {
-                    TransportError::NoReply(addr.into(), e.to_string())
+        if body.len() > MAX_MESSAGE {
+            return Err(TransportError::Refused(
+                addr.into(),
+                "message too large".into(),
+            ));
+        }
+        let exchange = async {
+            let known = self.inner.incarnations.lock().get(addr).copied();
+            let mut to = match known {
+                Some(to) => to,
+                None => self.handshake(secret, addr).await?,
+            };
+            for attempt in 0..2 {
+                let answer = self.send(secret, addr, path, to, &body).await?;
+                if answer.status == StatusCode::CONFLICT && attempt == 0 {
+                    // The peer restarted since: adopt its incarnation, send again.
+                    to = self.adopt(addr, &answer)?;
+                    continue;
                 }
-            })?;
+                return if answer.status.is_success() {
+                    Ok(answer.body)
+                } else {
+                    Err(TransportError::Refused(
+                        addr.into(),
+                        format!(
+                            "{}: {}",
+                            answer.status,
+                            String::from_utf8_lossy(&answer.body)
+                        ),
+                    ))
+                };
+            }
+            Err(TransportError::Refused(
+                addr.into(),
+                "the peer keeps changing incarnation".into(),
+            ))
+        };
+        let result = match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(TransportError::NoReply(addr.into(), "timed out".into())),
+        };
+        if matches!(
+            result,
+            Err(TransportError::Unreachable(..) | TransportError::NoReply(..))
+        ) {
+            // Perhaps it restarted: learn its incarnation again before the next message.
+            self.inner.incarnations.lock().remove(addr);
+        }
+        result
+    }
+
+    /// Learns the incarnation of the peer at `addr` with an empty message.
+    async fn handshake(&self, secret: &ClusterSecret, addr: &str) -> Result<u64, TransportError> {
+        let answer = self.send(secret, addr, "session", 0, &[]).await?;
+        if answer.status != StatusCode::CONFLICT {
+            return Err(TransportError::Refused(
+                addr.into(),
+                format!("handshake answered {}", answer.status),
+            ));
+        }
+        self.adopt(addr, &answer)
+    }
+
+    fn adopt(&self, addr: &str, answer: &Answer) -> Result<u64, TransportError> {
+        let to = <[u8; 8]>::try_from(answer.body.as_slice())
+            .map(u64::from_be_bytes)
+            .map_err(|_| TransportError::Refused(addr.into(), "malformed incarnation".into()))?;
+        self.inner.incarnations.lock().insert(addr.to_string(), to);
+        Ok(to)
+    }
+
+    /// Sends one sealed message and opens the answer. A plaintext answer is the peer's
+    /// refusal before it authenticated the message (or someone else's): never a success.
+    async fn send(
+        &self,
+        secret: &ClusterSecret,
+        addr: &str,
+        path: &str,
+        to: u64,
+        message: &[u8],
+    ) -> Result<Answer, TransportError> {
+        let head = Head {
+            sender: self.inner.self_id,
+            session: self.inner.session,
+            seq: self.inner.seq.fetch_add(1, Ordering::Relaxed) + 1,
+            to,
+            ts: now_ms(),
+            len: ClusterSecret::sealed_len(message.len()) as u64,
+            path: path.to_string(),
+        };
+        let sealed = secret.seal(&head.request_aad(), message);
+        let request = Request::post(format!("http://{addr}/peer/v1/{path}"))
+            .header(HEADER_PROTOCOL, PROTOCOL_VERSION)
+            .header(HEADER_NODE, head.sender)
+            .header(HEADER_AUTH, secret.sign(&head))
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .header(CONTENT_LENGTH, sealed.len())
+            .body(Full::new(Bytes::from(sealed)))
+            .map_err(|e| TransportError::Refused(addr.into(), format!("bad peer address: {e}")))?;
+        let response = self.inner.http.request(request).await.map_err(|e| {
+            if e.is_connect() {
+                TransportError::Unreachable(addr.into(), format!("{e:?}"))
+            } else {
+                TransportError::NoReply(addr.into(), format!("{e:?}"))
+            }
+        })?;
         let status = response.status();
-        let bytes = response
-            .bytes()
+        let is_sealed = response.headers().contains_key(HEADER_SEALED);
+        let limit = ClusterSecret::sealed_len(MAX_MESSAGE);
+        let bytes = Limited::new(response.into_body(), limit)
+            .collect()
             .await
-            .map_err(|e| TransportError::NoReply(addr.into(), e.to_string()))?;
-        if !status.is_success() {
+            .map_err(|e| TransportError::NoReply(addr.into(), e.to_string()))?
+            .to_bytes();
+        if !is_sealed {
             return Err(TransportError::Refused(
                 addr.into(),
                 format!("{status}: {}", String::from_utf8_lossy(&bytes)),
             ));
         }
-        Ok(bytes.to_vec())
+        let body = secret
+            .open(&head.reply_aad(status.as_u16()), bytes.to_vec())
+            .ok_or_else(|| {
+                TransportError::NoReply(addr.into(), "the answer failed authentication".into())
+            })?;
+        Ok(Answer { status, body })
     }
 }
 
@@ -188,48 +250,98 @@ impl Transport for PeerClient {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Opens connections for the pool: TCP, then TLS when configured.
+#[derive(Clone)]
+struct PeerConnector {
+    tls: Option<TlsConnector>,
+}
 
-    #[test]
-    fn signatures_bind_secret_path_body_and_time() {
-        let s = ClusterSecret::new(b"0123456789abcdef".to_vec()).unwrap();
-        let auth = s.sign(1_000_000, 2, "raft/vote", b"body");
-        let check = |secret: &ClusterSecret,
-                     protocol: &str,
-                     sender: &str,
-                     path: &str,
-                     body: &[u8],
-                     now: u64| {
-            secret.verify(Some(protocol), Some(sender), Some(&auth), path, body, now)
-        };
-        assert_eq!(check(&s, "1", "2", "raft/vote", b"body", 1_000_500), Ok(2));
-        assert!(
-            check(&s, "1", "2", "raft/append", b"body", 1_000_500).is_err(),
-            "another path"
-        );
-        assert!(
-            check(&s, "1", "2", "raft/vote", b"other", 1_000_500).is_err(),
-            "another body"
-        );
-        assert!(
-            check(&s, "1", "3", "raft/vote", b"body", 1_000_500).is_err(),
-            "another sender"
-        );
-        assert!(
-            check(&s, "2", "2", "raft/vote", b"body", 1_000_500).is_err(),
-            "another protocol"
-        );
-        assert!(
-            check(&s, "1", "2", "raft/vote", b"body", 1_100_001).is_err(),
-            "too old"
-        );
-        let other = ClusterSecret::new(b"fedcba9876543210".to_vec()).unwrap();
-        assert!(
-            check(&other, "1", "2", "raft/vote", b"body", 1_000_500).is_err(),
-            "another secret"
-        );
-        assert!(ClusterSecret::new(b"short".to_vec()).is_err());
+impl tower::Service<Uri> for PeerConnector {
+    type Response = TokioIo<PeerStream>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let tls = self.tls.clone();
+        Box::pin(async move {
+            let addr = uri
+                .authority()
+                .map(|a| a.as_str().to_string())
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no peer address"))?;
+            let connect = async {
+                let tcp = TcpStream::connect(&addr).await?;
+                let _ = tcp.set_nodelay(true);
+                let Some(tls) = tls else {
+                    return Ok(PeerStream::Plain(tcp));
+                };
+                let name = super::tls::server_name(&addr).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("no TLS name in {addr}"),
+                    )
+                })?;
+                Ok(PeerStream::Tls(Box::new(tls.connect(name, tcp).await?)))
+            };
+            match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+                Ok(stream) => stream.map(TokioIo::new),
+                Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+            }
+        })
+    }
+}
+
+/// A connection to a peer: plaintext or TLS.
+enum PeerStream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Connection for PeerStream {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+impl AsyncRead for PeerStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for PeerStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }

@@ -38,7 +38,7 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 /// The real transport: liveness and addresses from [`Members`], messages over the
-/// HMAC-signed [`PeerClient`].
+/// sealed peer channel ([`PeerClient`]).
 #[derive(Clone)]
 pub struct PeerTransport {
     members: Members,

@@ -134,6 +134,69 @@ fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
     })
 }
 
+/// Reads a naming request's JSON body; a body that is not one answers `ErrorResponse`
+/// 400 with the reason (bytes that are not UTF-8 JSON included).
+fn parse_request(kind: &str, body: &[u8]) -> Result<NamingRequest, Box<Payload>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(failure(
+            "ErrorResponse",
+            400,
+            &format!("Invalid request: the body is not a {kind}: {e}"),
+        ))
+    })
+}
+
+/// Reads an instance a client sent (`client`: the connection registering it, if
+/// ephemeral) by the rules every face registers by; the address is kept in normal form.
+fn registration(
+    wire: &WireInstance,
+    client: Option<&Arc<str>>,
+    max_metadata_bytes: usize,
+) -> Result<Registration, Error> {
+    let ip = wire
+        .ip
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| Error::missing("instance.ip"))?;
+    let port = wire.port.ok_or_else(|| Error::missing("instance.port"))?;
+    let port = check_port("instance.port", port)?;
+    let cluster = wire
+        .cluster_name
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(DEFAULT_CLUSTER);
+    let metadata: Metadata = wire
+        .metadata
+        .iter()
+        .flatten()
+        .map(|(k, v)| {
+            let v = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    let mut reg = Registration {
+        ip: ip.to_string(),
+        port,
+        cluster: cluster.to_string(),
+        weight: wire.weight.unwrap_or(1.0),
+        healthy: wire.healthy.unwrap_or(true),
+        enabled: wire.enabled.unwrap_or(true),
+        ephemeral: wire.ephemeral.unwrap_or(true),
+        metadata,
+        instance_id: wire.instance_id.clone().filter(|i| !i.trim().is_empty()),
+        client: client.map(|c| c.to_string()),
+        owner: None,
+    };
+    validate::registration(&mut reg, "instance.", max_metadata_bytes)?;
+    Ok(reg)
+}
+
 impl GrpcServer {
     /// A gRPC server over the node's state.
     pub fn new(app: AppState, connections: Connections) -> Arc<Self> {
@@ -189,17 +252,17 @@ impl GrpcServer {
         };
         if let Err(e) = self.authenticate(&payload).await {
             tracing::debug!(error = %e, "grpc request refused");
+            let error = Error::from(e);
+            // Too busy checking passwords: say so (429), as HTTP does; any other refusal
+            // keeps Nacos' answer, which clients match on.
+            if error.kind == crate::error::ErrorKind::TooManyRequests {
+                return failure("ErrorResponse", error.grpc_code(), &error.message);
+            }
             return failure(reply_type, 403, "Validate Identity failed.");
         }
-        let request: NamingRequest = match serde_json::from_slice(payload.body_bytes()) {
+        let request = match parse_request(&kind, payload.body_bytes()) {
             Ok(r) => r,
-            Err(e) => {
-                return failure(
-                    "ErrorResponse",
-                    400,
-                    &format!("Invalid request: the body is not a {kind}: {e}"),
-                )
-            }
+            Err(refusal) => return *refusal,
         };
         match self.naming(&kind, &conn, request).await {
             Ok(fields) => respond(reply_type, fields),
@@ -262,55 +325,6 @@ impl GrpcServer {
         Ok(ServiceKey::new(&namespace, &group, &name))
     }
 
-    fn registration(
-        &self,
-        wire: &WireInstance,
-        client: Option<&Arc<str>>,
-    ) -> Result<Registration, Error> {
-        let ip = wire
-            .ip
-            .as_deref()
-            .map(str::trim)
-            .filter(|i| !i.is_empty())
-            .ok_or_else(|| Error::missing("instance.ip"))?;
-        let port = wire.port.ok_or_else(|| Error::missing("instance.port"))?;
-        let port = check_port("instance.port", port)?;
-        let cluster = wire
-            .cluster_name
-            .as_deref()
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .unwrap_or(DEFAULT_CLUSTER);
-        let metadata: Metadata = wire
-            .metadata
-            .iter()
-            .flatten()
-            .map(|(k, v)| {
-                let v = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Null => String::new(),
-                    other => other.to_string(),
-                };
-                (k.clone(), v)
-            })
-            .collect();
-        let reg = Registration {
-            ip: ip.to_string(),
-            port,
-            cluster: cluster.to_string(),
-            weight: wire.weight.unwrap_or(1.0),
-            healthy: wire.healthy.unwrap_or(true),
-            enabled: wire.enabled.unwrap_or(true),
-            ephemeral: wire.ephemeral.unwrap_or(true),
-            metadata,
-            instance_id: wire.instance_id.clone().filter(|i| !i.trim().is_empty()),
-            client: client.map(|c| c.to_string()),
-            owner: None,
-        };
-        validate::registration(&reg, "instance.", self.app.limits.max_metadata_bytes)?;
-        Ok(reg)
-    }
-
     async fn naming(
         &self,
         kind: &str,
@@ -318,6 +332,7 @@ impl GrpcServer {
         request: NamingRequest,
     ) -> Result<Value, Error> {
         let registry = &self.app.registry;
+        let max_metadata = self.app.limits.max_metadata_bytes;
         if kind == "ServiceListRequest" {
             // Lists a group; it names no service.
             let (namespace, group) = Self::scope(&request)?;
@@ -342,19 +357,19 @@ impl GrpcServer {
                 match (op.as_str(), persistent) {
                     ("registerInstance", false) => {
                         // One instance per service per connection, as in Nacos 2.x.
-                        let reg = self.registration(wire, Some(&conn.client))?;
+                        let reg = registration(wire, Some(&conn.client), max_metadata)?;
                         writes.replace_connection_instances(&conn.client, &key, &[reg])?;
                     }
                     ("deregisterInstance", false) => {
                         writes.replace_connection_instances(&conn.client, &key, &[])?;
                     }
                     ("registerInstance", true) => {
-                        let mut reg = self.registration(wire, None)?;
+                        let mut reg = registration(wire, None, max_metadata)?;
                         reg.ephemeral = false;
                         writes.register(key, reg).await?;
                     }
                     ("deregisterInstance", true) => {
-                        let reg = self.registration(wire, None)?;
+                        let reg = registration(wire, None, max_metadata)?;
                         writes.deregister_persistent(key, &reg.ip, reg.port).await?;
                     }
                     _ => return Err(Error::bad_request(format!("Unsupported request type {op}"))),
@@ -369,7 +384,7 @@ impl GrpcServer {
                 let wires = request.instances.as_deref().unwrap_or_default();
                 let regs = wires
                     .iter()
-                    .map(|w| self.registration(w, Some(&conn.client)))
+                    .map(|w| registration(w, Some(&conn.client), max_metadata))
                     .collect::<Result<Vec<_>, _>>()?;
                 if let Some(r) = regs.iter().find(|r| !r.ephemeral) {
                     return Err(Error::illegal(
@@ -495,6 +510,8 @@ impl GrpcServer {
         let body: Value = serde_json::from_slice(payload.body_bytes()).unwrap_or(Value::Null);
         match payload.kind() {
             "ConnectionSetupRequest" => {
+                // The transport has said who it is: its setup deadline stops.
+                self.connections.set_up(conn);
                 {
                     let mut setup = conn.setup.lock();
                     setup.client_version = body["clientVersion"].as_str().unwrap_or("").to_string();
@@ -707,15 +724,33 @@ pub fn tls_config(args: &crate::config::NodeArgs) -> anyhow::Result<Option<GrpcT
     }
 }
 
+/// Limits of the gRPC listener (`--max-grpc-connections`,
+/// `--max-grpc-connections-per-ip`, `--grpc-setup-timeout-secs`).
+#[derive(Clone, Copy, Debug)]
+pub struct GrpcLimits {
+    /// Most transports open at once.
+    pub max_connections: usize,
+    /// Most transports open at once from one IP.
+    pub max_per_ip: usize,
+    /// How long a transport may go without a set-up connection (from accept, and after
+    /// its stream ends).
+    pub setup_timeout: Duration,
+}
+
 /// Serves gRPC on `listener` (over TLS with `tls`) until `stopping` (then every client is
-/// told to move on).
+/// told to move on). Transports over a cap are closed at once; the others are closed
+/// when they go `setup_timeout` without a set-up connection.
 pub async fn serve(
     server: Arc<GrpcServer>,
     listener: TcpListener,
     tls: Option<GrpcTls>,
+    limits: GrpcLimits,
     mut stopping: watch::Receiver<bool>,
 ) {
-    let incoming = tls::incoming(listener, tls);
+    let gate = crate::listen::Gate::new("grpc", limits.max_connections, Some(limits.max_per_ip));
+    let incoming = server
+        .connections
+        .incoming(listener, tls, gate, limits.setup_timeout);
     let shutdown = async move {
         let _ = stopping.changed().await;
     };

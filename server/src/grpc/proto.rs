@@ -226,3 +226,155 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Fuzzing of what a gRPC client controls: the protobuf envelope, and the JSON body
+    //! of a naming request through parsing, service naming and registration. Any bytes
+    //! get an answer (a decode error, or an error payload), never a panic.
+
+    use proptest::prelude::*;
+    use prost::Message;
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::grpc::{parse_request, registration, GrpcServer};
+
+    const KINDS: [&str; 6] = [
+        "InstanceRequest",
+        "PersistentInstanceRequest",
+        "BatchInstanceRequest",
+        "ServiceQueryRequest",
+        "SubscribeServiceRequest",
+        "ServiceListRequest",
+    ];
+
+    /// A body through everything that reads it before the registry does.
+    fn read_body(kind: &str, body: &[u8]) -> Result<(), TestCaseError> {
+        match parse_request(kind, body) {
+            Ok(request) => {
+                let _ = GrpcServer::service_key(&request);
+                let client: Arc<str> = Arc::from("g:1:c");
+                for wire in request
+                    .instance
+                    .iter()
+                    .chain(request.instances.iter().flatten())
+                {
+                    if let Ok(reg) = registration(wire, Some(&client), 256) {
+                        let kept = crate::registry::validate::check_ip("ip", &reg.ip);
+                        prop_assert!(
+                            matches!(kept, Ok(std::borrow::Cow::Borrowed(_))),
+                            "{}",
+                            reg.ip
+                        );
+                    }
+                }
+            }
+            Err(refusal) => {
+                prop_assert_eq!(refusal.kind(), "ErrorResponse");
+                let answer: Value = serde_json::from_slice(refusal.body_bytes()).unwrap();
+                prop_assert_eq!(&answer["errorCode"], &json!(400));
+                prop_assert_eq!(&answer["success"], &json!(false));
+            }
+        }
+        Ok(())
+    }
+
+    /// JSON values of every type, for any field of a request or an instance.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| json!(f)),
+            "\\PC{0,16}".prop_map(Value::from),
+            prop_oneof![
+                Just("127.0.0.1"),
+                Just("0:0:0:0:0:0:0:1"),
+                Just("999.1.1.1"),
+                Just("g@@s")
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(2, 16, 4, |inner| {
+            let key = prop_oneof![
+                Just("ip".to_string()),
+                Just("port".to_string()),
+                Just("serviceName".to_string()),
+                Just("instance".to_string()),
+                Just("metadata".to_string()),
+                "\\PC{0,6}",
+            ];
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map(key, inner, 0..4).prop_map(|m| json!(m)),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 2_000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Arbitrary bytes as a gRPC message: decoded or refused; a decoded payload's
+        /// body is read or refused with an error payload.
+        #[test]
+        fn arbitrary_envelopes(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(payload) = Payload::decode(bytes.as_slice()) {
+                read_body(payload.kind(), payload.body_bytes())?;
+            }
+        }
+
+        /// Arbitrary bytes as a naming request's body.
+        #[test]
+        fn arbitrary_bodies(kind in proptest::sample::select(&KINDS[..]), body in proptest::collection::vec(any::<u8>(), 0..256)) {
+            read_body(kind, &body)?;
+        }
+
+        /// Request-shaped JSON with fields of any type, as an envelope would carry it.
+        #[test]
+        fn request_shaped_bodies(
+            kind in proptest::sample::select(&KINDS[..]),
+            fields in proptest::collection::btree_map(
+                prop_oneof![Just("serviceName"), Just("groupName"), Just("namespace"), Just("type"), Just("instance"), Just("instances"), Just("clusters")],
+                any_json(),
+                0..6,
+            ),
+            instance in proptest::collection::btree_map(
+                prop_oneof![Just("ip"), Just("port"), Just("weight"), Just("clusterName"), Just("metadata"), Just("ephemeral"), Just("instanceId")],
+                any_json(),
+                0..7,
+            ),
+        ) {
+            let mut body = json!(fields);
+            body["instance"] = json!(instance);
+            let payload = Payload::new(kind, &body);
+            let decoded = Payload::decode(payload.encode_to_vec().as_slice()).unwrap();
+            read_body(decoded.kind(), decoded.body_bytes())?;
+        }
+    }
+
+    #[test]
+    fn registrations_over_grpc_follow_the_naming_rules() {
+        let read = |instance: Value| {
+            let request = parse_request(
+                "InstanceRequest",
+                json!({ "instance": instance }).to_string().as_bytes(),
+            )
+            .unwrap();
+            registration(request.instance.as_ref().unwrap(), None, 256)
+        };
+        for bad in ["999.1.1.1", "1.1.1", "01.02.03.004"] {
+            let e = read(json!({"ip": bad, "port": 80})).unwrap_err();
+            assert!(e.message.contains("'instance.ip'"), "{bad}: {e}");
+        }
+        let reg = read(json!({"ip": "::FFFF:127.0.0.1", "port": 80})).unwrap();
+        assert_eq!(reg.ip, "127.0.0.1");
+        // Bytes that are not UTF-8 inside a JSON string: refused, not replaced.
+        let refusal = parse_request("InstanceRequest", b"{\"serviceName\":\"a\xff\"}").unwrap_err();
+        assert_eq!(refusal.kind(), "ErrorResponse");
+    }
+}

@@ -164,18 +164,11 @@ pub fn incoming(
     tokio::spawn(async move {
         loop {
             // Stop listening once tonic stops taking connections.
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
+            // Out of descriptors and the like: `accept` backs off and warns at a bounded
+            // rate, as every listener's loop does.
+            let (stream, remote) = tokio::select! {
+                accepted = crate::listen::accept(&listener, "grpc") => accepted,
                 () = tx.closed() => return,
-            };
-            let (stream, remote) = match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors and the like: wait, do not spin.
-                    tracing::warn!(error = %e, "grpc accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
             };
             let _ = stream.set_nodelay(true);
             let Some(tls) = tls.clone() else {

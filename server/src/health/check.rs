@@ -2,8 +2,15 @@
 //! instance, as its cluster's settings say (`NONE` clusters are not probed). Run by the
 //! Raft leader only; a result flips an instance's health after [`CHECK_TIMES`] opposite
 //! results in a row, and only flips are committed through Raft.
+//!
+//! A target is resolved first (an instance may be a host name) and connected to by the
+//! address found, once it is clear of the [`DenyList`]; a denied target is skipped and
+//! keeps its health. An HTTP probe is written only from a path and headers that pass
+//! `validate::check_health_checker` (checked when stored, and here again: settings
+//! stored by an older build may not have been).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,8 +19,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::deny::DenyList;
 use crate::clock::now_ms;
 use crate::registry::service::{HealthChecker, ServiceKey};
+use crate::registry::validate::{check_health_check_path, health_check_headers, Invalid};
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 
@@ -116,42 +125,86 @@ fn targets(state: &AppState) -> Vec<Target> {
     out
 }
 
-/// Probes one target: true if it answered as its checker expects.
-pub async fn probe(target: &Target) -> bool {
-    let addr = format!("{}:{}", bracket_v6(&target.ip), target.check_port);
-    let attempt = async {
-        let mut stream = TcpStream::connect(&addr).await.ok()?;
-        match &target.checker {
-            HealthChecker::Tcp | HealthChecker::None => Some(true),
-            HealthChecker::Http {
-                path,
-                headers,
-                expected_code,
-            } => {
-                let path = if path.starts_with('/') {
-                    path.clone()
-                } else {
-                    format!("/{path}")
-                };
-                let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: roster-health-check\r\n");
-                for header in headers.split('|').filter(|h| h.contains(':')) {
-                    request.push_str(header.trim());
-                    request.push_str("\r\n");
-                }
-                request.push_str("\r\n");
-                stream.write_all(request.as_bytes()).await.ok()?;
-                let mut head = vec![0u8; 64];
-                let n = stream.read(&mut head).await.ok()?;
-                let status_line = String::from_utf8_lossy(&head[..n]);
-                let code: u16 = status_line.split_whitespace().nth(1)?.parse().ok()?;
-                Some(code == *expected_code)
+/// What a probe found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It answered as its checker expects.
+    Up,
+    /// It did not (refused, timed out, wrong status, or its name did not resolve).
+    Down,
+    /// It was not probed, for this reason; its health stays as it is.
+    Skipped(String),
+}
+
+/// Probes one target, unless the deny list or its checker's settings forbid it.
+pub async fn probe(target: &Target, deny: &DenyList) -> Outcome {
+    let request = match &target.checker {
+        HealthChecker::Http { path, headers, .. } => {
+            match http_request(path, headers, &host_header(target)) {
+                Ok(request) => Some(request),
+                Err(e) => return Outcome::Skipped(format!("unsafe HTTP check: {e}")),
             }
         }
+        HealthChecker::Tcp | HealthChecker::None => None,
     };
-    matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, attempt).await,
-        Ok(Some(true))
-    )
+    let attempt = async {
+        let addrs = match resolve(&target.ip, target.check_port).await {
+            Some(addrs) => addrs,
+            None => return Outcome::Down,
+        };
+        let allowed: Vec<SocketAddr> = addrs.into_iter().filter(|a| !deny.denies(*a)).collect();
+        if allowed.is_empty() {
+            return Outcome::Skipped("the address is on the health-check deny list".into());
+        }
+        match connect_and_check(&allowed, request.as_deref(), &target.checker).await {
+            Some(true) => Outcome::Up,
+            _ => Outcome::Down,
+        }
+    };
+    tokio::time::timeout(PROBE_TIMEOUT, attempt)
+        .await
+        .unwrap_or(Outcome::Down)
+}
+
+/// The addresses of `host` (an IP, or a name to look up) at `port`. `None`: no address.
+async fn resolve(host: &str, port: u16) -> Option<Vec<SocketAddr>> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Some(vec![SocketAddr::new(ip, port)]);
+    }
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await.ok()?.collect();
+    (!found.is_empty()).then_some(found)
+}
+
+/// Connects to the first of `addrs` that accepts and, for HTTP, sends `request` and
+/// compares the status.
+async fn connect_and_check(
+    addrs: &[SocketAddr],
+    request: Option<&str>,
+    checker: &HealthChecker,
+) -> Option<bool> {
+    let mut stream = None;
+    for addr in addrs {
+        if let Ok(s) = TcpStream::connect(addr).await {
+            stream = Some(s);
+            break;
+        }
+    }
+    let mut stream = stream?;
+    let (Some(request), HealthChecker::Http { expected_code, .. }) = (request, checker) else {
+        return Some(true);
+    };
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut head = vec![0u8; 64];
+    let n = stream.read(&mut head).await.ok()?;
+    let status_line = String::from_utf8_lossy(&head[..n]);
+    let code: u16 = status_line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(code == *expected_code)
+}
+
+/// The `Host` an HTTP probe names unless its headers give one: the instance's address
+/// and the port probed.
+fn host_header(target: &Target) -> String {
+    format!("{}:{}", bracket_v6(&target.ip), target.check_port)
 }
 
 fn bracket_v6(ip: &str) -> String {
@@ -162,10 +215,41 @@ fn bracket_v6(ip: &str) -> String {
     }
 }
 
+/// The bytes of an HTTP probe: one GET of `path` with `headers` (Nacos' `Name:value|...`;
+/// a `Host` or `User-Agent` among them replaces the prober's own). Refused unless the
+/// path and headers pass the rules they were stored under, so that no stored value can
+/// add a header line or a second request.
+fn http_request(path: &str, headers: &str, host: &str) -> Result<String, Invalid> {
+    check_health_check_path(path)?;
+    let headers = health_check_headers(headers)?;
+    let path = if path.is_empty() { "/" } else { path };
+    let given = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    let mut request = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !given("host") {
+        request.push_str(&format!("Host: {host}\r\n"));
+    }
+    if !given("user-agent") {
+        request.push_str("User-Agent: roster-health-check\r\n");
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    Ok(request)
+}
+
 /// Probes every checked persistent instance each `interval` while this node leads, and
-/// commits health flips.
-pub async fn run_checker(state: AppState, interval: Duration, mut stopping: watch::Receiver<bool>) {
+/// commits health flips. Targets `deny` names are never connected to.
+pub async fn run_checker(
+    state: AppState,
+    interval: Duration,
+    deny: DenyList,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let deny = Arc::new(deny);
     let mut tracker = Tracker::default();
+    // Targets skipped and already logged: each is logged once, not every round.
+    let mut skipped: HashSet<(ServiceKey, Arc<str>, u16)> = HashSet::new();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let permits = Arc::new(Semaphore::new(CONCURRENCY));
@@ -176,19 +260,32 @@ pub async fn run_checker(state: AppState, interval: Duration, mut stopping: watc
         }
         if !state.ready.is_ready() || !state.store.is_leader() {
             tracker.clear();
+            skipped.clear();
             continue;
         }
         let mut probes = JoinSet::new();
         for target in targets(&state) {
-            let permits = permits.clone();
+            let (permits, deny) = (permits.clone(), deny.clone());
             probes.spawn(async move {
                 let _permit = permits.acquire_owned().await;
-                let ok = probe(&target).await;
-                (target, ok)
+                let outcome = probe(&target, &deny).await;
+                (target, outcome)
             });
         }
         while let Some(done) = probes.join_next().await {
-            let Ok((target, ok)) = done else { continue };
+            let Ok((target, outcome)) = done else {
+                continue;
+            };
+            let ok = match outcome {
+                Outcome::Up => true,
+                Outcome::Down => false,
+                Outcome::Skipped(reason) => {
+                    if skipped.insert(target.id()) {
+                        tracing::warn!(service = %target.key, ip = %target.ip, port = target.check_port, reason, "health check skipped; the instance keeps its health");
+                    }
+                    continue;
+                }
+            };
             let Some(healthy) = tracker.record(&target, ok) else {
                 continue;
             };
@@ -209,6 +306,7 @@ pub async fn run_checker(state: AppState, interval: Duration, mut stopping: watc
 
 #[cfg(test)]
 mod tests {
+    use super::super::deny::DenyNets;
     use super::*;
 
     fn target(healthy: bool) -> Target {
@@ -258,21 +356,38 @@ mod tests {
                     .await;
             }
         });
+        let open = DenyList::default();
         let mut t = target(true);
         t.check_port = port;
-        assert!(probe(&t).await);
+        assert_eq!(probe(&t, &open).await, Outcome::Up);
         t.checker = HealthChecker::Http {
             path: "/ok".into(),
             headers: String::new(),
             expected_code: 200,
         };
-        assert!(probe(&t).await);
+        assert_eq!(probe(&t, &open).await, Outcome::Up);
         t.checker = HealthChecker::Http {
             path: "/down".into(),
             headers: String::new(),
             expected_code: 200,
         };
-        assert!(!probe(&t).await);
+        assert_eq!(probe(&t, &open).await, Outcome::Down);
+        // A host name is resolved and probed.
+        t.ip = "localhost".into();
+        t.checker = HealthChecker::Tcp;
+        assert_eq!(probe(&t, &open).await, Outcome::Up);
+        // Denied, by network or as this node's own socket: skipped, never connected to.
+        let nets: DenyNets = "127.0.0.0/8,::1".parse().unwrap();
+        assert!(matches!(
+            probe(&t, &DenyList::new(&nets, [])).await,
+            Outcome::Skipped(_)
+        ));
+        t.ip = "127.0.0.1".into();
+        let own = DenyList::new(
+            &DenyNets::default(),
+            [SocketAddr::from(([127, 0, 0, 1], port))],
+        );
+        assert!(matches!(probe(&t, &own).await, Outcome::Skipped(_)));
         // A closed port fails.
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -281,6 +396,46 @@ mod tests {
             .port();
         t.check_port = closed;
         t.checker = HealthChecker::Tcp;
-        assert!(!probe(&t).await);
+        assert_eq!(probe(&t, &open).await, Outcome::Down);
+    }
+
+    #[test]
+    fn http_probes_are_one_request_or_none() {
+        let request = http_request("", "X-Probe: 1|Host: svc.local", "127.0.0.1:80").unwrap();
+        assert_eq!(
+            request,
+            "GET / HTTP/1.1\r\nConnection: close\r\nUser-Agent: roster-health-check\r\nX-Probe: 1\r\nHost: svc.local\r\n\r\n"
+        );
+        // Values stored before paths and headers were checked are not sent.
+        for (path, headers) in [
+            ("/a\r\nX-Evil: 1", ""),
+            ("/a HTTP/1.1\r\n\r\nGET /b", ""),
+            ("/", "X: 1\r\nX-Evil: 2"),
+            ("/", "X: 1\n\nGET /admin HTTP/1.1"),
+        ] {
+            assert!(
+                http_request(path, headers, "h").is_err(),
+                "{path:?} {headers:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn unsafe_stored_checks_are_skipped_before_connecting() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut t = target(true);
+        t.check_port = listener.local_addr().unwrap().port();
+        t.checker = HealthChecker::Http {
+            path: "/x\r\nX-Evil: 1".into(),
+            headers: String::new(),
+            expected_code: 200,
+        };
+        assert!(matches!(
+            probe(&t, &DenyList::default()).await,
+            Outcome::Skipped(_)
+        ));
+        // Nothing connected.
+        let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
+        assert!(accepted.is_err());
     }
 }

@@ -1,12 +1,14 @@
 //! Nacos v1 UDP push. A list query that carries `udpPort` and `clientIP` from a
-//! push-capable client subscribes `clientIP:udpPort` to the service; every change is
+//! push-capable client subscribes `ip:udpPort` to the service, where `ip` is the
+//! address the query came from ([`push_target`]: a caller may not aim datagrams at
+//! anyone else); every change is
 //! sent as `{"type":"dom","data":"<ServiceInfo>","lastRefTime":n}` (gzipped from 1 KiB),
 //! resent with backoff until the client acks `push-ack` with the same `lastRefTime`, a
 //! bounded number of times, or until a newer push to the same subscription replaces it.
 //! Subscribers expire when they stop querying.
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +53,19 @@ const COALESCE: Duration = Duration::from_millis(20);
 /// Whether a client with this agent string listens for UDP pushes.
 pub fn push_capable(agent: &str) -> bool {
     PUSH_AGENTS.iter().any(|p| agent.starts_with(p))
+}
+
+/// Where a list query's UDP pushes go: the IP its connection comes from (`peer`), so
+/// that nobody can point a stream of datagrams (four per change, with resends) at a
+/// third party. The query's `clientIP` is honoured only from an admin, who may
+/// subscribe on another's behalf (an agent behind a proxy); from anyone else it is
+/// ignored, and pushes go to the peer. `None` when the peer is unknown: no pushes.
+pub fn push_target(peer: Option<IpAddr>, client_ip: IpAddr, admin: bool) -> Option<IpAddr> {
+    if admin {
+        Some(client_ip.to_canonical())
+    } else {
+        peer.map(|p| p.to_canonical())
+    }
 }
 
 /// One subscriber of one service.
@@ -418,6 +433,20 @@ mod tests {
         assert!(
             serde_json::from_slice::<Ack>(br#"{"type":"push-ack","lastRefTime":"x"}"#).is_err()
         );
+    }
+
+    #[test]
+    fn pushes_go_to_the_requester_unless_an_admin_names_another() {
+        let here: IpAddr = "127.0.0.1".parse().unwrap();
+        let there: IpAddr = "127.0.0.2".parse().unwrap();
+        assert_eq!(push_target(Some(here), there, false), Some(here));
+        assert_eq!(push_target(Some(here), here, false), Some(here));
+        assert_eq!(push_target(Some(here), there, true), Some(there));
+        assert_eq!(push_target(None, there, false), None);
+        // A dual-stack socket sees IPv4 peers as mapped IPv6 addresses.
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(push_target(Some(mapped), there, false), Some(here));
+        assert_eq!(push_target(None, mapped, true), Some(here));
     }
 
     #[test]

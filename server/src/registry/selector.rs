@@ -267,4 +267,77 @@ mod tests {
             assert!(e.problem.contains(problem), "{sel}: {e}");
         }
     }
+
+    mod fuzz {
+        //! The parser on arbitrary text (an answer, never a panic; errors point inside
+        //! the input), and a round trip: any selector, written out in the syntax, parses
+        //! back to itself.
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// `selector` written in label-selector syntax (the parser has no printer of its
+        /// own; this is the syntax the module documents).
+        fn write(selector: &LabelSelector) -> String {
+            let set = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+            selector
+                .requirements
+                .iter()
+                .map(|r| match r {
+                    Requirement::Equals(k, v) => format!("{k}={v}"),
+                    Requirement::NotEquals(k, v) => format!("{k} != {v}"),
+                    Requirement::In(k, s) => format!("{k} in ({})", set(s)),
+                    Requirement::NotIn(k, s) => format!("{k} notin ({})", set(s)),
+                    Requirement::Exists(k) => k.clone(),
+                    Requirement::NotExists(k) => format!("!{k}"),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+
+        fn word() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[a-zA-Z0-9._/:@+-]{1,8}",
+                "[\\p{Alphabetic}\\p{Nd}]{1,4}",
+                Just("in".to_string()),
+                Just("notin".to_string()),
+            ]
+        }
+
+        fn requirement() -> impl Strategy<Value = Requirement> {
+            let set = || proptest::collection::btree_set(word(), 1..4);
+            prop_oneof![
+                (word(), word()).prop_map(|(k, v)| Requirement::Equals(k, v)),
+                (word(), word()).prop_map(|(k, v)| Requirement::NotEquals(k, v)),
+                (word(), set()).prop_map(|(k, s)| Requirement::In(k, s)),
+                (word(), set()).prop_map(|(k, s)| Requirement::NotIn(k, s)),
+                word().prop_map(Requirement::Exists),
+                word().prop_map(Requirement::NotExists),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 2_000,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            #[test]
+            fn arbitrary_text(input in "\\PC{0,60}|[a-z!=(), ]{0,40}") {
+                match LabelSelector::parse(&input) {
+                    Ok(s) => prop_assert_eq!(LabelSelector::parse(&write(&s)).unwrap(), s),
+                    Err(e) => prop_assert!(e.position <= input.chars().count(), "{}", e),
+                }
+            }
+
+            #[test]
+            fn written_selectors_parse_back(requirements in proptest::collection::vec(requirement(), 0..5)) {
+                let selector = LabelSelector { requirements };
+                let text = write(&selector);
+                prop_assert_eq!(LabelSelector::parse(&text).map_err(|e| e.to_string()), Ok(selector), "{}", text);
+            }
+        }
+    }
 }

@@ -4,10 +4,12 @@
 //! the field and the problem in an [`Invalid`], which the faces answer in their own
 //! shape (`crate::error::Error`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use super::instance::{Metadata, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY};
+use super::service::HealthChecker;
 use super::Registration;
 
 /// The default group.
@@ -133,13 +135,57 @@ pub fn check_weight(weight: f64) -> Result<f64, Invalid> {
     Ok(weight)
 }
 
-/// Checks an IP address or host name.
-pub fn check_ip(key: &str, ip: &str) -> Result<(), Invalid> {
-    if ip.parse::<IpAddr>().is_ok() {
-        return Ok(());
+/// Checks an instance address and returns it as roster keeps it: an IPv4 address as a
+/// canonical dotted quad (four decimal parts 0-255, no leading zeros), an IPv6 address
+/// in RFC 5952 form (an IPv4-mapped one, `::ffff:a.b.c.d`, as the IPv4 address), or a
+/// host name per RFC 1123 whose last label is not a number. Borrowed when `ip` already
+/// is in that form.
+///
+/// Host names stay (Nacos clients register them where pods have no stable IP), but a
+/// name that is all digits and dots must be an IPv4 address: `999.1.1.1`, `1.1.1` and
+/// `01.02.03.004` would otherwise be kept as names that resolvers read as addresses
+/// (`inet_aton` takes `1.1.1` for 1.1.0.1 and `010` as octal), and `0x7f000001` likewise.
+pub fn check_ip<'a>(key: &str, ip: &'a str) -> Result<Cow<'a, str>, Invalid> {
+    if let Ok(addr) = ip.parse::<IpAddr>() {
+        // Rust's parser takes only canonical dotted quads, so IPv4 is as given.
+        let normal = match addr {
+            IpAddr::V4(_) => return Ok(Cow::Borrowed(ip)),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => v4.to_string(),
+                None => v6.to_string(),
+            },
+        };
+        return Ok(if normal == ip {
+            Cow::Borrowed(ip)
+        } else {
+            Cow::Owned(normal)
+        });
     }
-    let host_ok = ip.len() <= 253
-        && ip.split('.').all(|label| {
+    if !ip.is_empty() && ip.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(Invalid::illegal(
+            key,
+            format!(
+                "'{ip}' is not an IPv4 address: four decimal numbers from 0 to 255, without leading zeros."
+            ),
+        ));
+    }
+    if is_host_name(ip) {
+        Ok(Cow::Borrowed(ip))
+    } else {
+        Err(Invalid::illegal(
+            key,
+            format!("'{ip}' is not an IP address or host name."),
+        ))
+    }
+}
+
+/// A host name per RFC 1123 (labels of letters, digits and inner hyphens, 1 to 63
+/// characters, 253 in all) whose last label is not a number in any base `inet_aton`
+/// reads (decimal, or hexadecimal written `0x...`), so that no resolver takes it for
+/// an address.
+fn is_host_name(name: &str) -> bool {
+    let labels_ok = name.len() <= 253
+        && name.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
                 && !label.starts_with('-')
@@ -148,14 +194,11 @@ pub fn check_ip(key: &str, ip: &str) -> Result<(), Invalid> {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         });
-    if host_ok {
-        Ok(())
-    } else {
-        Err(Invalid::illegal(
-            key,
-            format!("'{ip}' is not an IP address or host name."),
-        ))
-    }
+    let last = name.rsplit('.').next().unwrap_or("");
+    let hex = last.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("0x"))
+        && last[2..].bytes().all(|b| b.is_ascii_hexdigit());
+    let numeric = hex || last.bytes().all(|b| b.is_ascii_digit());
+    labels_ok && !numeric
 }
 
 /// Checks a namespace id: 1 to 128 of `[A-Za-z0-9_-]`.
@@ -320,15 +363,118 @@ fn check_heartbeat_metadata(metadata: &Metadata) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Longest path of an HTTP health check, in bytes.
+pub const MAX_CHECK_PATH: usize = 1024;
+/// Longest header list of an HTTP health check (`Name:value|Name:value`), in bytes.
+pub const MAX_CHECK_HEADERS: usize = 2048;
+/// Headers the prober writes itself and a cluster may not set: the probe is one GET
+/// without a body on a connection it closes.
+const PROBER_HEADERS: [&str; 3] = ["connection", "content-length", "transfer-encoding"];
+
+/// Checks a cluster's health checker: an HTTP checker's path, headers and expected
+/// code must make exactly one well-formed request (no CR, LF or other control
+/// characters to inject header lines or a second request with). Applied when the
+/// settings are stored and again before each probe is written.
+pub fn check_health_checker(checker: &HealthChecker) -> Result<(), Invalid> {
+    if let HealthChecker::Http {
+        path,
+        headers,
+        expected_code,
+    } = checker
+    {
+        check_health_check_path(path)?;
+        health_check_headers(headers)?;
+        if !(100..=599).contains(expected_code) {
+            return Err(Invalid::illegal(
+                "healthChecker.expectedResponseCode",
+                "it should be an HTTP status code from 100 to 599.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An HTTP health check's path: empty (meaning `/`, as the Nacos console sends it) or
+/// `/` followed by visible ASCII (no spaces, no control characters), at most
+/// [`MAX_CHECK_PATH`] bytes.
+pub fn check_health_check_path(path: &str) -> Result<(), Invalid> {
+    let ok = path.is_empty()
+        || (path.starts_with('/')
+            && path.len() <= MAX_CHECK_PATH
+            && path.bytes().all(|b| b.is_ascii_graphic()));
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::illegal(
+            "healthChecker.path",
+            format!(
+                "it should start with '/' and hold only visible ASCII characters (no spaces or control characters; percent-encode others), at most {MAX_CHECK_PATH} bytes."
+            ),
+        ))
+    }
+}
+
+/// The headers of an HTTP health check, `Name:value` pairs separated by `|` (Nacos'
+/// format; empty pieces are skipped, spaces around names and values trimmed): each name
+/// an RFC 7230 token that the prober does not write itself, each value printable ASCII,
+/// at most [`MAX_CHECK_HEADERS`] bytes in all.
+pub fn health_check_headers(raw: &str) -> Result<Vec<(&str, &str)>, Invalid> {
+    const FIELD: &str = "healthChecker.headers";
+    if raw.len() > MAX_CHECK_HEADERS {
+        return Err(Invalid::illegal(
+            FIELD,
+            format!("the headers should not exceed {MAX_CHECK_HEADERS} bytes."),
+        ));
+    }
+    let mut pairs = Vec::new();
+    for piece in raw.split('|').filter(|p| !p.trim().is_empty()) {
+        let Some((name, value)) = piece.split_once(':') else {
+            return Err(Invalid::illegal(
+                FIELD,
+                format!("{piece:?} is not a header (Name:value)."),
+            ));
+        };
+        let (name, value) = (name.trim_matches(' '), value.trim_matches(' '));
+        if name.is_empty() || !name.bytes().all(is_token_byte) {
+            return Err(Invalid::illegal(
+                FIELD,
+                format!("the header name {name:?} is not an HTTP token."),
+            ));
+        }
+        if PROBER_HEADERS.iter().any(|h| h.eq_ignore_ascii_case(name)) {
+            return Err(Invalid::illegal(
+                FIELD,
+                format!("the header {name} is written by the health checker itself."),
+            ));
+        }
+        if !value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+            return Err(Invalid::illegal(
+                FIELD,
+                format!("the value of header {name} holds control or non-ASCII characters."),
+            ));
+        }
+        pairs.push((name, value));
+    }
+    Ok(pairs)
+}
+
+/// RFC 7230 `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 /// Checks the fields of a registration a face has parsed, each named `{prefix}{field}`
-/// as the client sent it (`instance.` for gRPC): the address, the cluster, the weight
-/// and the metadata. The one rule set every face registers by.
+/// as the client sent it (`instance.` for gRPC): the address (normalized in place, see
+/// [`check_ip`]), the cluster, the weight and the metadata. The one rule set every face
+/// registers by.
 pub fn registration(
-    reg: &Registration,
+    reg: &mut Registration,
     prefix: &str,
     max_metadata_bytes: usize,
 ) -> Result<(), Invalid> {
-    check_ip(&format!("{prefix}ip"), &reg.ip)?;
+    if let Cow::Owned(normal) = check_ip(&format!("{prefix}ip"), &reg.ip)? {
+        reg.ip = normal;
+    }
     check_cluster_name(&reg.cluster)?;
     check_weight(reg.weight)?;
     check_metadata(
@@ -384,6 +530,199 @@ mod tests {
         assert!(parse_cluster_list("a b").is_err());
     }
 
+    #[test]
+    fn ipv4_only_as_a_canonical_dotted_quad() {
+        for bad in [
+            "999.1.1.1",
+            "1.1.1",
+            "01.02.03.004",
+            "1.2.3.4.5",
+            "256.0.0.1",
+            "127.1",
+            "2130706433",
+            "1..1.1",
+            ".1.1.1",
+        ] {
+            let e = check_ip("ip", bad).unwrap_err();
+            assert!(
+                e.message.contains("is not an IPv4 address") && e.field == "ip",
+                "{bad}: {e}"
+            );
+        }
+        // Names a resolver would read as a number are not host names either.
+        for bad in ["0x7f000001", "host.0x1", "host.123", "a.-b", "-a", "a_b.c"] {
+            assert!(check_ip("ip", bad).is_err(), "{bad}");
+        }
+        for good in ["0.0.0.0", "255.255.255.255", "127.0.0.1", "10.231.0.7"] {
+            assert!(matches!(check_ip("ip", good), Ok(Cow::Borrowed(g)) if g == good));
+        }
+        for good in [
+            "localhost",
+            "pod-0.orders.svc",
+            "1a.example",
+            "x1",
+            "host.0x1g",
+        ] {
+            assert!(
+                matches!(check_ip("ip", good), Ok(Cow::Borrowed(_))),
+                "{good}"
+            );
+        }
+    }
+
+    #[test]
+    fn ipv6_is_normalized() {
+        let table = [
+            ("::1", "::1"),
+            ("0:0:0:0:0:0:0:1", "::1"),
+            ("FE80:0000:0000:0000:0000:0000:0000:0001", "fe80::1"),
+            ("2001:DB8::0:1", "2001:db8::1"),
+            ("::FFFF:127.0.0.1", "127.0.0.1"),
+            ("::ffff:7f00:2", "127.0.0.2"),
+        ];
+        for (given, kept) in table {
+            assert_eq!(check_ip("ip", given).unwrap(), kept, "{given}");
+        }
+        assert!(matches!(
+            check_ip("ip", "2001:db8::1"),
+            Ok(Cow::Borrowed(_))
+        ));
+        assert!(check_ip("ip", "fe80::1%eth0").is_err());
+        assert!(check_ip("ip", "[::1]").is_err());
+    }
+
+    #[test]
+    fn registrations_keep_the_normal_address() {
+        let mut reg = Registration {
+            ip: "0:0:0:0:0:0:0:1".into(),
+            port: 80,
+            cluster: DEFAULT_CLUSTER.into(),
+            weight: 1.0,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            metadata: Metadata::new(),
+            instance_id: None,
+            client: None,
+            owner: None,
+        };
+        registration(&mut reg, "instance.", 100).unwrap();
+        assert_eq!(reg.ip, "::1");
+        reg.ip = "01.02.03.004".into();
+        let e = registration(&mut reg, "instance.", 100).unwrap_err();
+        assert_eq!(e.field, "instance.ip");
+    }
+
+    #[test]
+    fn http_health_checks_make_one_clean_request() {
+        let http = |path: &str, headers: &str| HealthChecker::Http {
+            path: path.into(),
+            headers: headers.into(),
+            expected_code: 200,
+        };
+        for ok in [
+            http("/health", ""),
+            http("", ""),
+            http("/a?b=c&d=%0D%0A", "X-Probe: 1|Host:svc.local| |Accept: */*"),
+            HealthChecker::Tcp,
+            HealthChecker::None,
+        ] {
+            check_health_checker(&ok).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+        }
+        let table = [
+            (http("/a\r\nX-Evil: 1", ""), "healthChecker.path"),
+            (http("/a b", ""), "healthChecker.path"),
+            (http("health", ""), "healthChecker.path"),
+            (http("/\u{e9}", ""), "healthChecker.path"),
+            (
+                http(&format!("/{}", "a".repeat(MAX_CHECK_PATH)), ""),
+                "healthChecker.path",
+            ),
+            (http("/", "X-A: 1\r\nX-Evil: 2"), "healthChecker.headers"),
+            (
+                http("/", "X-A: 1\n\nGET / HTTP/1.1"),
+                "healthChecker.headers",
+            ),
+            (http("/", "X\rA: 1"), "healthChecker.headers"),
+            (http("/", "Bad Name: 1"), "healthChecker.headers"),
+            (http("/", "novalue"), "healthChecker.headers"),
+            (http("/", "Content-Length: 5"), "healthChecker.headers"),
+            (
+                http("/", "transfer-encoding: chunked"),
+                "healthChecker.headers",
+            ),
+            (http("/", &"X-A: 1|".repeat(400)), "healthChecker.headers"),
+            (
+                HealthChecker::Http {
+                    path: "/".into(),
+                    headers: String::new(),
+                    expected_code: 42,
+                },
+                "healthChecker.expectedResponseCode",
+            ),
+        ];
+        for (checker, field) in table {
+            let e = check_health_checker(&checker).unwrap_err();
+            assert_eq!(e.field, field, "{checker:?}: {e}");
+            assert!(
+                !e.message.contains('\r') && !e.message.contains('\n'),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            health_check_headers(" X-A : 1 | Host:h ").unwrap(),
+            [("X-A", "1"), ("Host", "h")]
+        );
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 2_000,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Any text: no panic; what is accepted is kept in a form that is accepted
+            /// again unchanged.
+            #[test]
+            fn addresses_are_checked_without_panics(ip in "\\PC{0,40}|[0-9.]{0,20}|[0-9a-fA-F:.]{0,45}") {
+                if let Ok(kept) = check_ip("ip", &ip) {
+                    prop_assert!(matches!(check_ip("ip", &kept), Ok(Cow::Borrowed(_))), "{ip} -> {kept}");
+                }
+            }
+
+            /// Every IPv4 address is accepted as its dotted quad, and only so.
+            #[test]
+            fn ipv4_round_trips(octets in any::<[u8; 4]>(), pad in 0usize..4) {
+                let ip = std::net::Ipv4Addr::from(octets);
+                let text = ip.to_string();
+                prop_assert!(matches!(check_ip("ip", &text), Ok(Cow::Borrowed(_))));
+                // A leading zero on any part is refused.
+                let padded: Vec<String> = octets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| if i == pad { format!("0{o}") } else { o.to_string() })
+                    .collect();
+                prop_assert!(check_ip("ip", &padded.join(".")).is_err());
+            }
+
+            /// Every spelling of an IPv6 address is kept as one string.
+            #[test]
+            fn ipv6_spellings_agree(segments in any::<[u16; 8]>()) {
+                let ip = std::net::Ipv6Addr::from(segments);
+                let full = segments.iter().map(|s| format!("{s:X}")).collect::<Vec<_>>().join(":");
+                let kept = check_ip("ip", &ip.to_string()).unwrap().into_owned();
+                prop_assert_eq!(check_ip("ip", &full).unwrap(), kept.clone());
+                let lower = full.to_lowercase();
+                prop_assert_eq!(check_ip("ip", &lower).unwrap(), kept);
+            }
+        }
+    }
     #[test]
     fn metadata_forms_and_limits() {
         let m = parse_metadata("metadata", r#"{"a":"x","n":1,"b":true}"#, 100).unwrap();

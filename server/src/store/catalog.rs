@@ -54,7 +54,8 @@ impl CatalogChange {
             | CommandV1::Deregister { .. }
             | CommandV1::UpdateInstance { .. }
             | CommandV1::SetHealth { .. }
-            | CommandV1::SyncApply { .. } => return None,
+            | CommandV1::SyncApply { .. }
+            | CommandV1::RotateKey { .. } => return None,
         })
     }
 }

@@ -183,6 +183,18 @@ impl RegistryMachine {
                 Ok(())
             }
             CommandV1::SyncStatus { name, status } => self.tasks.set_status(&name, status),
+            CommandV1::RotateKey {
+                signing_key,
+                keep_previous_secs,
+                at_ms,
+            } => {
+                let mut data = AuthData::clone(&self.auth.data());
+                if !data.rotate(signing_key, keep_previous_secs, at_ms) {
+                    return Err(Rejection::NotBootstrapped);
+                }
+                self.auth.set_data(data);
+                Ok(())
+            }
         }
     }
 
@@ -330,6 +342,70 @@ mod tests {
         )
         .unwrap_err();
         assert!(catalog.drain().is_empty());
+    }
+
+    #[test]
+    fn a_rotated_key_and_the_one_it_replaced_survive_a_snapshot() {
+        let (mut m, _) = machine();
+        let rotate = |key: &[u8]| CommandV1::RotateKey {
+            signing_key: key.to_vec(),
+            keep_previous_secs: 60,
+            at_ms: 1_000_000,
+        };
+        assert_eq!(
+            apply(&mut m, rotate(b"k2")),
+            Err(Rejection::NotBootstrapped)
+        );
+        apply(
+            &mut m,
+            CommandV1::Bootstrap {
+                signing_key: b"k1".to_vec(),
+                admin: "nacos".into(),
+                password_hash: "hash".into(),
+            },
+        )
+        .unwrap();
+        apply(&mut m, rotate(b"k2")).unwrap();
+        let before = AuthData::clone(&m.auth.data());
+        assert_eq!(before.signing_key.as_deref(), Some(&b"k2"[..]));
+        assert_eq!(before.retired_keys[0].key, b"k1");
+
+        let (mut restored, _) = machine();
+        restored.restore(&m.snapshot()).unwrap();
+        assert_eq!(*restored.auth.data(), before);
+    }
+
+    #[test]
+    fn a_snapshot_from_before_rotation_restores_without_retired_keys() {
+        // What a build before key rotation wrote: `auth` without `retired_keys`.
+        #[derive(Serialize)]
+        struct OldAuth {
+            #[serde(with = "serde_bytes")]
+            signing_key: Vec<u8>,
+            users: std::collections::BTreeMap<String, User>,
+        }
+        #[derive(Serialize)]
+        enum OldSnapshot {
+            V1 {
+                registry: PersistentData,
+                auth: OldAuth,
+            },
+        }
+        let (m, _) = machine();
+        let old = OldSnapshot::V1 {
+            registry: m.registry.persistent_data(),
+            auth: OldAuth {
+                signing_key: b"k1".to_vec(),
+                users: Default::default(),
+            },
+        };
+        let (mut restored, _) = machine();
+        restored
+            .restore(&rmp_serde::to_vec_named(&old).unwrap())
+            .unwrap();
+        let auth = restored.auth.data();
+        assert_eq!(auth.signing_key.as_deref(), Some(&b"k1"[..]));
+        assert!(auth.retired_keys.is_empty());
     }
 
     #[test]

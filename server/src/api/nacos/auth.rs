@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{envelope, json_of};
 use crate::api::guard::Caller;
 use crate::api::params::Params;
-use crate::auth::{password, User};
+use crate::auth::User;
 use crate::clock::now_secs;
 use crate::error::Error;
 use crate::naming::wire::page;
@@ -65,13 +65,6 @@ fn check_password(key: &str, password: &str) -> Result<(), Error> {
     Ok(())
 }
 
-async fn hash(password: &str) -> Result<String, Error> {
-    let password = password.to_string();
-    tokio::task::spawn_blocking(move || password::hash(&password))
-        .await
-        .map_err(|_| Error::unavailable("password hashing was interrupted; retry"))
-}
-
 /// `GET /nacos/v1/auth/users`: one page of users (hashes are never shown).
 pub async fn list_users(
     State(state): State<AppState>,
@@ -122,7 +115,7 @@ pub async fn create_user(
         return Err(Error::conflict(format!("user '{username}' already exists")));
     }
     let user = User {
-        password_hash: hash(password).await?,
+        password_hash: state.auth.hash_password(password).await?,
         admin: false,
     };
     state
@@ -156,7 +149,7 @@ pub async fn change_password(
         .store
         .propose(CommandV1::SetPassword {
             username: username.to_string(),
-            password_hash: hash(password).await?,
+            password_hash: state.auth.hash_password(password).await?,
         })
         .await?;
     Ok(envelope("update user ok!"))

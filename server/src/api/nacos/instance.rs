@@ -4,15 +4,15 @@
 //! Ephemeral writes go straight to the registry; persistent ones are proposed to Raft and
 //! answered once committed.
 
-use std::net::{IpAddr, SocketAddr};
-
 use std::borrow::Cow;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU16;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::HeaderValue;
 use axum::response::Response;
@@ -22,11 +22,12 @@ use serde_json::json;
 
 use super::{json, json_of};
 use crate::api::params::Params;
+use crate::auth::Identity;
 use crate::clock::now_ms;
 use crate::error::Error;
 use crate::naming::wire::{plain_list_parts, service_info, ListRequest};
 use crate::naming::writes::BeatOutcome;
-use crate::push::udp::push_capable;
+use crate::push::udp::{push_capable, push_target};
 use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
 use crate::registry::service::ServiceKey;
@@ -39,9 +40,7 @@ use crate::state::{AppState, Limits};
 
 /// Parses the instance fields of a register call.
 fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error> {
-    let ip = params.required("ip")?;
-    check_ip("ip", ip)?;
-    let port = params.port("port")?;
+    let (ip, port) = address(params)?;
     let cluster = params
         .optional_any(&["clusterName", "cluster"])
         .unwrap_or(DEFAULT_CLUSTER);
@@ -51,7 +50,7 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error>
         None => 1.0,
     };
     Ok(Registration {
-        ip: ip.to_string(),
+        ip: ip.into_owned(),
         port,
         cluster: cluster.to_string(),
         weight,
@@ -67,14 +66,13 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error>
     })
 }
 
-/// `ip` and `port`, both required and checked.
-fn address(params: &Params) -> Result<(&str, u16), Error> {
-    let ip = params.required("ip")?;
-    check_ip("ip", ip)?;
+/// `ip` (in the form instances are kept in, see [`check_ip`]) and `port`, both
+/// required and checked.
+fn address(params: &Params) -> Result<(Cow<'_, str>, u16), Error> {
+    let ip = check_ip("ip", params.required("ip")?)?;
     Ok((ip, params.port("port")?))
 }
 
-/// The instance at `ip:port` of `key`, if any.
 /// `POST /nacos/v1/ns/instance`: register an instance.
 #[tracing::instrument(skip_all)]
 pub async fn register(
@@ -99,7 +97,7 @@ pub async fn deregister(
     let (ip, port) = address(&params)?;
     // Validated for the sake of clear errors; the instance's own kind decides the path.
     params.boolean("ephemeral")?;
-    state.writes().deregister(key, ip, port).await?;
+    state.writes().deregister(key, &ip, port).await?;
     Ok("ok")
 }
 
@@ -119,7 +117,7 @@ pub async fn update(State(state): State<AppState>, params: Params) -> Result<&'s
         enabled: params.boolean_any(&["enabled", "enable"])?,
         metadata: params.metadata("metadata", state.limits.max_metadata_bytes)?,
     };
-    state.writes().update(key, ip, port, patch).await?;
+    state.writes().update(key, &ip, port, patch).await?;
     Ok("ok")
 }
 
@@ -145,7 +143,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         .ok_or_else(no_ips)?;
     let instance = view
         .instances
-        .get(&Addr::new(ip, port))
+        .get(&Addr::new(&ip, port))
         .filter(|i| cluster.is_none_or(|c| *i.cluster == *c))
         .ok_or_else(|| Error::instance_not_found("no matched ip found!"))?;
     Ok(json_of(&json!({
@@ -162,32 +160,57 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
     })))
 }
 
-/// The client's agent string: `User-Agent`, else `Client-Version`. An extractor of its
-/// own so that a list request does not copy every header to read one.
-pub struct Agent(Option<HeaderValue>);
+/// Who sent a list query, as far as UDP push needs: the client's agent string
+/// (`User-Agent`, else `Client-Version`), the IP its connection comes from, and whether
+/// it is an admin. An extractor of its own so that a list request does not copy every
+/// header to read one.
+pub struct Requester {
+    agent: Option<HeaderValue>,
+    /// The connection's peer IP (`None` only where no connection is known).
+    peer: Option<IpAddr>,
+    admin: bool,
+}
 
-impl Agent {
-    /// The agent a request's headers name.
-    pub fn of(headers: &axum::http::HeaderMap) -> Agent {
-        Agent(
-            headers
+impl Requester {
+    /// The requester of a request with these headers, from `peer`, authenticated as
+    /// `identity`.
+    pub fn new(
+        headers: &axum::http::HeaderMap,
+        peer: Option<SocketAddr>,
+        identity: Option<&Identity>,
+    ) -> Requester {
+        Requester {
+            agent: headers
                 .get("user-agent")
                 .or_else(|| headers.get("client-version"))
                 .cloned(),
-        )
+            peer: peer.map(|p| p.ip().to_canonical()),
+            admin: identity.is_some_and(|i| i.admin),
+        }
     }
 
     /// The agent, or `""`.
-    fn as_str(&self) -> &str {
-        self.0.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("")
+    fn agent(&self) -> &str {
+        self.agent
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Agent {
+impl<S: Send + Sync> FromRequestParts<S> for Requester {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Agent::of(&parts.headers))
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0);
+        Ok(Requester::new(
+            &parts.headers,
+            peer,
+            parts.extensions.get::<Identity>(),
+        ))
     }
 }
 
@@ -330,10 +353,11 @@ pub async fn query<'p>(
 }
 
 /// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
-/// that passes `udpPort` and `clientIP` is subscribed to UDP pushes.
+/// that passes `udpPort` (1 to 65535; 0 means none) and `clientIP` is subscribed to UDP
+/// pushes, sent to the IP its connection comes from (see [`push_target`]).
 pub async fn list(
     State(state): State<AppState>,
-    agent: Agent,
+    requester: Requester,
     params: Params,
 ) -> Result<Response, Error> {
     let listed = query(&state, &params, "clusters").await?;
@@ -341,22 +365,22 @@ pub async fn list(
         Some(p) => parse_port("udpPort", p)?,
         None => 0,
     };
-    if udp_port > 0 {
-        if let Some(ip) = params.optional("clientIP") {
-            let ip: IpAddr = ip
-                .parse()
-                .map_err(|_| Error::illegal("clientIP", format!("'{ip}' is not an IP address.")))?;
-            let agent = agent.as_str();
-            if push_capable(agent) {
-                let app = params.optional("app").unwrap_or("unknown");
-                state.push.subscribe(
-                    &listed.key,
-                    SocketAddr::new(ip, udp_port),
-                    listed.clusters_raw,
-                    agent,
-                    app,
-                );
-            }
+    if let (Some(port), Some(client_ip)) = (NonZeroU16::new(udp_port), params.optional("clientIP"))
+    {
+        let client_ip: IpAddr = client_ip.parse().map_err(|_| {
+            Error::illegal("clientIP", format!("'{client_ip}' is not an IP address."))
+        })?;
+        let agent = requester.agent();
+        let target = push_target(requester.peer, client_ip, requester.admin);
+        if let Some(ip) = target.filter(|_| push_capable(agent)) {
+            let app = params.optional("app").unwrap_or("unknown");
+            state.push.subscribe(
+                &listed.key,
+                SocketAddr::new(ip, port.get()),
+                listed.clusters_raw,
+                agent,
+                app,
+            );
         }
     }
     Ok(json(listed.body))
@@ -413,6 +437,50 @@ fn beat_reply(code: u32, interval_ms: u64) -> Response {
     })
 }
 
+/// A full beat's JSON, read and checked: the instance it names and, for an ephemeral
+/// instance, what a re-registration from it would carry.
+struct FullBeat<'a> {
+    /// The address, as instances are kept (see [`check_ip`]).
+    ip: Cow<'a, str>,
+    port: u16,
+    cluster: Cow<'a, str>,
+    /// Weight and metadata, checked as a registration's (ephemeral beats only).
+    stand_in: Option<(f64, Metadata)>,
+}
+
+/// Reads the `beat` parameter: the JSON, the address, and for an ephemeral beat
+/// (which may stand in for a registration) the cluster, weight and metadata by the
+/// registration rules. Each refusal names its field (`beat.ip`, `beat.metadata`, ...).
+fn parse_beat(raw: &str, max_metadata_bytes: usize) -> Result<FullBeat<'_>, Error> {
+    let beat: BeatInfo = serde_json::from_str(raw)
+        .map_err(|e| Error::illegal("beat", format!("it is not valid beat JSON: {e}.")))?;
+    let ip = match beat.ip.ok_or_else(|| Error::missing("beat.ip"))?.0 {
+        Cow::Borrowed(ip) => check_ip("beat.ip", ip)?,
+        Cow::Owned(ip) => Cow::Owned(check_ip("beat.ip", &ip)?.into_owned()),
+    };
+    let port = beat.port.ok_or_else(|| Error::missing("beat.port"))?;
+    let port = check_port("beat.port", port)?;
+    let cluster = beat
+        .cluster
+        .map(|c| c.0)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(Cow::Borrowed(DEFAULT_CLUSTER));
+    let stand_in = if beat.ephemeral.unwrap_or(true) {
+        check_cluster_name(&cluster)?;
+        let weight = check_weight(beat.weight.unwrap_or(1.0))?;
+        check_metadata("beat.metadata", &beat.metadata, max_metadata_bytes)?;
+        Some((weight, beat.metadata))
+    } else {
+        None
+    };
+    Ok(FullBeat {
+        ip,
+        port,
+        cluster,
+        stand_in,
+    })
+}
+
 /// `PUT /nacos/v1/ns/instance/beat`: a heartbeat. A light beat (no `beat` JSON) for an
 /// unknown instance answers code 20404 so the client re-registers; a full beat
 /// re-registers the instance itself (Python and npm clients never re-register any other
@@ -420,70 +488,41 @@ fn beat_reply(code: u32, interval_ms: u64) -> Response {
 /// drain a re-registered instance).
 pub async fn beat(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let name = params.service_name()?;
-    let beat: Option<BeatInfo> = params
+    let full = params
         .optional("beat")
-        .map(serde_json::from_str)
-        .transpose()
-        .map_err(|e| Error::illegal("beat", format!("it is not valid beat JSON: {e}.")))?;
-    let (ip, port, cluster) = match &beat {
-        Some(b) => {
-            let ip = b.ip.as_deref().ok_or_else(|| Error::missing("beat.ip"))?;
-            check_ip("beat.ip", ip)?;
-            let port = b.port.ok_or_else(|| Error::missing("beat.port"))?;
-            let port = check_port("beat.port", port)?;
-            let cluster = b
-                .cluster
-                .as_deref()
-                .filter(|c| !c.is_empty())
-                .unwrap_or(DEFAULT_CLUSTER);
-            (ip, port, cluster)
-        }
+        .map(|raw| parse_beat(raw, state.limits.max_metadata_bytes))
+        .transpose()?;
+    let (ip, port, cluster, stand_in) = match full {
+        Some(b) => (b.ip, b.port, b.cluster, b.stand_in),
         None => {
             let (ip, port) = address(&params)?;
             let cluster = params
                 .optional_any(&["clusterName", "cluster"])
                 .unwrap_or(DEFAULT_CLUSTER);
-            (ip, port, cluster)
+            (ip, port, Cow::Borrowed(cluster), None)
         }
-    };
-    // A full beat (with its JSON) can stand in for a registration: check it now.
-    let stand_in = match beat.as_ref().filter(|b| b.ephemeral.unwrap_or(true)) {
-        Some(b) => {
-            check_cluster_name(cluster)?;
-            let weight = check_weight(b.weight.unwrap_or(1.0))?;
-            check_metadata(
-                "beat.metadata",
-                &b.metadata,
-                state.limits.max_metadata_bytes,
-            )?;
-            Some(weight)
-        }
-        None => None,
     };
     state.metrics.beats.inc();
     // Nearly every beat is for an instance this node owns and holds: answered without
     // building (and allocating) the op a forward would need.
     let writes = state.writes();
-    if let Some(hb) = writes.beat_here(name.namespace, &name.grouped, ip, port) {
+    if let Some(hb) = writes.beat_here(name.namespace, &name.grouped, &ip, port) {
         return Ok(beat_reply(10200, hb.interval_ms));
     }
-    let re_register = match (stand_in, &beat) {
-        (Some(weight), Some(b)) => Some(Registration {
-            ip: ip.to_string(),
-            port,
-            cluster: cluster.to_string(),
-            weight,
-            healthy: true,
-            enabled: true,
-            ephemeral: true,
-            metadata: b.metadata.clone(),
-            instance_id: None,
-            client: None,
-            owner: None,
-        }),
-        _ => None,
-    };
-    match writes.beat(name.key(), ip, port, re_register).await? {
+    let re_register = stand_in.map(|(weight, metadata)| Registration {
+        ip: ip.to_string(),
+        port,
+        cluster: cluster.into_owned(),
+        weight,
+        healthy: true,
+        enabled: true,
+        ephemeral: true,
+        metadata,
+        instance_id: None,
+        client: None,
+        owner: None,
+    });
+    match writes.beat(name.key(), &ip, port, re_register).await? {
         BeatOutcome::Known(interval) => Ok(beat_reply(10200, interval)),
         BeatOutcome::Unknown => Ok(beat_reply(20404, 5000)),
     }
@@ -497,7 +536,7 @@ pub async fn health(State(state): State<AppState>, params: Params) -> Result<&'s
     let healthy = params
         .boolean_any(&["healthy", "valid"])?
         .ok_or_else(|| Error::missing("healthy"))?;
-    state.writes().set_health(key, ip, port, healthy).await?;
+    state.writes().set_health(key, &ip, port, healthy).await?;
     Ok("ok")
 }
 
@@ -528,5 +567,110 @@ mod tests {
         })
         .unwrap();
         assert_eq!(serialized, BEAT_OK_DEFAULT);
+    }
+
+    #[test]
+    fn beats_are_checked_as_registrations() {
+        let b = parse_beat(r#"{"ip":"0:0:0:0:0:0:0:1","port":80,"weight":2}"#, 100).unwrap();
+        assert_eq!((&*b.ip, b.port, &*b.cluster), ("::1", 80, DEFAULT_CLUSTER));
+        assert_eq!(b.stand_in.map(|s| s.0), Some(2.0));
+        let refused = [
+            (r#"{"ip":"999.1.1.1","port":80}"#, "'beat.ip'"),
+            (r#"{"ip":"01.02.03.004","port":80}"#, "'beat.ip'"),
+            (r#"{"ip":"1.1.1","port":80}"#, "'beat.ip'"),
+            (r#"{"port":80}"#, "'beat.ip'"),
+            (r#"{"ip":"127.0.0.1","port":70000}"#, "'beat.port'"),
+            (
+                r#"{"ip":"127.0.0.1","port":80,"cluster":"a b"}"#,
+                "clusterName",
+            ),
+            (r#"{"ip":"127.0.0.1","port":80,"weight":-1}"#, "weights"),
+            (
+                r#"{"ip":"127.0.0.1","port":80,"metadata":{"k":"0123456789"}}"#,
+                "'beat.metadata'",
+            ),
+            (r#"{"ip":"127.0.0.1""#, "'beat'"),
+        ];
+        for (raw, field) in refused {
+            let e = parse_beat(raw, 5).map(|_| ()).unwrap_err();
+            assert!(e.message.contains(field), "{raw}: {}", e.message);
+        }
+        // A persistent instance's beat re-registers nothing, so only its address counts.
+        let b = parse_beat(
+            r#"{"ip":"127.0.0.1","port":80,"cluster":"a b","ephemeral":false}"#,
+            5,
+        )
+        .unwrap();
+        assert!(b.stand_in.is_none());
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        use super::*;
+
+        /// Values of every JSON type, for any field.
+        fn any_json() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_map(|f| json!(f)),
+                "\\PC{0,20}".prop_map(Value::from),
+                prop_oneof![
+                    Just("127.0.0.1"),
+                    Just("::1"),
+                    Just("999.1.1.1"),
+                    Just("a.b")
+                ]
+                .prop_map(Value::from),
+                proptest::collection::btree_map("\\PC{0,5}", "\\PC{0,5}", 0..3)
+                    .prop_map(|m| json!(m)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 2_000,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Any text: an answer, never a panic.
+            #[test]
+            fn any_text(raw in "\\PC{0,120}") {
+                let _ = parse_beat(&raw, 1024);
+            }
+
+            /// Beat-shaped JSON with fields of any type, cut short anywhere: what is
+            /// accepted is an address kept in normal form, a port, and a registration
+            /// within the rules.
+            #[test]
+            fn beat_shaped_json(
+                fields in proptest::collection::btree_map(
+                    prop_oneof![Just("ip"), Just("port"), Just("cluster"), Just("weight"), Just("ephemeral"), Just("metadata"), Just("other")],
+                    any_json(),
+                    0..7,
+                ),
+                cut in any::<proptest::sample::Index>(),
+            ) {
+                let raw = json!(fields).to_string();
+                let mut at = cut.index(raw.len() + 1);
+                while !raw.is_char_boundary(at) {
+                    at -= 1;
+                }
+                for text in [raw.as_str(), &raw[..at]] {
+                    if let Ok(b) = parse_beat(text, 64) {
+                        prop_assert!(matches!(check_ip("ip", &b.ip), Ok(Cow::Borrowed(_))));
+                        if let Some((weight, metadata)) = &b.stand_in {
+                            prop_assert!((0.0..=10000.0).contains(weight));
+                            prop_assert!(metadata.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() <= 64);
+                            check_cluster_name(&b.cluster).unwrap();
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -14,7 +14,9 @@ use crate::registry::selector::LabelSelector;
 use crate::registry::service::{
     ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings, METADATA_SELECTOR,
 };
-use crate::registry::validate::{check_group, parse_bool, parse_port, DEFAULT_GROUP};
+use crate::registry::validate::{
+    check_group, check_health_checker, parse_bool, parse_port, DEFAULT_GROUP,
+};
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 
@@ -251,7 +253,9 @@ pub async fn subscribers(State(state): State<AppState>, params: Params) -> Resul
     ))
 }
 
-/// `PUT /nacos/v1/ns/cluster`: health-check settings of one cluster of a service.
+/// `PUT /nacos/v1/ns/cluster`: health-check settings of one cluster of a service. An
+/// HTTP checker's path and headers are checked here (`check_health_checker`), before
+/// anything is stored.
 pub async fn put_cluster(
     State(state): State<AppState>,
     params: Params,
@@ -271,6 +275,9 @@ pub async fn put_cluster(
                 format!("expected {{\"type\":\"TCP\"|\"HTTP\"|\"NONE\", ...}}: {e}."),
             )
         })?;
+    // An HTTP checker's path and headers go into the request the leader writes: no
+    // control characters, so no injected header lines or second request.
+    check_health_checker(&checker)?;
     let metadata = params
         .metadata("metadata", state.limits.max_metadata_bytes)?
         .unwrap_or_default();

@@ -1,0 +1,144 @@
+//! TLS for the peer channel (`--peer-tls-cert`, `--peer-tls-key`, `--peer-tls-ca`):
+//! mutual, TLS 1.3 only, both sides verified against the cluster's CA.
+//!
+//! Each node serves its certificate on `--peer` and presents the same one as a client
+//! certificate when it connects to the others; a node accepts only connections whose
+//! client certificate the CA signed, and connects only to peers whose certificate the
+//! CA signed for the host of their `--members` address (a DNS name or IP address in the
+//! certificate's subject alternative names). The sealing of messages under the cluster
+//! secret (`wire.rs`) stays on inside TLS: a certificate alone does not make a member.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio_rustls::rustls::crypto::ring::default_provider;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{version, ClientConfig, RootCertStore, ServerConfig};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// Both halves of a node's peer TLS. Cheap to clone.
+#[derive(Clone)]
+pub struct PeerTls {
+    /// Accepts peers' connections (client certificate required).
+    pub acceptor: TlsAcceptor,
+    /// Connects to peers (presenting this node's certificate).
+    pub connector: TlsConnector,
+}
+
+impl std::fmt::Debug for PeerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerTls(..)")
+    }
+}
+
+impl PeerTls {
+    /// Reads the certificate chain, its key and the CA; an unreadable file, one that
+    /// does not parse, or a key that does not fit is an error naming the flag.
+    pub fn load(cert: &Path, key: &Path, ca: &Path) -> anyhow::Result<Self> {
+        let chain = read_certs(cert, "--peer-tls-cert")?;
+        let key_pem = std::fs::read(key)
+            .with_context(|| format!("cannot read --peer-tls-key {}", key.display()))?;
+        let private = PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| anyhow::anyhow!("--peer-tls-key {}: {e}", key.display()))?;
+        let mut roots = RootCertStore::empty();
+        for ca_cert in read_certs(ca, "--peer-tls-ca")? {
+            roots
+                .add(ca_cert)
+                .with_context(|| format!("--peer-tls-ca {}: not a usable CA", ca.display()))?;
+        }
+        let roots = Arc::new(roots);
+        let provider = Arc::new(default_provider());
+        let mismatch = || {
+            format!(
+                "--peer-tls-cert {} / --peer-tls-key {}: the key does not fit the certificate",
+                cert.display(),
+                key.display()
+            )
+        };
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .with_context(|| format!("--peer-tls-ca {}", ca.display()))?;
+        let mut server = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&version::TLS13])
+            .context("TLS protocol versions")?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain.clone(), private.clone_key())
+            .with_context(mismatch)?;
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let mut client = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&version::TLS13])
+            .context("TLS protocol versions")?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, private)
+            .with_context(mismatch)?;
+        client.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Self {
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            connector: TlsConnector::from(Arc::new(client)),
+        })
+    }
+}
+
+/// The name a peer's certificate must carry: the host of its address (`host:port`,
+/// `[v6]:port`), as a DNS name or an IP address.
+pub fn server_name(addr: &str) -> Option<ServerName<'static>> {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_string()).ok()
+}
+
+fn read_certs(path: &Path, flag: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let pem =
+        std::fs::read(path).with_context(|| format!("cannot read {flag} {}", path.display()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("{flag} {}: no PEM certificate in the file", path.display());
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_come_from_member_addresses() {
+        assert!(matches!(
+            server_name("127.0.0.1:7848"),
+            Some(ServerName::IpAddress(_))
+        ));
+        assert!(matches!(
+            server_name("[::1]:7848"),
+            Some(ServerName::IpAddress(_))
+        ));
+        assert!(matches!(
+            server_name("node-b.internal:7848"),
+            Some(ServerName::DnsName(_))
+        ));
+        assert!(server_name("bad name:7848").is_none());
+    }
+
+    #[test]
+    fn unreadable_or_empty_files_name_the_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let missing = dir.path().join("missing.pem");
+        let err = PeerTls::load(&missing, &empty, &empty)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--peer-tls-cert"), "{err}");
+        let err = PeerTls::load(&empty, &empty, &empty)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--peer-tls-cert") && err.contains("no PEM"),
+            "{err}"
+        );
+    }
+}

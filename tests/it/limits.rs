@@ -1,0 +1,393 @@
+//! What the HTTP and gRPC listeners let a client hold, and a node out of descriptors:
+//! a request head that stalls and a keep-alive connection left idle are closed, each on
+//! its own clock; connections over a cap are closed at once while the others are
+//! served; a gRPC connection that never sets up a client is closed, and one IP gets only
+//! its share; and a node whose descriptors a flood of idle connections used up keeps
+//! serving, writes its Raft snapshot once descriptors free, and never shuts down.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use roster_tests::{eventually, json, unique, Node, NodeOptions};
+
+use crate::grpc::{decode, payload, RawClient};
+
+/// Sends `request` on `stream` and reads one response; its status, or `None` when the
+/// server closed the connection instead.
+fn exchange(stream: &mut TcpStream, request: &str) -> Option<u16> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    if stream.write_all(request.as_bytes()).is_err() {
+        return None;
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&got[..head_end]).to_lowercase();
+    let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or(0);
+    while got.len() < head_end + length {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(status)
+}
+
+fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: roster\r\n\r\n")
+}
+
+/// How long until the server closes `stream` (reading and dropping what it sends), or
+/// `None` if it is still open after `within`.
+fn closed_within(stream: &mut TcpStream, within: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    loop {
+        let left = within.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return None;
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None
+            }
+            Err(_) => return Some(started.elapsed()),
+        }
+    }
+}
+
+fn connect(node: &Node) -> TcpStream {
+    TcpStream::connect(node.addr()).expect("connect")
+}
+
+#[test]
+fn a_stalled_request_head_and_an_idle_keep_alive_connection_are_closed_each_on_its_clock() {
+    let node = Node::start_with(NodeOptions {
+        args: [
+            "--http-header-timeout-secs",
+            "1",
+            "--http-idle-timeout-secs",
+            "4",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..Default::default()
+    });
+    // Three connections side by side: half a head, nothing at all, and a request
+    // answered and then left idle.
+    let opened = Instant::now();
+    let mut half = connect(&node);
+    half.write_all(b"GET /health/live HTTP/1.1\r\nHost: ro")
+        .unwrap();
+    let mut silent = connect(&node);
+    let mut idle = connect(&node);
+    assert_eq!(exchange(&mut idle, &get("/health/live")), Some(200));
+    let answered = Instant::now();
+
+    closed_within(&mut half, Duration::from_secs(6))
+        .expect("a stalled head is closed after the header timeout");
+    let half_closed = opened.elapsed();
+    assert!(
+        half_closed >= Duration::from_millis(950) && half_closed < Duration::from_secs(3),
+        "half a head closed after {half_closed:?} (header timeout 1 s)"
+    );
+    let silent_closed = closed_within(&mut silent, Duration::from_secs(6))
+        .expect("a connection that never sends a head is closed");
+    assert!(
+        silent_closed < Duration::from_secs(3),
+        "a silent new connection closed after {silent_closed:?} (header timeout 1 s)"
+    );
+    // The idle connection outlives the header timeout: idleness has its own clock.
+    closed_within(&mut idle, Duration::from_secs(10)).expect("an idle connection is closed");
+    let idle_closed = answered.elapsed();
+    assert!(
+        idle_closed >= Duration::from_millis(3800) && idle_closed < Duration::from_secs(8),
+        "idle keep-alive closed {idle_closed:?} after its answer (idle timeout 4 s)"
+    );
+
+    // A connection that keeps asking stays, past both clocks.
+    let mut busy = connect(&node);
+    for _ in 0..6 {
+        assert_eq!(exchange(&mut busy, &get("/health/live")), Some(200));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_eq!(exchange(&mut busy, &get("/health/ready")), Some(200));
+}
+
+#[test]
+fn connections_over_the_http_cap_are_closed_at_once_while_the_others_are_served() {
+    const CAP: usize = 4;
+    let node = Node::start_with(NodeOptions {
+        args: vec!["--http-max-connections".into(), CAP.to_string()],
+        ..Default::default()
+    });
+    // The harness may hold one pooled connection of its own: open until one is refused.
+    let mut admitted = Vec::new();
+    let mut refused_in = None;
+    for _ in 0..CAP + 2 {
+        let mut stream = connect(&node);
+        let started = Instant::now();
+        match exchange(&mut stream, &get("/health/ready")) {
+            Some(status) => {
+                assert_eq!(status, 200);
+                admitted.push(stream);
+            }
+            None => {
+                refused_in = Some(started.elapsed());
+                break;
+            }
+        }
+    }
+    let refused_in = refused_in.expect("a connection over the cap is refused");
+    assert!(
+        refused_in < Duration::from_secs(2),
+        "refused after {refused_in:?}"
+    );
+    assert!(
+        (CAP - 1..=CAP).contains(&admitted.len()),
+        "{} admitted under a cap of {CAP}",
+        admitted.len()
+    );
+    // The admitted connections are still served, while another is refused.
+    for stream in &mut admitted {
+        assert_eq!(exchange(stream, &get("/health/live")), Some(200));
+    }
+    assert_eq!(exchange(&mut connect(&node), &get("/health/live")), None);
+    // A place given back is taken by the next connection.
+    admitted.pop();
+    eventually(Duration::from_secs(5), || {
+        match exchange(&mut connect(&node), &get("/health/live")) {
+            Some(200) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+}
+
+/// A connection to the gRPC port from `local` (a loopback address).
+async fn grpc_socket(node: &Node, local: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(format!("{local}:0").parse::<SocketAddr>().unwrap())
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", node.http_port + 1000)
+        .parse()
+        .unwrap();
+    socket
+        .connect(addr)
+        .await
+        .expect("connect to the gRPC port")
+}
+
+/// How long until the server closes `stream`, or `None` if it is open after `within`.
+async fn grpc_closed_within(
+    stream: &mut tokio::net::TcpStream,
+    within: Duration,
+) -> Option<Duration> {
+    use tokio::io::AsyncReadExt;
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    let read_to_end = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return started.elapsed(),
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(within, read_to_end).await.ok()
+}
+
+#[test]
+fn grpc_connections_must_set_up_a_client_in_time_and_one_ip_gets_only_its_share() {
+    const SETUP_SECS: u64 = 3;
+    let node = Node::start_with(NodeOptions {
+        args: vec![
+            "--grpc-setup-timeout-secs".into(),
+            SETUP_SECS.to_string(),
+            "--grpc-max-connections-per-ip".into(),
+            "3".into(),
+        ],
+        ..Default::default()
+    });
+    let token = node.token();
+    let grpc_addr = format!("127.0.0.1:{}", node.http_port + 1000);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use tokio::io::AsyncWriteExt;
+        // HTTP/2 spoken, but no client ever set up: closed after the deadline.
+        let mut mute = grpc_socket(&node, "127.0.0.5").await;
+        mute.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            .await
+            .unwrap();
+        // A Nacos client that sets up is kept past the deadline.
+        let mut client = RawClient::connect(&grpc_addr).await;
+        client.open_stream().await;
+        client
+            .send(
+                "ConnectionSetupRequest",
+                json!({"clientVersion":"Roster-Test:v1","tenant":"","labels":{},"abilityTable":{}}),
+            )
+            .await;
+        client.expect("SetupAckRequest", Duration::from_secs(5)).await;
+
+        let closed = grpc_closed_within(&mut mute, Duration::from_secs(SETUP_SECS + 6))
+            .await
+            .expect("a connection that never sets up a client is closed");
+        assert!(
+            closed >= Duration::from_millis(SETUP_SECS * 1000 - 300),
+            "closed after {closed:?}, before the {SETUP_SECS} s deadline"
+        );
+        // The set-up client's connection is the same one, registered, after the deadline.
+        let service = unique("limits");
+        let body = json!({"headers":{},"namespace":"public","serviceName":service,"groupName":"DEFAULT_GROUP",
+            "type":"registerInstance","instance":{"ip":"127.0.0.9","port":8080,"weight":1.0,"healthy":true,
+            "enabled":true,"ephemeral":true,"clusterName":"DEFAULT","metadata":{}},"module":"naming"});
+        let reply = client
+            .try_unary(payload("InstanceRequest", &body, Some(&token)))
+            .await
+            .expect("unary call");
+        let (kind, reply) = decode(&reply);
+        assert_eq!((kind.as_str(), &reply["success"]), ("InstanceResponse", &json!(true)), "{reply}");
+
+        // 127.0.0.1 holds one connection (the client); two more are admitted, then no more.
+        let mut second = grpc_socket(&node, "127.0.0.1").await;
+        let mut third = grpc_socket(&node, "127.0.0.1").await;
+        let mut fourth = grpc_socket(&node, "127.0.0.1").await;
+        let refused = grpc_closed_within(&mut fourth, Duration::from_secs(1))
+            .await
+            .expect("a fourth connection from one IP is closed at once");
+        assert!(refused < Duration::from_secs(1));
+        // Another IP is not held to 127.0.0.1's share.
+        let mut other = grpc_socket(&node, "127.0.0.2").await;
+        for (name, stream) in [("second", &mut second), ("third", &mut third), ("other IP", &mut other)] {
+            assert!(
+                grpc_closed_within(stream, Duration::from_millis(500)).await.is_none(),
+                "the {name} connection was closed at once"
+            );
+        }
+    });
+    // The HTTP side never noticed.
+    node.raw("GET", "/health/ready", &[], None).expect(200);
+}
+
+#[test]
+fn a_node_out_of_descriptors_keeps_serving_and_writes_its_snapshot_once_they_free() {
+    const FLOOD: usize = 300;
+    let node = Node::start_with(NodeOptions {
+        // 256 descriptors: fewer than the flood below.
+        wrapper: vec!["prlimit".into(), "--nofile=256:256".into()],
+        args: [
+            "--raft-snapshot-logs",
+            "10",
+            // The flood's connections stay until this test lets them go.
+            "--http-header-timeout-secs",
+            "300",
+            "--http-idle-timeout-secs",
+            "300",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..Default::default()
+    });
+    let token = node.token();
+    let applied_before = node.call("GET", "/api/v1/cluster").expect(200).json()["appliedIndex"]
+        .as_u64()
+        .expect("appliedIndex");
+    // A keep-alive connection opened before the flood, to write through during it.
+    let mut writer = connect(&node);
+    assert_eq!(exchange(&mut writer, &get("/health/ready")), Some(200));
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut flood = Vec::new();
+    while flood.len() < FLOOD && Instant::now() < deadline {
+        match TcpStream::connect_timeout(&node.addr().parse().unwrap(), Duration::from_secs(2)) {
+            Ok(stream) => flood.push(stream),
+            Err(e) => panic!("flood connection {}: {e}", flood.len()),
+        }
+    }
+    assert_eq!(flood.len(), FLOOD);
+    eventually(Duration::from_secs(15), || {
+        node.log()
+            .contains("cannot accept connections")
+            .then_some(())
+            .ok_or_else(|| "the node has not run out of descriptors".to_string())
+    });
+
+    // Twelve Raft writes while no descriptor is free: a snapshot is due after ten.
+    let prefix = unique("lim");
+    for i in 0..12 {
+        let request = format!(
+            "POST /nacos/v1/console/namespaces?customNamespaceId={prefix}-{i}&namespaceName={prefix}-{i}&accessToken={token} HTTP/1.1\r\nHost: roster\r\nContent-Length: 0\r\n\r\n"
+        );
+        assert_eq!(exchange(&mut writer, &request), Some(200), "namespace {i}");
+    }
+    eventually(Duration::from_secs(15), || {
+        node.log()
+            .contains("transient storage error; retrying")
+            .then_some(())
+            .ok_or_else(|| "no snapshot write has met the exhaustion yet".to_string())
+    });
+    // Out of descriptors for a few seconds more, the node still answers on the
+    // connection it has.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(exchange(&mut writer, &get("/health/ready")), Some(200));
+    drop(flood);
+
+    // Descriptors free: the snapshot is written and the node serves new connections.
+    let view = eventually(Duration::from_secs(30), || {
+        let r = node.try_request(
+            "GET",
+            &format!("/api/v1/cluster?accessToken={token}"),
+            &[],
+            None,
+        )?;
+        let view = r.json();
+        if view["snapshotIndex"].as_u64().unwrap_or(0) > applied_before {
+            Ok(view)
+        } else {
+            Err(format!("no snapshot past {applied_before} yet: {view}"))
+        }
+    });
+    assert_eq!(view["ready"], true, "{view}");
+    node.raw("GET", "/health/ready", &[], None).expect(200);
+    let service = unique("after-flood");
+    node.call_form(
+        "POST",
+        "/nacos/v1/ns/instance",
+        &format!("serviceName={service}&ip=127.0.0.7&port=8080"),
+    )
+    .expect(200);
+    let list = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/ns/instance/list?serviceName={service}"),
+        )
+        .expect(200)
+        .json();
+    assert_eq!(list["hosts"][0]["ip"], "127.0.0.7", "{list}");
+    let log = node.log();
+    assert!(
+        log.contains("storage recovered from transient errors"),
+        "{log}"
+    );
+    assert!(!log.contains("raft stopped"), "{log}");
+}
