@@ -180,6 +180,7 @@ pub async fn run(
     create_private_dir(&args.data_dir)?;
     check_descriptors(&args);
     let grpc_tls = crate::grpc::tls_config(&args)?;
+    let http_tls = http_tls_config(&args)?;
     let registry = Registry::new();
     let auth = Auth::with_password_checks(
         !args.no_auth,
@@ -187,6 +188,8 @@ pub async fn run(
         args.max_password_checks as usize,
     );
     let metrics = Arc::new(Metrics::new());
+    let (audit, audit_worker) =
+        crate::audit::Audit::new(&args.data_dir, metrics.audit_dropped.clone());
     let mut raft_config = roster_raft::NodeConfig::new(
         args.node_id,
         plan.advertised_peer.clone(),
@@ -288,6 +291,7 @@ pub async fn run(
         grpc_subscribers: Arc::new(connections.clone()),
         events: Events::new(closing_rx),
         tasks: tasks.clone(),
+        audit,
     });
 
     let (stop, stopping) = watch::channel(false);
@@ -304,6 +308,13 @@ pub async fn run(
             max_connections = peer_limits.max_connections,
             "serving the peer channel"
         );
+        if let Some(tls) = &peer_tls {
+            workers.spawn(tls.certificate.clone().watch(
+                "peer",
+                crate::tls::RELOAD_EVERY,
+                stopping.clone(),
+            ));
+        }
         workers.spawn(crate::cluster::listener::serve(
             listeners.peer,
             peer_tls.map(|tls| tls.acceptor),
@@ -318,7 +329,9 @@ pub async fn run(
             .run(peer_client, store.clone(), stopping.clone()),
     );
     if let Some((udp, tcp)) = listeners.dns {
-        let config = DnsConfig::new(&args.dns_domain, args.dns_ttl).map_err(anyhow::Error::msg)?;
+        let config = DnsConfig::new(&args.dns_domain, args.dns_ttl)
+            .and_then(|c| c.with_namespaces(&args.dns_namespaces))
+            .map_err(anyhow::Error::msg)?;
         tracing::info!(addr = %udp.local_addr()?, domain = %config.domain, "serving DNS");
         workers.spawn(crate::dns::serve_udp(
             udp,
@@ -340,6 +353,13 @@ pub async fn run(
             tls = grpc_tls.is_some(),
             "serving the Nacos gRPC API"
         );
+        if let Some(tls) = &grpc_tls {
+            workers.spawn(tls.certificate().clone().watch(
+                "grpc",
+                crate::tls::RELOAD_EVERY,
+                stopping.clone(),
+            ));
+        }
         workers.spawn(grpc.clone().run_push(registry.watch(), stopping.clone()));
         workers.spawn(grpc.clone().run_upkeep(stopping.clone()));
         workers.spawn(crate::grpc::serve(
@@ -364,6 +384,7 @@ pub async fn run(
             .run(registry.watch(), catalog, stopping.clone()),
     );
     workers.spawn(push.clone().run_acks(stopping.clone()));
+    workers.spawn(audit_worker.run(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
     workers.spawn(expiry_worker(state.clone(), stopping.clone()));
     workers.spawn(crate::imports::supervise(
@@ -400,7 +421,14 @@ pub async fn run(
     }
     workers.spawn(raft_watchdog(store.clone(), failed, stopping.clone()));
 
-    tracing::info!(http = %http_addr, peer = %args.peer, data_dir = %args.data_dir.display(), node_id = args.node_id, members = plan.members.len(), "roster node starting");
+    if let Some(tls) = &http_tls {
+        workers.spawn(
+            tls.cert
+                .clone()
+                .watch("http", crate::tls::RELOAD_EVERY, stopping.clone()),
+        );
+    }
+    tracing::info!(http = %http_addr, https = http_tls.is_some(), peer = %args.peer, data_dir = %args.data_dir.display(), node_id = args.node_id, members = plan.members.len(), "roster node starting");
     let mut failure_rx = failure.clone();
     let http_limits = HttpLimits {
         max_connections: args.http_max_connections as usize,
@@ -411,6 +439,7 @@ pub async fn run(
         listeners.http,
         crate::api::service(state, args.console_dir.clone()),
         http_limits,
+        http_tls.map(|tls| tls.acceptor),
         async move {
             tokio::select! {
                 _ = shutdown => tracing::info!("shutting down"),
@@ -438,6 +467,22 @@ pub async fn run(
         Some(reason) => anyhow::bail!(reason),
         None => Ok(()),
     }
+}
+
+/// The HTTPS settings of `--http-tls-cert` and `--http-tls-key`, checked: files that do
+/// not load stop the node before it serves anything.
+fn http_tls_config(args: &NodeArgs) -> anyhow::Result<Option<crate::tls::ServerTls>> {
+    let (Some(cert), Some(key)) = (&args.http_tls_cert, &args.http_tls_key) else {
+        return Ok(None);
+    };
+    let files = crate::tls::KeyPairFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        cert_flag: "--http-tls-cert",
+        key_flag: "--http-tls-key",
+    };
+    // HTTP/1.1 only, as the plaintext port (hyper serves no HTTP/2 here).
+    Ok(Some(crate::tls::ServerTls::load(files, &[b"http/1.1"])?))
 }
 
 /// Raises the descriptor limit to the hard limit and warns when the connection caps
@@ -548,8 +593,9 @@ async fn start_up(state: &AppState, plan: &ClusterPlan, data_dir: &Path) -> anyh
 }
 
 /// First start of a cluster: generates the token signing key and creates the admin,
-/// whose password comes from `ROSTER_ADMIN_PASSWORD` or is generated, written to
-/// `<data-dir>/initial-admin-password` (mode 0600) and logged once.
+/// whose password comes from `ROSTER_ADMIN_PASSWORD` or is generated and written to
+/// `<data-dir>/initial-admin-password` (mode 0600); the log names the file, never the
+/// password.
 async fn bootstrap(state: &AppState, data_dir: &Path) -> anyhow::Result<()> {
     let given = std::env::var(ADMIN_PASSWORD_ENV)
         .ok()
@@ -577,11 +623,12 @@ async fn bootstrap(state: &AppState, data_dir: &Path) -> anyhow::Result<()> {
     match state.store.propose(command).await {
         Ok(()) => {
             if generated {
+                // The password stays in its file (mode 0600): logs are read by more
+                // people and kept longer.
                 tracing::warn!(
                     username = ADMIN_USERNAME,
-                    password = %admin_password,
                     file = %data_dir.join(INITIAL_PASSWORD_FILE).display(),
-                    "generated the admin password; it is shown only this once and kept in the file"
+                    "generated the admin password; it is in the file, readable by this user only"
                 );
             } else {
                 tracing::info!(

@@ -174,7 +174,8 @@ pub enum OutputFormat {
 /// How a client subcommand reaches a node.
 #[derive(Clone, Debug, Args)]
 pub struct ClientArgs {
-    /// The node's HTTP address.
+    /// The node's HTTP address: `HOST:PORT` or `http://HOST:PORT` (plaintext),
+    /// `https://HOST:PORT` (TLS).
     #[arg(
         id = "target_http",
         long = "http",
@@ -187,9 +188,17 @@ pub struct ClientArgs {
     /// User name.
     #[arg(long, env = "ROSTER_USERNAME", default_value = "nacos", global = true)]
     pub username: String,
-    /// Password.
+    /// Password (visible to other users in the process list: prefer `ROSTER_PASSWORD`
+    /// or `--password-file`).
     #[arg(long, env = "ROSTER_PASSWORD", hide_env_values = true, global = true)]
     pub password: Option<String>,
+    /// Read the password from this file (its first line); wins over `--password`.
+    #[arg(long, env = "ROSTER_PASSWORD_FILE", value_name = "FILE", global = true)]
+    pub password_file: Option<PathBuf>,
+    /// Trust the CA certificates (PEM) in this file for an `https://` address, instead
+    /// of the system's.
+    #[arg(long, env = "ROSTER_CACERT", value_name = "FILE", global = true)]
+    pub cacert: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
     pub output: OutputFormat,
@@ -220,6 +229,25 @@ pub struct NodeArgs {
     /// Nacos clients look for it).
     #[arg(long, env = "ROSTER_GRPC", value_name = "ADDR")]
     pub grpc: Option<SocketAddr>,
+
+    /// Serve the HTTP API over HTTPS only with this certificate chain (PEM); needs
+    /// `--http-tls-key`. Reloaded when the file changes.
+    #[arg(
+        long,
+        env = "ROSTER_HTTP_TLS_CERT",
+        value_name = "FILE",
+        requires = "http_tls_key"
+    )]
+    pub http_tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of `--http-tls-cert`.
+    #[arg(
+        long,
+        env = "ROSTER_HTTP_TLS_KEY",
+        value_name = "FILE",
+        requires = "http_tls_cert"
+    )]
+    pub http_tls_key: Option<PathBuf>,
 
     /// Serve gRPC over TLS with this certificate chain (PEM); needs `--grpc-tls-key`.
     #[arg(
@@ -465,6 +493,17 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_DNS_TTL", default_value_t = 5, value_name = "SECS")]
     pub dns_ttl: u32,
 
+    /// The namespaces DNS answers for, comma-separated (`*`: all). DNS carries no
+    /// identity, so names in any other namespace are NXDOMAIN.
+    #[arg(
+        long,
+        env = "ROSTER_DNS_NAMESPACES",
+        default_value = "public",
+        value_delimiter = ',',
+        value_name = "IDS"
+    )]
+    pub dns_namespaces: Vec<String>,
+
     /// Seconds a UDP push subscriber stays registered after its last list query.
     #[arg(
         long,
@@ -624,6 +663,39 @@ mod tests {
         assert!(parse_from(&all[..3]).is_err(), "no key, no CA");
         assert!(parse_from(["roster", "--peer-tls-ca", "ca.pem"]).is_err());
         assert!(parse_from(["roster", "--peer-idle-timeout-secs", "0"]).is_err());
+    }
+
+    #[test]
+    fn http_tls_takes_cert_and_key_and_clients_take_a_ca_and_a_password_file() {
+        assert!(parse_from(["roster"]).unwrap().node.http_tls_cert.is_none());
+        let both = [
+            "roster",
+            "--http-tls-cert",
+            "c.pem",
+            "--http-tls-key",
+            "k.pem",
+        ];
+        assert!(parse_from(both).unwrap().node.http_tls_key.is_some());
+        assert!(parse_from(&both[..3]).is_err(), "no key");
+        assert!(parse_from(["roster", "--http-tls-key", "k.pem"]).is_err());
+        let cli = parse_from([
+            "roster",
+            "cluster",
+            "status",
+            "--http",
+            "https://127.0.0.1:8848",
+            "--cacert",
+            "ca.pem",
+            "--password-file",
+            "pw",
+        ])
+        .unwrap();
+        let Some(Command::Cluster { client, .. }) = cli.command else {
+            panic!("a cluster command");
+        };
+        assert_eq!(client.http, "https://127.0.0.1:8848");
+        assert_eq!(client.cacert.unwrap().to_str(), Some("ca.pem"));
+        assert_eq!(client.password_file.unwrap().to_str(), Some("pw"));
     }
 
     #[test]

@@ -12,6 +12,10 @@
 //!
 //! Unknown names under the domain are NXDOMAIN; names outside it are REFUSED: this is not
 //! an open resolver.
+//!
+//! DNS carries no identity, so it cannot ask for permissions: it answers only for the
+//! namespaces `--dns-namespaces` names (default `public`; `*` for all). A name in any
+//! other namespace is NXDOMAIN, as if it did not exist.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -45,10 +49,13 @@ pub struct DnsConfig {
     pub domain: Name,
     /// TTL of every answer, seconds.
     pub ttl: u32,
+    /// The namespaces answered for; `None`: all of them.
+    pub namespaces: Option<Vec<String>>,
 }
 
 impl DnsConfig {
-    /// A config for `domain` (with or without the trailing dot).
+    /// A config for `domain` (with or without the trailing dot), answering for the
+    /// public namespace.
     pub fn new(domain: &str, ttl: u32) -> Result<Self, String> {
         let fqdn = if domain.ends_with('.') {
             domain.to_string()
@@ -58,7 +65,41 @@ impl DnsConfig {
         let domain = Name::from_ascii(&fqdn)
             .map_err(|e| format!("--dns-domain {domain}: {e}"))?
             .to_lowercase();
-        Ok(Self { domain, ttl })
+        Ok(Self {
+            domain,
+            ttl,
+            namespaces: Some(vec![PUBLIC_NAMESPACE.to_string()]),
+        })
+    }
+
+    /// This config answering for the namespaces `ids` (`--dns-namespaces`; `*` for
+    /// all). Each must be a valid namespace id; none at all is refused.
+    pub fn with_namespaces(mut self, ids: &[String]) -> Result<Self, String> {
+        let ids: Vec<&str> = ids
+            .iter()
+            .map(|i| i.trim())
+            .filter(|i| !i.is_empty())
+            .collect();
+        if ids.is_empty() {
+            return Err("--dns-namespaces: name at least one namespace (or *)".into());
+        }
+        if ids.contains(&"*") {
+            self.namespaces = None;
+            return Ok(self);
+        }
+        for id in &ids {
+            crate::registry::validate::check_namespace_id("--dns-namespaces", id)
+                .map_err(|e| e.to_string())?;
+        }
+        self.namespaces = Some(ids.into_iter().map(str::to_string).collect());
+        Ok(self)
+    }
+
+    /// Whether names in `namespace` are answered.
+    fn serves(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|ids| ids.iter().any(|id| id.eq_ignore_ascii_case(namespace)))
     }
 }
 
@@ -107,8 +148,9 @@ fn parse_address_label(label: &str) -> Option<IpAddr> {
 }
 
 /// Finds the service a name's labels (left of the domain) mean, case-insensitively, the
-/// most specific reading first. `None`: no such service.
-fn find_service(registry: &Registry, labels: &[String]) -> Option<ServiceKey> {
+/// most specific reading first, in the namespaces `config` serves. `None`: no such
+/// service.
+fn find_service(registry: &Registry, config: &DnsConfig, labels: &[String]) -> Option<ServiceKey> {
     let n = labels.len();
     let mut readings: Vec<(String, String, String)> = Vec::new();
     if n >= 3 {
@@ -134,6 +176,9 @@ fn find_service(registry: &Registry, labels: &[String]) -> Option<ServiceKey> {
     }
     let namespaces = registry.namespaces();
     for (service, group, ns) in readings {
+        if !config.serves(&ns) {
+            continue;
+        }
         let Some(ns) = namespaces.iter().find(|n| n.id.eq_ignore_ascii_case(&ns)) else {
             continue;
         };
@@ -169,12 +214,12 @@ pub fn resolve(
         return Ok(parse_address_label(&labels[0]).map(Target::Address));
     }
     if labels.first().is_some_and(|l| l == "_grpc_config") {
-        return Ok(find_service(registry, &labels[1..]).map(Target::GrpcConfig));
+        return Ok(find_service(registry, config, &labels[1..]).map(Target::GrpcConfig));
     }
     if labels.is_empty() {
         return Ok(None);
     }
-    Ok(find_service(registry, &labels).map(Target::Service))
+    Ok(find_service(registry, config, &labels).map(Target::Service))
 }
 
 /// Healthy, enabled instances of `key` (the service's stored selector applies; the
@@ -500,10 +545,58 @@ mod tests {
         r
     }
 
+    /// Answers for every namespace, as the tests below expect.
     fn ask(r: &Registry, name: &str, qtype: RecordType) -> Message {
+        let all = DnsConfig::new("roster", 5)
+            .unwrap()
+            .with_namespaces(&["*".to_string()])
+            .unwrap();
+        ask_with(r, &all, name, qtype)
+    }
+
+    fn ask_with(r: &Registry, config: &DnsConfig, name: &str, qtype: RecordType) -> Message {
         let mut m = Message::new(7, MessageType::Query, OpCode::Query);
         m.add_query(DnsQuery::query(Name::from_ascii(name).unwrap(), qtype));
-        answer(r, &DnsConfig::new("roster", 5).unwrap(), &m)
+        answer(r, config, &m)
+    }
+
+    #[test]
+    fn only_the_configured_namespaces_are_answered() {
+        let r = registry();
+        let code = |config: &DnsConfig, name: &str| {
+            let m = ask_with(&r, config, name, RecordType::A);
+            (m.metadata.response_code, m.answers.len())
+        };
+        // The default: public only.
+        let public = DnsConfig::new("roster", 5).unwrap();
+        assert_eq!(code(&public, "orders.roster."), (ResponseCode::NoError, 2));
+        assert_eq!(
+            code(&public, "pay.shop.dev.roster."),
+            (ResponseCode::NXDomain, 0)
+        );
+        assert_eq!(
+            code(&public, "_grpc_config.pay.shop.dev.roster."),
+            (ResponseCode::NXDomain, 0)
+        );
+        let dev = |ids: &[&str]| {
+            let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+            DnsConfig::new("roster", 5).unwrap().with_namespaces(&ids)
+        };
+        let only_dev = dev(&["DEV"]).unwrap();
+        assert_eq!(
+            code(&only_dev, "pay.shop.dev.roster."),
+            (ResponseCode::NoError, 1)
+        );
+        assert_eq!(
+            code(&only_dev, "orders.roster."),
+            (ResponseCode::NXDomain, 0)
+        );
+        let both = dev(&["public", " dev "]).unwrap();
+        assert_eq!(code(&both, "orders.roster.").1, 2);
+        assert_eq!(code(&both, "pay.shop.dev.roster.").1, 1);
+        assert!(dev(&[]).is_err());
+        assert!(dev(&["", " "]).is_err());
+        assert!(dev(&["bad id!"]).is_err());
     }
 
     #[test]

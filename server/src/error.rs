@@ -63,6 +63,11 @@ pub struct Error {
     /// What to tell the client: Nacos' wording where clients or scripts depend on it,
     /// otherwise what to fix.
     pub message: String,
+    /// For [`ErrorKind::TooManyRequests`]: the seconds to wait before retrying, answered
+    /// over HTTP as `Retry-After`. Left out on the wire when absent, and absent from
+    /// errors of builds without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Error {
@@ -71,6 +76,15 @@ impl Error {
         Self {
             kind,
             message: message.into(),
+            retry_after_secs: None,
+        }
+    }
+
+    /// A bounded resource is exhausted: retry after `retry_after_secs`.
+    pub fn too_many_requests(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        Self {
+            retry_after_secs: Some(retry_after_secs),
+            ..Self::new(ErrorKind::TooManyRequests, message)
         }
     }
 
@@ -249,7 +263,14 @@ impl From<AuthError> for Error {
         let kind = match e {
             AuthError::Missing => ErrorKind::Unauthenticated,
             AuthError::NotBootstrapped | AuthError::Interrupted => ErrorKind::Unavailable,
-            AuthError::TooManyChecks => ErrorKind::TooManyRequests,
+            AuthError::Throttled { retry_after_secs } => {
+                return Self::too_many_requests(e.to_string(), retry_after_secs)
+            }
+            AuthError::TooManyChecks => {
+                // Checks free within the longest a caller waits for one.
+                let wait = crate::auth::password::CHECK_WAIT.as_secs();
+                return Self::too_many_requests(e.to_string(), wait);
+            }
             AuthError::BadCredentials | AuthError::InvalidToken | AuthError::ExpiredToken => {
                 ErrorKind::Forbidden
             }
@@ -310,5 +331,26 @@ mod tests {
         let e = Error::new(ErrorKind::InvalidWeight, "weights range 0..=10000");
         let bytes = rmp_serde::to_vec_named(&e).unwrap();
         assert_eq!(rmp_serde::from_slice::<Error>(&bytes).unwrap(), e);
+        let e = Error::from(AuthError::Throttled {
+            retry_after_secs: 20,
+        });
+        assert_eq!((e.http_status(), e.retry_after_secs), (429, Some(20)));
+        let bytes = rmp_serde::to_vec_named(&e).unwrap();
+        assert_eq!(rmp_serde::from_slice::<Error>(&bytes).unwrap(), e);
+        // A build without the retry hint reads it, and this one reads that build's.
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Older {
+            kind: ErrorKind,
+            message: String,
+        }
+        let older: Older = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(older.kind, ErrorKind::TooManyRequests);
+        let bytes = rmp_serde::to_vec_named(&older).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<Error>(&bytes)
+                .unwrap()
+                .retry_after_secs,
+            None
+        );
     }
 }

@@ -8,7 +8,8 @@
 //!   the Raft state machine, its commands and the sync task table; [`distro`] AP
 //!   replication of ephemeral instances; [`cluster`] members, the peer channel and the
 //!   cluster view; [`push`] UDP push and the broadcast of changes; [`auth`] users and
-//!   tokens; [`metrics`] Prometheus metrics.
+//!   tokens; [`metrics`] Prometheus metrics; [`audit`] the audit log of writes and
+//!   admin actions.
 //! - [`naming`] the Nacos wire shapes every face answers and pushes; [`error`] the one
 //!   error kind with its HTTP, Nacos v2 and gRPC projections.
 //! - [`state`] the node's shared state, gathering the handles above.
@@ -17,10 +18,12 @@
 //!   [`imports`] the sync task runner.
 //! - [`app`] the wiring: binds the faces to the state and runs the workers; [`config`]
 //!   flags and config file; [`cli`] the client subcommands; [`listen`] the HTTP and gRPC
-//!   listeners' connection caps, accept backoff and HTTP connection timeouts.
+//!   listeners' connection caps, accept backoff and HTTP connection timeouts (and HTTPS);
+//!   [`tls`] certificates of every TLS face, reloaded when their files change.
 
 pub mod api;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod clock;
@@ -40,5 +43,6 @@ pub mod push;
 pub mod registry;
 pub mod state;
 pub mod store;
+pub mod tls;
 
 pub use app::{run, Listeners};

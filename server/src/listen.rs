@@ -15,6 +15,11 @@
 //!   and no allocation (no tower layer, no boxing: `api::Front` still takes each request
 //!   straight from hyper). The peer listener (`cluster/listener.rs`) keeps the same two
 //!   clocks with a lock and a clock read per read; here that would be on the hot path.
+//!   With `--http-tls-*` the port is HTTPS only: the watch wraps the socket under TLS
+//!   (raw bytes count as movement), the handshake falls within the first head's
+//!   timeout, and a plaintext request gets a `400` naming https before the close.
+//!   Plaintext serving is a separate instance of the same generic code: no TLS branch
+//!   per read or request.
 //! - [`raise_descriptor_limit`]: the soft descriptor limit raised to the hard one at start.
 
 use std::collections::HashMap;
@@ -38,6 +43,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
 
 /// One warning per this long about the same trouble (refusals, accept errors).
 const WARN_EVERY: Duration = Duration::from_secs(10);
@@ -261,7 +267,9 @@ pub trait ForPeer {
 
 /// Serves `service` over HTTP/1.1 on `listener` under `limits` until `shutdown`; then
 /// stops accepting, lets each connection finish the request it is serving, and returns
-/// once every connection has closed.
+/// once every connection has closed. With `tls` the port is HTTPS only: each connection
+/// is a TLS handshake, finished within the header timeout, and a plaintext request is
+/// answered `400` and closed.
 ///
 /// `service` must always be ready (`api::Front` is): it is called without `poll_ready`,
 /// as the hot path has no use for tower's readiness protocol.
@@ -269,6 +277,7 @@ pub async fn serve_http<S>(
     listener: TcpListener,
     service: S,
     limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) where
     S: tower::Service<Request<Body>, Response = Response, Error = Infallible>
@@ -299,13 +308,13 @@ pub async fn serve_http<S>(
             continue;
         };
         let connection = Connection {
-            permit,
+            _permit: permit,
             limits,
             stopping: stopping.clone(),
             _open: open.subscribe(),
         };
         let service = service.for_peer(remote);
-        tokio::spawn(connection.serve(stream, remote, service, http.clone()));
+        tokio::spawn(connection.serve(stream, remote, service, http.clone(), tls.clone()));
     }
     drop(listener);
     stop.send_replace(true);
@@ -334,7 +343,8 @@ fn bump(counter: &AtomicU64) {
 }
 
 struct Connection {
-    permit: Permit,
+    /// The connection's place under the cap, given back when the connection ends.
+    _permit: Permit,
     limits: HttpLimits,
     stopping: watch::Receiver<bool>,
     /// Dropped with the connection: the server waits for every one at shutdown.
@@ -348,6 +358,7 @@ impl Connection {
         remote: SocketAddr,
         service: S,
         http: Arc<hyper::server::conn::http1::Builder>,
+        tls: Option<TlsAcceptor>,
     ) where
         S: tower::Service<Request<Body>, Response = Response, Error = Infallible>
             + Clone
@@ -357,17 +368,56 @@ impl Connection {
         S::Future: Send + Unpin + 'static,
     {
         let activity = Arc::new(Activity::default());
-        let io = TokioIo::new(Watched {
+        let mut watchdog = Watchdog::new(activity.clone(), self.limits);
+        let watched = Watched {
             stream,
             activity: activity.clone(),
-        });
-        let service = Tracked {
-            service,
-            activity: activity.clone(),
         };
-        let conn = http.serve_connection(io, service);
+        let service = Tracked { service, activity };
+        let Some(acceptor) = tls else {
+            return self
+                .serve_io(watched, remote, service, &http, &mut watchdog)
+                .await;
+        };
+        // The handshake counts as part of the first head: both within the header
+        // timeout of connecting.
+        let handshake = tokio::select! {
+            done = handshake(watched, &acceptor) => done,
+            reason = watchdog.expired() => {
+                tracing::debug!(%remote, reason, "closing https connection in its handshake");
+                return;
+            }
+            _ = self.stopping.wait_for(|s| *s) => return,
+        };
+        match handshake {
+            Ok(stream) => {
+                self.serve_io(stream, remote, service, &http, &mut watchdog)
+                    .await
+            }
+            Err(e) => tracing::debug!(%remote, error = %e, "https connection refused"),
+        }
+    }
+
+    /// Serves HTTP/1.1 over `io` (the socket, or TLS over it) until the connection ends,
+    /// the watchdog closes it or the server stops.
+    async fn serve_io<I, S>(
+        &mut self,
+        io: I,
+        remote: SocketAddr,
+        service: Tracked<S>,
+        http: &hyper::server::conn::http1::Builder,
+        watchdog: &mut Watchdog,
+    ) where
+        I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+        S: tower::Service<Request<Body>, Response = Response, Error = Infallible>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + Unpin + 'static,
+    {
+        let conn = http.serve_connection(TokioIo::new(io), service);
         tokio::pin!(conn);
-        let mut watchdog = Watchdog::new(activity, self.limits);
         let mut closing = false;
         loop {
             tokio::select! {
@@ -388,7 +438,62 @@ impl Connection {
                 }
             }
         }
-        drop(self.permit);
+    }
+}
+
+/// The longest plaintext request head read on an HTTPS port before it is answered.
+const PLAINTEXT_HEAD_LIMIT: usize = 8 * 1024;
+
+/// A new connection to an HTTPS port: its TLS handshake; or, when its first byte is not a
+/// TLS handshake record (plaintext HTTP), a `400` that says to use https, then closed.
+async fn handshake(
+    mut watched: Watched,
+    acceptor: &TlsAcceptor,
+) -> io::Result<tokio_rustls::server::TlsStream<Watched>> {
+    let mut first = [0u8; 1];
+    if watched.stream.peek(&mut first).await? == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    if first[0] == crate::tls::HANDSHAKE_RECORD {
+        return acceptor.accept(watched).await;
+    }
+    refuse_plaintext(&mut watched).await;
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "plaintext request on the HTTPS port",
+    ))
+}
+
+/// Answers a plaintext request on an HTTPS port with a `400` naming https (as nginx
+/// does), then closes. Its head is read first (at most 8 KiB; the caller's watchdog
+/// bounds the time) and whatever follows the answer is drained until the client
+/// closes: a socket closed with unread bytes is reset, and the client would see the
+/// reset instead of the answer.
+async fn refuse_plaintext(watched: &mut Watched) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while head.len() < PLAINTEXT_HEAD_LIMIT && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match watched.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = "this port serves HTTPS only: use https:// to reach it\n";
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if watched.write_all(answer.as_bytes()).await.is_err() || watched.shutdown().await.is_err() {
+        return;
+    }
+    let mut drained = 0;
+    while drained < 64 * 1024 {
+        match watched.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
+        }
     }
 }
 

@@ -113,6 +113,8 @@ pub struct Metrics {
     pub grpc_pushes: Family<PushLabels, Counter>,
     /// Open gRPC connections.
     pub grpc_connections: Gauge,
+    /// Audit lines lost: the audit queue was full, or the file could not be written.
+    pub audit_dropped: Counter,
     services: Gauge,
     instances: Gauge,
     healthy_instances: Gauge,
@@ -195,6 +197,12 @@ impl Metrics {
             "grpc_connections",
             "Open gRPC client connections",
             grpc_connections.clone(),
+        );
+        let audit_dropped = Counter::default();
+        registry.register(
+            "audit_dropped_lines",
+            "Audit log lines lost: the writer's queue was full or the file could not be written",
+            audit_dropped.clone(),
         );
         let pushes = Family::<PushLabels, Counter>::default();
         registry.register(
@@ -294,6 +302,7 @@ impl Metrics {
             grpc_requests,
             grpc_pushes,
             grpc_connections,
+            audit_dropped,
             services,
             instances,
             healthy_instances,

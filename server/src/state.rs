@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::audit::Audit;
 use crate::auth::Auth;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
@@ -93,6 +94,9 @@ pub struct Shared {
     pub events: Events,
     /// Sync tasks (Raft-held).
     pub tasks: SyncTasks,
+    /// The audit trail: the faces record writes and admin actions, `/api/v1/audit`
+    /// reads them.
+    pub audit: Audit,
 }
 
 impl AppState {

@@ -285,6 +285,16 @@ fn the_event_stream_reports_catalog_changes_to_those_who_may_see_them() {
     )
     .expect(200);
     assert_eq!(next_event(&mut admin), ("user".to_string(), json!({})));
+    // The viewer may read every namespace (a role and a grant: more `user` events for
+    // the admin's stream, drained by settling).
+    node.call("POST", "/nacos/v1/auth/roles?role=viewers&username=viewer")
+        .expect(200);
+    node.call(
+        "POST",
+        "/nacos/v1/auth/permissions?role=viewers&resource=*%3A*%3A*&action=r",
+    )
+    .expect(200);
+    settle(&node, &mut admin, "cat-granted");
     // What a non-admin may see (the default for them); one kind.
     let viewer_token = login_as(&node, "viewer", "viewer-pass-1");
     let mut viewer = open_stream(&node, "", &viewer_token);

@@ -2,7 +2,9 @@
 
 mod abuse;
 mod addresses;
+mod audit;
 mod auth;
+mod authz;
 mod clients;
 mod cluster;
 mod console;
@@ -22,3 +24,4 @@ mod selection;
 mod sync;
 mod sync_fakes;
 mod sync_sources;
+mod tls;

@@ -258,6 +258,14 @@ fn plain_user_token(node: &Node) -> String {
         "/nacos/v1/auth/users?username=pusher&password=pusher-pass-1",
     )
     .expect(200);
+    // Read access to the public namespace, no more: subscribing is reading.
+    node.call("POST", "/nacos/v1/auth/roles?role=reader&username=pusher")
+        .expect(200);
+    node.call(
+        "POST",
+        "/nacos/v1/auth/permissions?role=reader&resource=%3A*%3A*&action=r",
+    )
+    .expect(200);
     let r = node
         .raw(
             "POST",

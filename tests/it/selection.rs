@@ -386,6 +386,8 @@ fn dns_answers_match_the_registry_and_follow_health() {
             format!("127.0.0.1:{dns_port}"),
             "--dns-ttl".into(),
             "1".into(),
+            "--dns-namespaces".into(),
+            "public,dev".into(),
         ],
         ..Default::default()
     });

@@ -650,3 +650,154 @@ pub fn source_addrs(instances: &[roster_sync::SourceInstance]) -> Vec<String> {
     out.sort();
     out
 }
+
+/// A client of a node's HTTPS port (`--http-tls-cert`), trusting only the CA
+/// certificates in a PEM file: the same requests as [`Node`]'s, over TLS.
+pub struct Https {
+    agent: ureq::Agent,
+    /// `HOST:PORT`.
+    pub addr: String,
+    /// The admin's token, fetched once.
+    token: std::sync::OnceLock<String>,
+}
+
+impl Https {
+    /// A client of `addr` (`127.0.0.1:PORT`) trusting the CA in `ca_pem`.
+    pub fn new(addr: &str, ca_pem: &Path) -> Self {
+        let pem = std::fs::read(ca_pem).expect("CA file");
+        let roots: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
+            .filter_map(|item| match item {
+                Ok(ureq::tls::PemItem::Certificate(cert)) => Some(cert),
+                _ => None,
+            })
+            .collect();
+        assert!(!roots.is_empty(), "no certificate in {}", ca_pem.display());
+        let tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
+            .unversioned_rustls_crypto_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .build();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .tls_config(tls)
+            .build()
+            .into();
+        Self {
+            agent,
+            addr: addr.to_string(),
+            token: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A request without credentials; `form` is sent urlencoded.
+    #[track_caller]
+    pub fn try_request(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        form: Option<&str>,
+    ) -> Result<Resp, String> {
+        addresses::check_request(path_and_query, form);
+        let url = format!("https://{}{}", self.addr, path_and_query);
+        let mut builder = ureq::http::Request::builder().method(method).uri(&url);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let body = match form {
+            Some(body) => {
+                builder = builder.header("content-type", "application/x-www-form-urlencoded");
+                body.to_string()
+            }
+            None => String::new(),
+        };
+        let req = builder.body(body).map_err(|e| e.to_string())?;
+        let mut resp = self.agent.run(req).map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let body = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| e.to_string())?;
+        Ok(Resp {
+            status,
+            body,
+            headers,
+        })
+    }
+
+    /// Waits (at most 60 s) for `/health/ready` over HTTPS.
+    pub fn wait_ready(&self) {
+        eventually(Duration::from_secs(60), || {
+            let r = self.try_request("GET", "/health/ready", &[], None)?;
+            (r.status == 200)
+                .then_some(())
+                .ok_or(format!("{} {}", r.status, r.body))
+        });
+    }
+
+    /// The admin's token (logs in on first use).
+    pub fn token(&self) -> String {
+        self.token
+            .get_or_init(|| {
+                let form = format!("username=nacos&password={ADMIN_PASSWORD}");
+                let r = self
+                    .try_request("POST", "/nacos/v1/auth/login", &[], Some(&form))
+                    .expect("login over https")
+                    .expect(200);
+                r.json()["accessToken"].as_str().expect("token").to_string()
+            })
+            .clone()
+    }
+
+    /// A request as the admin (bearer token), with an optional urlencoded body.
+    pub fn call(&self, method: &str, path_and_query: &str, form: Option<&str>) -> Resp {
+        let auth = format!("Bearer {}", self.token());
+        self.try_request(method, path_and_query, &[("authorization", &auth)], form)
+            .unwrap_or_else(|e| panic!("{method} {path_and_query} over https: {e}"))
+    }
+}
+
+/// The certificate chain (DER, leaf first) a TLS server at `addr` presents, once the
+/// client has checked it against the CA in `ca_pem`: a handshake and nothing more, so
+/// it also reads the certificate of a port that then wants a client certificate.
+pub fn served_chain(addr: &str, ca_pem: &Path) -> Result<Vec<Vec<u8>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca_pem).map_err(|e| e.to_string())? {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+    let mut tls = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| e.to_string())?;
+    let mut socket = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    while tls.is_handshaking() {
+        tls.complete_io(&mut socket).map_err(|e| e.to_string())?;
+    }
+    Ok(tls
+        .peer_certificates()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.to_vec())
+        .collect())
+}

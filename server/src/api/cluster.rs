@@ -30,9 +30,13 @@ pub fn routes() -> Router<AppState> {
         .route("/nacos/v1/core/cluster/nodes", get(nacos_nodes))
 }
 
-/// `GET /api/v1/cluster`: the cluster as this node sees it.
-async fn status(State(state): State<AppState>) -> Response {
-    json_of(&view_with_leader(&state).await)
+/// `GET /api/v1/cluster`: the cluster as this node sees it (for a caller who is not an
+/// admin, the eviction guard's namespaces only where the caller may read something).
+async fn status(State(state): State<AppState>, caller: Caller) -> Response {
+    let mut view = view_with_leader(&state).await;
+    view.eviction_guard_engaged
+        .retain(|ns| caller.may_read_namespace(&state, ns));
+    json_of(&view)
 }
 
 /// `POST /api/v1/cluster/members?id=N&peer=HOST:PORT`: add a node (learner, then voter).

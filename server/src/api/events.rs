@@ -6,28 +6,34 @@
 //! changes from the registry, namespaces, users and sync tasks from the Raft state
 //! machine — on every node, so a change made through any node reaches the streams of
 //! all of them). Each stream filters the broadcast by what it asked for and what its
-//! caller may see. A
+//! caller may see, by the caller's permissions as they are when the event comes (a
+//! grant or a revocation applies to open streams too). A stream ends when its caller's
+//! tokens are revoked (a password or role change, the user's deletion). A
 //! stream that falls behind the broadcast gets `resync` (refetch what you show) instead
 //! of the events it missed. Streams end when the node starts shutting down, so they
 //! never hold up a graceful shutdown.
 //!
-//! Query: `namespaceId` (optional) limits `service` events to one namespace; `kinds`
+//! Query: `namespaceId` (optional; the caller must be able to read something of it)
+//! limits `service` events to one namespace; `kinds`
 //! (optional, comma-separated, default: every kind the caller may see) picks the kinds
 //! below. `EventSource` cannot send headers: pass `accessToken` in the query.
 //!
 //! Events (`event:` name, then its `data:`), each saying only *what* changed — a reader
 //! refetches it through the API, which checks its rights:
 //! - `service` `{"namespaceId","groupName","serviceName"}`: a service, its settings or
-//!   its instances changed.
+//!   its instances changed (only services the caller may read).
 //! - `namespace` `{"namespaceId"}`: a namespace was declared, renamed or deleted (not
-//!   limited by `namespaceId`; a namespace that only exists because services were
-//!   registered in it comes and goes with `service` events).
-//! - `user` `{}`: users were created, deleted or given a new password. Admins only.
+//!   limited by `namespaceId`; only namespaces the caller may read something of; a
+//!   namespace that only exists because services were registered in it comes and goes
+//!   with `service` events).
+//! - `user` `{}`: users were created, deleted or given a new password, or roles or
+//!   permissions changed. Admins only.
 //! - `task` `{"name"}`: a sync task was created, paused, resumed or deleted, or its
 //!   runner reported a new status (at most every few seconds per task, and every 30 s
 //!   while it runs). Admins only.
-//! - `resync` `{}`: anything may have changed (the stream fell behind, or the node
-//!   replaced its state from a snapshot): refetch everything.
+//! - `resync` `{}`: anything may have changed (the stream fell behind, the node
+//!   replaced its state from a snapshot, or — for a caller who is not an admin — roles
+//!   or permissions changed, so what it may see did): refetch everything.
 //!
 //! Asking for `user` or `task` without being an admin is a 403, as the API that lists
 //! them is. Comment lines every 15 s keep proxies from closing an idle stream.
@@ -47,6 +53,8 @@ use tokio_stream::Stream;
 
 use super::guard::Caller;
 use super::params::Params;
+use crate::auth::permissions::{Action, Resource};
+use crate::auth::{Auth, Identity};
 use crate::error::Error;
 use crate::push::events::Change;
 use crate::registry::validate::check_namespace_id;
@@ -110,9 +118,16 @@ struct Filter {
     kinds: Kinds,
     /// `service` events of this namespace only.
     namespace: Option<String>,
+    /// Whose permissions filter the events, checked through `auth` at each event.
+    caller: Identity,
+    auth: Auth,
 }
 
 impl Filter {
+    fn may_read(&self, resource: &Resource) -> bool {
+        self.auth.allowed(&self.caller, resource, Action::Read)
+    }
+
     /// The event `change` makes on this stream, if any.
     fn event(&self, change: &Change) -> Option<Event> {
         let (name, data) = match change {
@@ -122,6 +137,11 @@ impl Filter {
                         .namespace
                         .as_deref()
                         .is_some_and(|ns| *key.namespace != *ns)
+                    || !self.may_read(&Resource::Service {
+                        namespace: &key.namespace,
+                        group: &key.group,
+                        name: &key.name,
+                    })
                 {
                     return None;
                 }
@@ -133,12 +153,18 @@ impl Filter {
                 ("service", data)
             }
             Change::Catalog(change) => match &**change {
-                CatalogChange::Namespace(id) if self.kinds.namespace => {
+                CatalogChange::Namespace(id)
+                    if self.kinds.namespace && self.may_read(&Resource::Namespace(id)) =>
+                {
                     ("namespace", json!({ "namespaceId": id }))
                 }
                 // Which user is not said: nothing about users leaves the node but
                 // "refetch the list" (which needs an admin anyway).
-                CatalogChange::Users if self.kinds.user => ("user", json!({})),
+                CatalogChange::Users | CatalogChange::Access if self.kinds.user => {
+                    ("user", json!({}))
+                }
+                // What this caller may see may have changed.
+                CatalogChange::Access if !self.caller.admin => ("resync", json!({})),
                 CatalogChange::Task(name) if self.kinds.task => ("task", json!({ "name": name })),
                 CatalogChange::Everything => ("resync", json!({})),
                 _ => return None,
@@ -168,7 +194,11 @@ async fn stream(
     let filter = Filter {
         kinds: Kinds::parse(params.optional("kinds"), caller.0.admin)?,
         namespace,
+        caller: caller.0,
+        auth: state.auth.clone(),
     };
+    // The caller's token generation now: a later one means their tokens were revoked.
+    let generation = state.auth.token_generation(&filter.caller.username);
     let mut closing = state.events.closing();
     let mut changes = state.events.subscribe();
     let (tx, rx) = mpsc::channel(64);
@@ -180,6 +210,12 @@ async fn stream(
                 _ = closing.wait_for(|c| *c) => return,
                 () = tx.closed() => return,
             };
+            if filter.auth.enabled()
+                && filter.auth.token_generation(&filter.caller.username) != generation
+            {
+                // Revoked (or deleted) since the stream opened: it ends with them.
+                return;
+            }
             let event = match item {
                 Ok(change) => match filter.event(&change) {
                     Some(event) => event,

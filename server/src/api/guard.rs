@@ -1,16 +1,23 @@
 //! The guard every API request passes before routing: buffers and parses parameters (query
-//! plus urlencoded body), holds requests until the node is ready, and authenticates.
-//! Only an explicit list of paths is open; no header grants a pass.
+//! plus urlencoded body), holds requests until the node is ready, authenticates, and
+//! authorizes. Only an explicit list of paths is open; no header grants a pass.
+//!
+//! Authorization is one table, [`need`]: what each route needs of a caller who is not
+//! an admin — read or write on the service its parameters name, read of a namespace,
+//! an admin, or only to be authenticated (the handlers that list then leave out what
+//! the caller may not read). A route not in the table is for admins. The check itself
+//! is `Auth::allowed` (`auth::permissions::allowed`), on the auth data as it is now.
 
 use std::borrow::Cow;
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 
 use super::params::Params;
+use crate::auth::permissions::{Action, Resource};
 use crate::auth::{Credentials, Identity};
 use crate::clock::now_secs;
 use crate::error::{Error, ErrorKind};
@@ -114,7 +121,11 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
             identity = authenticate(state, &parts.headers, &params).await.ok();
         } else if !OPEN_PATHS.contains(&path) {
             match authenticate(state, &parts.headers, &params).await {
-                Ok(caller) => identity = Some(caller),
+                Ok(caller) => {
+                    authorize(state, &caller, &parts.method, path, &params)
+                        .map_err(|e| super::audit::denied(refuse(path, e), &caller))?;
+                    identity = Some(caller);
+                }
                 Err(e) => return Err(refuse(path, e)),
             }
         }
@@ -133,6 +144,131 @@ fn refuse(path: &str, e: Error) -> Response {
     } else {
         e.into_response()
     }
+}
+
+/// What a route needs of a caller beyond being authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    /// Nothing more (lists leave out what the caller may not read).
+    Caller,
+    /// An admin.
+    Admin,
+    /// This action on the service named by `namespaceId`, `groupName`, `serviceName`.
+    Service(Action),
+    /// Reading something of the namespace `namespaceId` (default `public`).
+    Namespace,
+    /// Reading something of `namespaceId` when given (the event stream).
+    NamespaceIfGiven,
+}
+
+/// The authorization table: what `method` on `path` needs of a caller who is not an
+/// admin. Reads (GET, HEAD) of a service need `r` on it, everything else done to it `w`.
+fn need(method: &Method, path: &str, params: &Params) -> Need {
+    let reading = *method == Method::GET || *method == Method::HEAD;
+    let by_method = if reading { Action::Read } else { Action::Write };
+    match path {
+        "/nacos/v1/ns/instance"
+        | "/nacos/v2/ns/instance"
+        | "/nacos/v1/ns/service"
+        | "/nacos/v2/ns/service" => Need::Service(by_method),
+        "/nacos/v1/ns/instance/list"
+        | "/nacos/v2/ns/instance/list"
+        | "/nacos/v1/ns/catalog/service"
+        | "/nacos/v1/ns/catalog/instances"
+        | "/nacos/v1/ns/service/subscribers"
+        | "/api/v1/instances"
+        | "/api/v1/pick" => Need::Service(Action::Read),
+        "/nacos/v1/ns/instance/beat"
+        | "/nacos/v2/ns/instance/beat"
+        | "/nacos/v1/ns/health/instance"
+        | "/nacos/v1/ns/health"
+        | "/nacos/v2/ns/health/instance"
+        | "/nacos/v1/ns/cluster" => Need::Service(Action::Write),
+        // Filtered to the services the caller may read.
+        "/nacos/v1/ns/service/list"
+        | "/nacos/v2/ns/service/list"
+        | "/nacos/v1/ns/catalog/services" => Need::Namespace,
+        "/nacos/v1/console/namespaces" if reading => {
+            if params.optional("checkNamespaceIdExist").is_some() {
+                // Part of creating one, which is for admins.
+                Need::Admin
+            } else if params.optional("show").is_some() {
+                Need::Namespace
+            } else {
+                // Filtered to the namespaces the caller may read.
+                Need::Caller
+            }
+        }
+        // The handler lets users change their own password (with the old one).
+        "/nacos/v1/auth/users" if *method == Method::PUT => Need::Caller,
+        // `service` and `namespace` events are filtered per event.
+        "/api/v1/events" => Need::NamespaceIfGiven,
+        // What clients probe, and the cluster's shape: nothing of any namespace.
+        "/nacos/v1/ns/service/selector/types"
+        | "/nacos/v1/ns/operator/metrics"
+        | "/nacos/v2/ns/operator/metrics"
+        | "/nacos/v1/ns/operator/switches"
+        | "/nacos/v2/ns/operator/switches"
+        | "/api/v1/cluster"
+        | "/api/v1/cluster/owner"
+        | "/nacos/v1/core/cluster/nodes" => Need::Caller,
+        // Users, roles, permissions, namespace changes, cluster members, sync tasks,
+        // key rotation — and any route not named above.
+        _ => Need::Admin,
+    }
+}
+
+/// 403 unless `caller` may do what the route needs. Admins are not looked at further;
+/// for anyone else the resource is read from the parameters the handler will read it
+/// from (a malformed one is the handler's 400, answered here).
+fn authorize(
+    state: &AppState,
+    caller: &Identity,
+    method: &Method,
+    path: &str,
+    params: &Params,
+) -> Result<(), Error> {
+    if caller.admin {
+        return Ok(());
+    }
+    let allowed = match need(method, path, params) {
+        Need::Caller => true,
+        Need::Admin => false,
+        Need::Service(action) => {
+            let name = params.service_name()?;
+            let service = Resource::Service {
+                namespace: name.namespace,
+                group: name.group,
+                name: name.name,
+            };
+            state.auth.allowed(caller, &service, action)
+        }
+        Need::Namespace => {
+            let namespace = params.namespace()?;
+            state
+                .auth
+                .allowed(caller, &Resource::Namespace(&namespace), Action::Read)
+        }
+        Need::NamespaceIfGiven => match params.optional("namespaceId") {
+            Some(namespace) => {
+                crate::registry::validate::check_namespace_id("namespaceId", namespace)?;
+                state
+                    .auth
+                    .allowed(caller, &Resource::Namespace(namespace), Action::Read)
+            }
+            None => true,
+        },
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(forbidden())
+    }
+}
+
+/// Nacos' answer to a caller without the permission.
+pub fn forbidden() -> Error {
+    Error::forbidden(crate::auth::permissions::DENIED)
 }
 
 async fn authenticate(
@@ -156,6 +292,24 @@ async fn authenticate(
 pub struct Caller(pub Identity);
 
 impl Caller {
+    /// Whether the caller may read the service `namespace`/`group`/`name` (the lists
+    /// leave out the others).
+    pub fn may_read(&self, state: &AppState, namespace: &str, group: &str, name: &str) -> bool {
+        let service = Resource::Service {
+            namespace,
+            group,
+            name,
+        };
+        state.auth.allowed(&self.0, &service, Action::Read)
+    }
+
+    /// Whether the caller may read something of the namespace `namespace`.
+    pub fn may_read_namespace(&self, state: &AppState, namespace: &str) -> bool {
+        state
+            .auth
+            .allowed(&self.0, &Resource::Namespace(namespace), Action::Read)
+    }
+
     /// 403 unless the caller is an admin.
     pub fn require_admin(&self) -> Result<(), Error> {
         if self.0.admin {
@@ -178,5 +332,123 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .cloned()
             .map(Caller)
             .ok_or_else(|| Error::unauthenticated("authentication required"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn need_of(method: Method, path_and_query: &str) -> Need {
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        need(&method, path, &Params::parse(Some(query), None).unwrap())
+    }
+
+    #[test]
+    fn naming_routes_need_read_or_write_on_their_service() {
+        let read = Need::Service(Action::Read);
+        let write = Need::Service(Action::Write);
+        for path in [
+            "/nacos/v1/ns/instance/list",
+            "/nacos/v2/ns/instance/list",
+            "/nacos/v1/ns/instance",
+            "/nacos/v2/ns/instance",
+            "/nacos/v1/ns/service",
+            "/nacos/v1/ns/catalog/instances",
+            "/nacos/v1/ns/service/subscribers",
+            "/api/v1/instances",
+            "/api/v1/pick",
+        ] {
+            assert_eq!(need_of(Method::GET, path), read, "{path}");
+        }
+        for (method, path) in [
+            (Method::POST, "/nacos/v1/ns/instance"),
+            (Method::DELETE, "/nacos/v1/ns/instance"),
+            (Method::PUT, "/nacos/v1/ns/instance"),
+            (Method::PATCH, "/nacos/v2/ns/instance"),
+            (Method::PUT, "/nacos/v1/ns/instance/beat"),
+            (Method::PUT, "/nacos/v2/ns/instance/beat"),
+            (Method::PUT, "/nacos/v1/ns/health/instance"),
+            (Method::POST, "/nacos/v1/ns/service"),
+            (Method::DELETE, "/nacos/v2/ns/service"),
+            (Method::PUT, "/nacos/v1/ns/cluster"),
+        ] {
+            assert_eq!(need_of(method.clone(), path), write, "{method} {path}");
+        }
+        // A list of services needs the namespace; the handler filters the rest.
+        for path in [
+            "/nacos/v1/ns/service/list",
+            "/nacos/v2/ns/service/list",
+            "/nacos/v1/ns/catalog/services",
+        ] {
+            assert_eq!(need_of(Method::GET, path), Need::Namespace, "{path}");
+        }
+    }
+
+    #[test]
+    fn management_is_for_admins_and_unknown_routes_too() {
+        for (method, path) in [
+            (Method::GET, "/nacos/v1/auth/users"),
+            (Method::POST, "/nacos/v1/auth/users"),
+            (Method::DELETE, "/nacos/v1/auth/users"),
+            (Method::GET, "/nacos/v1/auth/users/search"),
+            (Method::GET, "/nacos/v1/auth/roles"),
+            (Method::POST, "/nacos/v1/auth/roles"),
+            (Method::GET, "/nacos/v1/auth/roles/search"),
+            (Method::GET, "/nacos/v1/auth/permissions"),
+            (Method::DELETE, "/nacos/v1/auth/permissions"),
+            (Method::POST, "/nacos/v1/console/namespaces"),
+            (Method::PUT, "/nacos/v1/console/namespaces"),
+            (Method::DELETE, "/nacos/v1/console/namespaces"),
+            (
+                Method::GET,
+                "/nacos/v1/console/namespaces?checkNamespaceIdExist=true",
+            ),
+            (Method::POST, "/api/v1/cluster/members"),
+            (Method::DELETE, "/api/v1/cluster/members"),
+            (Method::GET, "/api/v1/sync/tasks"),
+            (Method::POST, "/api/v1/sync/tasks/t/pause"),
+            (Method::POST, "/api/v1/auth/rotate-key"),
+            (Method::GET, "/nacos/v1/ns/instance/list/"),
+            (Method::GET, "/whatever"),
+        ] {
+            assert_eq!(
+                need_of(method.clone(), path),
+                Need::Admin,
+                "{method} {path}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_rest_needs_a_caller_or_a_namespace() {
+        assert_eq!(
+            need_of(Method::GET, "/nacos/v1/console/namespaces"),
+            Need::Caller
+        );
+        assert_eq!(
+            need_of(
+                Method::GET,
+                "/nacos/v1/console/namespaces?show=all&namespaceId=x"
+            ),
+            Need::Namespace
+        );
+        assert_eq!(need_of(Method::PUT, "/nacos/v1/auth/users"), Need::Caller);
+        assert_eq!(
+            need_of(Method::GET, "/api/v1/events"),
+            Need::NamespaceIfGiven
+        );
+        for path in [
+            "/nacos/v1/ns/operator/metrics",
+            "/nacos/v2/ns/operator/switches",
+            "/nacos/v1/ns/service/selector/types",
+            "/api/v1/cluster",
+            "/api/v1/cluster/owner",
+            "/nacos/v1/core/cluster/nodes",
+        ] {
+            assert_eq!(need_of(Method::GET, path), Need::Caller, "{path}");
+        }
     }
 }

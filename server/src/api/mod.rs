@@ -1,7 +1,8 @@
 //! The HTTP API: one route table per API ([`nacos`] for Nacos v1, [`ops`] for health and
-//! metrics), the [`guard`] that authenticates every request before it is routed, and the
-//! shared [`error`] and [`params`] types.
+//! metrics), the [`guard`] that authenticates every request before it is routed, the
+//! [`audit`] trail of what was answered, and the shared [`error`] and [`params`] types.
 
+pub mod audit;
 pub mod cluster;
 pub mod error;
 pub mod events;
@@ -51,6 +52,7 @@ pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Fron
         .merge(sync::routes())
         .merge(events::routes())
         .merge(signing_key::routes())
+        .merge(audit::routes())
         .fallback(nacos::no_such_api)
         .with_state(state.clone());
     Front(
@@ -99,7 +101,12 @@ impl Service<Request> for Front {
         if is_console(req.uri().path()) {
             return Box::pin(async move { front.console.clone().call(req).await });
         }
-        Box::pin(async move { Ok(front.serve_api(req, peer).await) })
+        // Password checks made for the request are throttled per source address.
+        let source = peer.map(|p| p.ip());
+        Box::pin(async move {
+            let serving = front.serve_api(req, peer);
+            Ok(crate::auth::throttle::with_source(source, serving).await)
+        })
     }
 }
 
@@ -127,15 +134,22 @@ impl<L: Listener<Addr = SocketAddr>> Service<IncomingStream<'_, L>> for Front {
 
 impl Parts {
     /// An API request: the guard, then the route with a limited body, counted and timed
-    /// (requests the guard refuses are not counted: their paths are anyone's choice).
+    /// (requests the guard refuses are not counted: their paths are anyone's choice),
+    /// and audited (`audit`: writes, admin actions, refused reads; a channel send).
     async fn serve_api(&self, req: Request, peer: Option<SocketAddr>) -> Response {
+        // The path and method outlive the request this way: a clone of the `Uri` shares
+        // its bytes, a standard method is a tag.
+        let uri = req.uri().clone();
+        let method = req.method().clone();
         let admitted = match guard::admit(&self.state, req).await {
             Ok(admitted) => admitted,
-            Err(refusal) => return refusal,
+            Err(refusal) => {
+                audit::refused(&self.state, &method, &uri, peer, &refusal);
+                return refusal;
+            }
         };
-        // The path outlives the request this way: a clone of the `Uri` shares its bytes.
-        let uri = admitted.req.uri().clone();
-        let method = crate::metrics::http_method_label(admitted.req.method());
+        let audited = audit::Pending::start(&admitted);
+        let method_label = crate::metrics::http_method_label(&method);
         let started = Instant::now();
         let response = match Hot::route(admitted.req.method(), uri.path()) {
             Some(hot) => self.serve_hot(hot, admitted, peer).await,
@@ -159,7 +173,12 @@ impl Parts {
                 response
             }
         };
-        self.record(route_label(uri.path()), method, started, &response);
+        let route = route_label(uri.path());
+        self.record(route, method_label, started, &response);
+        if let Some(pending) = audited {
+            let status = response.status().as_u16();
+            pending.finish(&self.state, &method, &uri, route, peer, status);
+        }
         response
     }
 

@@ -11,6 +11,7 @@ use axum::routing::{get, put};
 use axum::Router;
 use serde_json::{json, Value};
 
+use super::guard::Caller;
 use super::nacos::{instance, json, json_of, operator, service};
 use super::params::Params;
 use crate::error::Error;
@@ -124,16 +125,17 @@ async fn service_detail(state: State<AppState>, params: Params) -> Response {
     wrap(service::detail(state, params).await).await
 }
 
-/// `GET /nacos/v2/ns/service/list`: `{count, services}` of one group; pages default to
-/// 1 and 20, at most 500 per page.
-async fn service_list(State(state): State<AppState>, params: Params) -> Response {
+/// `GET /nacos/v2/ns/service/list`: `{count, services}` of one group, those the caller
+/// may read; pages default to 1 and 20, at most 500 per page.
+async fn service_list(State(state): State<AppState>, caller: Caller, params: Params) -> Response {
     let result = (|| {
         let page_no = params.page("pageNo", Some(1))?;
         let page_size = params.page("pageSize", Some(20))?.min(500);
         let ns = params.namespace()?;
         let group = params.optional("groupName").unwrap_or(DEFAULT_GROUP);
         check_group(group)?;
-        let names = state.registry.service_names(&ns, group);
+        let mut names = state.registry.service_names(&ns, group);
+        names.retain(|name| caller.may_read(&state, &ns, group, name));
         let count = names.len();
         Ok(json!({ "count": count, "services": page(names, page_no, page_size) }))
     })();

@@ -1,22 +1,32 @@
-//! Authentication: users with argon2 password hashes, HS256 tokens signed with a key
-//! generated per cluster (and rotated on demand), a bound on concurrent password
-//! checks and a short-lived cache of their outcomes.
+//! Authentication and authorization: users with argon2 password hashes, HS256 tokens
+//! signed with a key generated per cluster (and rotated on demand), a bound on
+//! concurrent password checks and a short-lived cache of their outcomes; roles and the
+//! permissions granted to them.
 //!
-//! Users and the signing keys are Raft data ([`AuthData`]); the state machine replaces
-//! them here when a command commits, and every node verifies tokens locally.
-//! Modules: [`token`] token encoding, [`password`] hashing, its bound and the cache.
+//! Users, roles, permissions, token generations and the signing keys are Raft data
+//! ([`AuthData`]); the state machine replaces them here when a command commits, and
+//! every node verifies tokens and checks permissions locally, against the data as it
+//! is at that moment.
+//! Modules: [`token`] token encoding, [`password`] hashing, its bound and the cache,
+//! [`permissions`] roles, permissions and the one authorization check, [`throttle`]
+//! login throttling per user and source address.
 
 pub mod password;
+pub mod permissions;
+pub mod throttle;
 pub mod token;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
+use crate::clock::now_ms;
 use password::{CredentialCache, PasswordChecks};
+use permissions::{Action, Grant, Resource, ROLE_ADMIN};
+use throttle::{Attempt, Throttle};
 
 /// The user created at bootstrap, named as in Nacos so existing client configs keep
 /// their username.
@@ -30,7 +40,8 @@ pub const DEFAULT_TOKEN_TTL_SECS: u64 = 18_000;
 pub struct User {
     /// PHC-format argon2 hash.
     pub password_hash: String,
-    /// Whether the user may manage users and namespaces.
+    /// Whether the user is an admin (holds `ROLE_ADMIN`): may do anything, manage
+    /// users, roles, permissions, namespaces, members, sync tasks and keys.
     pub admin: bool,
 }
 
@@ -50,6 +61,19 @@ pub struct AuthData {
     /// first (absent in snapshots of builds before rotation).
     #[serde(default)]
     pub retired_keys: Vec<RetiredKey>,
+    /// The roles of each user, by user name, `ROLE_ADMIN` aside (that is `User::admin`).
+    /// Absent in snapshots of builds before roles, as are the next two.
+    #[serde(default)]
+    pub roles: BTreeMap<String, BTreeSet<String>>,
+    /// The permissions granted to each role, by role.
+    #[serde(default)]
+    pub permissions: BTreeMap<String, BTreeSet<Grant>>,
+    /// Each user's token generation: a token counts only while it carries the current
+    /// one. Moved on by a password change, a change of the user's roles and the user's
+    /// deletion; kept after a deletion, so that a user created again under the same
+    /// name does not bring back the old tokens. Missing means 0.
+    #[serde(default)]
+    pub token_generations: BTreeMap<String, u64>,
 }
 
 /// A signing key replaced by a rotation.
@@ -90,9 +114,49 @@ impl AuthData {
         true
     }
 
-    /// The user name `token` names, if a current or retired key signed it and it is
-    /// still valid.
-    pub fn verify_token(&self, token: &str, now_secs: u64) -> Result<String, AuthError> {
+    /// The permissions granted to `role`.
+    pub fn permissions_of<'a>(&'a self, role: &str) -> impl Iterator<Item = &'a Grant> + 'a {
+        self.permissions.get(role).into_iter().flatten()
+    }
+
+    /// `username`'s current token generation.
+    pub fn token_generation(&self, username: &str) -> u64 {
+        self.token_generations.get(username).copied().unwrap_or(0)
+    }
+
+    /// Ends every token `username` holds: they carry an older generation from now on.
+    pub fn revoke_tokens(&mut self, username: &str) {
+        *self
+            .token_generations
+            .entry(username.to_string())
+            .or_insert(0) += 1;
+    }
+
+    /// Every `(role, username)` binding, sorted: the admins with `ROLE_ADMIN`, and the
+    /// roles bound through the API.
+    pub fn role_bindings(&self) -> Vec<(&str, &str)> {
+        let mut bindings: Vec<(&str, &str)> = self
+            .users
+            .iter()
+            .filter(|(_, user)| user.admin)
+            .map(|(name, _)| (ROLE_ADMIN, name.as_str()))
+            .chain(self.roles.iter().flat_map(|(user, roles)| {
+                roles.iter().map(move |role| (role.as_str(), user.as_str()))
+            }))
+            .collect();
+        bindings.sort_unstable();
+        bindings
+    }
+
+    /// Whether any user holds `role` (`ROLE_ADMIN`: always, an admin exists).
+    pub fn role_exists(&self, role: &str) -> bool {
+        role == ROLE_ADMIN || self.roles.values().any(|roles| roles.contains(role))
+    }
+
+    /// The user name and generation `token` carries, if a current or retired key signed
+    /// it and it has not expired (whether the generation is current is the caller's
+    /// question).
+    pub fn verify_token(&self, token: &str, now_secs: u64) -> Result<token::Verified, AuthError> {
         let key = self
             .signing_key
             .as_deref()
@@ -157,6 +221,14 @@ pub enum AuthError {
     /// Every password-check permit stayed busy for the whole wait.
     #[error("Too many password checks; retry shortly")]
     TooManyChecks,
+    /// This user failed too often from this address: it waits (login throttling).
+    #[error(
+        "too many failed logins for this user from this address; retry in {retry_after_secs} s"
+    )]
+    Throttled {
+        /// Seconds left to wait.
+        retry_after_secs: u64,
+    },
     /// A password check's thread ended without an answer (the node is stopping).
     #[error("the password check was interrupted; retry")]
     Interrupted,
@@ -190,6 +262,8 @@ struct Shared {
     cache: CredentialCache,
     /// The bound on argon2 computations running at once.
     checks: PasswordChecks,
+    /// Failed checks per user and source address, and the waits they impose.
+    throttle: Throttle,
 }
 
 /// A token handed out at login.
@@ -202,6 +276,12 @@ pub struct IssuedToken {
     /// Whether the user is an admin.
     pub admin: bool,
 }
+
+/// What an unknown user's password is checked against: an argon2id hash with the cost
+/// of roster's own (of a random password, thrown away), so that a login for a name that
+/// does not exist takes as long as one for a name that does.
+const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$cm9zdGVyLWR1bW15LXNsdA$6RwZ8uyjwSCZlpDgkbpJRFKZqN4CcVlIiqbsEKI2ATI";
 
 impl Auth {
     /// An auth handle with no users yet, as many password checks at once as cores.
@@ -223,6 +303,7 @@ impl Auth {
                 data: ArcSwap::from_pointee(AuthData::default()),
                 cache: CredentialCache::new(),
                 checks: PasswordChecks::new(max_password_checks),
+                throttle: Throttle::new(),
             }),
         }
     }
@@ -252,7 +333,8 @@ impl Auth {
         self.shared.data.load().signing_key.is_some()
     }
 
-    /// Checks `username`/`password` and issues a token.
+    /// Checks `username`/`password` and issues a token (of the user's current token
+    /// generation).
     pub async fn login(
         &self,
         username: &str,
@@ -265,8 +347,9 @@ impl Auth {
             .signing_key
             .as_deref()
             .ok_or(AuthError::NotBootstrapped)?;
+        let expires = now_secs + self.shared.token_ttl_secs;
         Ok(IssuedToken {
-            token: token::issue(key, username, now_secs + self.shared.token_ttl_secs),
+            token: token::issue(key, username, expires, data.token_generation(username)),
             ttl_secs: self.shared.token_ttl_secs,
             admin: identity.admin,
         })
@@ -280,12 +363,17 @@ impl Auth {
     ) -> Result<Identity, AuthError> {
         if let Some(t) = creds.token.filter(|t| !t.is_empty()) {
             let data = self.data();
-            let username = data.verify_token(t, now_secs)?;
-            // A deleted user's tokens stop working at once.
-            let user = data.users.get(&username).ok_or(AuthError::InvalidToken)?;
+            let verified = data.verify_token(t, now_secs)?;
+            // A deleted user's tokens stop working at once, and so do the ones issued
+            // before a password or role change (an older generation).
+            let user = data
+                .users
+                .get(&verified.username)
+                .filter(|_| verified.generation == data.token_generation(&verified.username))
+                .ok_or(AuthError::InvalidToken)?;
             return Ok(Identity {
-                username: Cow::Owned(username),
                 admin: user.admin,
+                username: Cow::Owned(verified.username),
             });
         }
         match (creds.username, creds.password) {
@@ -296,26 +384,45 @@ impl Auth {
 
     /// Checks a password: from the cache when the same pair was checked recently,
     /// else with argon2 under a permit (`TooManyChecks` when none frees in time).
+    /// Throttled per user and source address (`Throttled`, see [`throttle`]); an unknown
+    /// user costs what a known one does.
     pub async fn check_password(
         &self,
         username: &str,
         password: &str,
     ) -> Result<Identity, AuthError> {
+        // Login throttling: a pair waiting out its failures is refused before any work,
+        // whatever its password.
+        let throttle = &self.shared.throttle;
+        let attempt = Attempt::new(username, throttle::source());
+        let admit = || {
+            throttle
+                .admit(&attempt, now_ms())
+                .map_err(|retry_after_secs| AuthError::Throttled { retry_after_secs })
+        };
+        admit()?;
         let data = self.data();
-        let user = data.users.get(username).ok_or(AuthError::BadCredentials)?;
+        let user = data.users.get(username);
+        // An unknown user is checked against a fixed hash of the same cost, cached and
+        // counted the same way, so the time an answer takes does not tell which names
+        // exist.
+        let stored = user.map_or(DUMMY_HASH, |u| u.password_hash.as_str());
         let cache = &self.shared.cache;
         let pair = cache.digest(username, password);
-        let passed = match cache.outcome(&pair, &user.password_hash) {
+        let passed = match cache.outcome(&pair, stored) {
             Some(passed) => passed,
             None => {
                 let permit = self.shared.checks.permit().await?;
+                // Again: a burst of guesses that passed the first look waits here, and
+                // the failures meanwhile may have started a wait.
+                admit()?;
                 // A request with the same pair may have checked it while this one
                 // waited: a flood of one wrong password costs one hash.
-                match cache.outcome(&pair, &user.password_hash) {
+                match cache.outcome(&pair, stored) {
                     Some(passed) => passed,
                     None => {
                         let shared = self.shared.clone();
-                        let hash = user.password_hash.clone();
+                        let hash = stored.to_string();
                         let candidate = password.to_string();
                         // Remembered on the check thread: the outcome counts even
                         // if this request is gone by then.
@@ -330,13 +437,34 @@ impl Auth {
                 }
             }
         };
-        if !passed {
+        let user = user.filter(|_| passed);
+        throttle.record(&attempt, user.is_some(), now_ms());
+        let Some(user) = user else {
             return Err(AuthError::BadCredentials);
-        }
+        };
         Ok(Identity {
             username: Cow::Owned(username.to_string()),
             admin: user.admin,
         })
+    }
+
+    /// Whether `identity` may do `action` on `resource`, by the auth data as it is now
+    /// (see [`permissions::allowed`]; everyone may do everything with auth off).
+    pub fn allowed(&self, identity: &Identity, resource: &Resource, action: Action) -> bool {
+        if !self.shared.enabled || identity.admin {
+            return true;
+        }
+        permissions::allowed(&self.shared.data.load(), identity, resource, action)
+    }
+
+    /// `username`'s current token generation, `None` if there is no such user: a
+    /// long-lived stream compares it with the one it started with to end itself when
+    /// its caller's tokens are revoked.
+    pub fn token_generation(&self, username: &str) -> Option<u64> {
+        let data = self.shared.data.load();
+        data.users
+            .contains_key(username)
+            .then(|| data.token_generation(username))
     }
 
     /// Hashes a new password under a permit, like a check.
@@ -432,6 +560,66 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_token_of_an_older_generation_is_refused() {
+        let auth = auth_with_admin("one");
+        let old = auth.login("nacos", "one", 0).await.unwrap();
+        fn by(t: &IssuedToken) -> Credentials<'_> {
+            Credentials {
+                token: Some(&t.token),
+                ..Default::default()
+            }
+        }
+        assert_eq!(auth.identify(&by(&old), 1).await.unwrap().username, "nacos");
+        let mut data = AuthData::clone(&auth.data());
+        data.revoke_tokens("nacos");
+        auth.set_data(data);
+        assert_eq!(auth.token_generation("nacos"), Some(1));
+        assert_eq!(auth.token_generation("nobody"), None);
+        assert_eq!(
+            auth.identify(&by(&old), 1).await.unwrap_err(),
+            AuthError::InvalidToken
+        );
+        let fresh = auth.login("nacos", "one", 0).await.unwrap();
+        assert!(auth.identify(&by(&fresh), 1).await.unwrap().admin);
+    }
+
+    #[test]
+    fn bindings_list_admins_with_role_admin() {
+        let mut data = AuthData::default();
+        for (name, admin) in [("nacos", true), ("ann", false)] {
+            data.users.insert(
+                name.into(),
+                User {
+                    password_hash: String::new(),
+                    admin,
+                },
+            );
+        }
+        data.roles
+            .entry("ann".into())
+            .or_default()
+            .extend(["dev".to_string(), "a-first".to_string()]);
+        assert_eq!(
+            data.role_bindings(),
+            vec![("ROLE_ADMIN", "nacos"), ("a-first", "ann"), ("dev", "ann")]
+        );
+        assert!(data.role_exists("dev") && data.role_exists(ROLE_ADMIN));
+        assert!(!data.role_exists("prod"));
+    }
+
+    #[test]
+    fn with_auth_off_everything_is_allowed() {
+        let off = Auth::new(false, 100);
+        let nobody = Identity {
+            username: Cow::Borrowed("anonymous"),
+            admin: false,
+        };
+        let r = Resource::Namespace("dev");
+        assert!(off.allowed(&nobody, &r, Action::Write));
+        assert!(!Auth::new(true, 100).allowed(&nobody, &r, Action::Read));
+    }
+
     #[test]
     fn rotation_keeps_the_previous_key_for_one_token_lifetime() {
         let mut data = AuthData::default();
@@ -441,18 +629,19 @@ mod tests {
         );
         assert_eq!(data.signing_key, None);
         data.signing_key = Some(b"k1".to_vec());
-        let old = token::issue(b"k1", "nacos", 1_090);
+        let old = token::issue(b"k1", "nacos", 1_090, 0);
         assert!(data.rotate(b"k2".to_vec(), 100, 999_500));
-        let new = token::issue(b"k2", "nacos", 1_140);
+        let new = token::issue(b"k2", "nacos", 1_140, 0);
         // The rotation's second rounded up: the window ends at 1_000 + 100.
         assert_eq!(data.retired_keys[0].valid_until_secs, 1_100);
-        assert_eq!(data.verify_token(&old, 1_050).unwrap(), "nacos");
-        assert_eq!(data.verify_token(&new, 1_050).unwrap(), "nacos");
+        let user = |t: &str, now| data.verify_token(t, now).map(|v| v.username);
+        assert_eq!(user(&old, 1_050).unwrap(), "nacos");
+        assert_eq!(user(&new, 1_050).unwrap(), "nacos");
         assert_eq!(
             data.verify_token(&old, 1_090).unwrap_err(),
             AuthError::ExpiredToken
         );
-        let forged = token::issue(b"k1", "nacos", 5_000);
+        let forged = token::issue(b"k1", "nacos", 5_000, 0);
         assert_eq!(
             data.verify_token(&forged, 1_050).unwrap_err(),
             AuthError::InvalidToken
@@ -460,8 +649,9 @@ mod tests {
         // A second rotation within the window keeps both older keys; one after it
         // forgets k1.
         assert!(data.rotate(b"k3".to_vec(), 100, 1_050_000));
-        assert_eq!(data.verify_token(&old, 1_060).unwrap(), "nacos");
-        assert_eq!(data.verify_token(&new, 1_060).unwrap(), "nacos");
+        let user = |t: &str, now| data.verify_token(t, now).map(|v| v.username);
+        assert_eq!(user(&old, 1_060).unwrap(), "nacos");
+        assert_eq!(user(&new, 1_060).unwrap(), "nacos");
         assert!(data.rotate(b"k4".to_vec(), 100, 1_120_000));
         let keys: Vec<_> = data.retired_keys.iter().map(|k| k.key.clone()).collect();
         assert_eq!(keys, vec![b"k2".to_vec(), b"k3".to_vec()]);

@@ -1,5 +1,8 @@
-//! Access tokens: compact JWTs (`HS256`) with the user name as `sub` and an `exp` in
-//! seconds, signed with the cluster's key. Nacos clients treat them as opaque strings.
+//! Access tokens: compact JWTs (`HS256`) with the user name as `sub`, an `exp` in
+//! seconds and the user's token generation as `gen`, signed with the cluster's key.
+//! Nacos clients treat them as opaque strings. A token counts only while its `gen` is
+//! the user's current one: changing the password, the roles or deleting the user moves
+//! it on and so ends every token issued before (`AuthData::token_generations`).
 //! After a rotation, a retired key still verifies the tokens it signed that expire
 //! within its window ([`verify_retired`]).
 
@@ -20,6 +23,27 @@ const HEADER: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9";
 struct Claims {
     sub: String,
     exp: u64,
+    /// Absent in tokens of builds before revocation: generation 0.
+    #[serde(default)]
+    gen: u64,
+}
+
+/// What a verified token says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The user name.
+    pub username: String,
+    /// The user's token generation when it was issued.
+    pub generation: u64,
+}
+
+impl From<Claims> for Verified {
+    fn from(c: Claims) -> Self {
+        Self {
+            username: c.sub,
+            generation: c.gen,
+        }
+    }
 }
 
 fn sign(key: &[u8], signing_input: &str) -> Vec<u8> {
@@ -28,11 +52,13 @@ fn sign(key: &[u8], signing_input: &str) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
-/// A token for `username` that expires at `exp_secs` (Unix time).
-pub fn issue(key: &[u8], username: &str, exp_secs: u64) -> String {
+/// A token for `username` in its token generation `generation`, expiring at
+/// `exp_secs` (Unix time).
+pub fn issue(key: &[u8], username: &str, exp_secs: u64, generation: u64) -> String {
     let claims = serde_json::to_vec(&Claims {
         sub: username.to_string(),
         exp: exp_secs,
+        gen: generation,
     })
     .expect("claims serialize");
     let input = format!("{HEADER}.{}", URL_SAFE_NO_PAD.encode(claims));
@@ -40,13 +66,13 @@ pub fn issue(key: &[u8], username: &str, exp_secs: u64) -> String {
     format!("{input}.{signature}")
 }
 
-/// The user name in `token`, if its signature is right and it has not expired.
-pub fn verify(key: &[u8], token: &str, now_secs: u64) -> Result<String, AuthError> {
+/// What `token` says, if its signature is right and it has not expired.
+pub fn verify(key: &[u8], token: &str, now_secs: u64) -> Result<Verified, AuthError> {
     let claims = decode(key, token)?;
     if claims.exp <= now_secs {
         return Err(AuthError::ExpiredToken);
     }
-    Ok(claims.sub)
+    Ok(claims.into())
 }
 
 /// Like [`verify`] with a key retired by a rotation, whose tokens count only if they
@@ -58,7 +84,7 @@ pub fn verify_retired(
     token: &str,
     now_secs: u64,
     valid_until_secs: u64,
-) -> Result<String, AuthError> {
+) -> Result<Verified, AuthError> {
     let claims = decode(key, token)?;
     if claims.exp > valid_until_secs {
         return Err(AuthError::InvalidToken);
@@ -66,7 +92,7 @@ pub fn verify_retired(
     if claims.exp <= now_secs {
         return Err(AuthError::ExpiredToken);
     }
-    Ok(claims.sub)
+    Ok(claims.into())
 }
 
 /// A short, public name for a key: the first four bytes of its SHA-256, in hex. Tells
@@ -107,8 +133,14 @@ mod tests {
 
     #[test]
     fn round_trip_and_tamper() {
-        let t = issue(b"key", "alice", 100);
-        assert_eq!(verify(b"key", &t, 99).unwrap(), "alice");
+        let t = issue(b"key", "alice", 100, 3);
+        assert_eq!(
+            verify(b"key", &t, 99).unwrap(),
+            Verified {
+                username: "alice".into(),
+                generation: 3
+            }
+        );
         assert_eq!(
             verify(b"key", &t, 100).unwrap_err(),
             AuthError::ExpiredToken
@@ -117,7 +149,7 @@ mod tests {
             verify(b"other", &t, 0).unwrap_err(),
             AuthError::InvalidToken
         );
-        let forged = issue(b"attacker", "alice", 1_000);
+        let forged = issue(b"attacker", "alice", 1_000, 0);
         assert_eq!(
             verify(b"key", &forged, 0).unwrap_err(),
             AuthError::InvalidToken
@@ -132,14 +164,17 @@ mod tests {
 
     #[test]
     fn a_retired_key_verifies_only_tokens_expiring_within_its_window() {
-        let issued = issue(b"old", "alice", 150);
-        assert_eq!(verify_retired(b"old", &issued, 100, 160).unwrap(), "alice");
+        let issued = issue(b"old", "alice", 150, 0);
+        assert_eq!(
+            verify_retired(b"old", &issued, 100, 160).unwrap().username,
+            "alice"
+        );
         assert_eq!(
             verify_retired(b"old", &issued, 150, 160).unwrap_err(),
             AuthError::ExpiredToken
         );
         // Signed later than its window allows: a forgery.
-        let forged = issue(b"old", "alice", 1_000);
+        let forged = issue(b"old", "alice", 1_000, 0);
         assert_eq!(
             verify_retired(b"old", &forged, 100, 160).unwrap_err(),
             AuthError::InvalidToken
@@ -150,5 +185,14 @@ mod tests {
         );
         assert_eq!(key_id(b"old").len(), 8);
         assert_ne!(key_id(b"old"), key_id(b"new"));
+    }
+
+    #[test]
+    fn a_token_without_a_generation_is_of_generation_zero() {
+        // What builds before revocation issued: `{"sub","exp"}` only.
+        let claims = URL_SAFE_NO_PAD.encode(br#"{"sub":"alice","exp":100}"#);
+        let input = format!("{HEADER}.{claims}");
+        let token = format!("{input}.{}", URL_SAFE_NO_PAD.encode(sign(b"key", &input)));
+        assert_eq!(verify(b"key", &token, 50).unwrap().generation, 0);
     }
 }

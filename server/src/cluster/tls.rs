@@ -7,17 +7,19 @@
 //! CA signed for the host of their `--members` address (a DNS name or IP address in the
 //! certificate's subject alternative names). The sealing of messages under the cluster
 //! secret (`wire.rs`) stays on inside TLS: a certificate alone does not make a member.
+//! The certificate and key follow their files (`crate::tls::ReloadingCert`); the CA is
+//! read at start.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use tokio_rustls::rustls::crypto::ring::default_provider;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{version, ClientConfig, RootCertStore, ServerConfig};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+use crate::tls::{read_certs, KeyPairFiles, ReloadingCert};
 
 /// Both halves of a node's peer TLS. Cheap to clone.
 #[derive(Clone)]
@@ -26,6 +28,8 @@ pub struct PeerTls {
     pub acceptor: TlsAcceptor,
     /// Connects to peers (presenting this node's certificate).
     pub connector: TlsConnector,
+    /// This node's certificate, served and presented, for its reload worker.
+    pub certificate: ReloadingCert,
 }
 
 impl std::fmt::Debug for PeerTls {
@@ -36,13 +40,17 @@ impl std::fmt::Debug for PeerTls {
 
 impl PeerTls {
     /// Reads the certificate chain, its key and the CA; an unreadable file, one that
-    /// does not parse, or a key that does not fit is an error naming the flag.
+    /// does not parse, or a key that does not fit is an error naming the flag. The
+    /// certificate and key are reloaded when their files change (`crate::tls`); the CA
+    /// is read once.
     pub fn load(cert: &Path, key: &Path, ca: &Path) -> anyhow::Result<Self> {
-        let chain = read_certs(cert, "--peer-tls-cert")?;
-        let key_pem = std::fs::read(key)
-            .with_context(|| format!("cannot read --peer-tls-key {}", key.display()))?;
-        let private = PrivateKeyDer::from_pem_slice(&key_pem)
-            .map_err(|e| anyhow::anyhow!("--peer-tls-key {}: {e}", key.display()))?;
+        let files = KeyPairFiles {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            cert_flag: "--peer-tls-cert",
+            key_flag: "--peer-tls-key",
+        };
+        let certificate = ReloadingCert::load(files)?;
         let mut roots = RootCertStore::empty();
         for ca_cert in read_certs(ca, "--peer-tls-ca")? {
             roots
@@ -50,34 +58,27 @@ impl PeerTls {
                 .with_context(|| format!("--peer-tls-ca {}: not a usable CA", ca.display()))?;
         }
         let roots = Arc::new(roots);
-        let provider = Arc::new(default_provider());
-        let mismatch = || {
-            format!(
-                "--peer-tls-cert {} / --peer-tls-key {}: the key does not fit the certificate",
-                cert.display(),
-                key.display()
-            )
-        };
+        let provider = crate::tls::provider();
         let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
             .build()
             .with_context(|| format!("--peer-tls-ca {}", ca.display()))?;
+        // One certificate, served and presented, read from the same resolver.
         let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&version::TLS13])
             .context("TLS protocol versions")?
             .with_client_cert_verifier(verifier)
-            .with_single_cert(chain.clone(), private.clone_key())
-            .with_context(mismatch)?;
+            .with_cert_resolver(Arc::new(certificate.clone()));
         server.alpn_protocols = vec![b"http/1.1".to_vec()];
         let mut client = ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&version::TLS13])
             .context("TLS protocol versions")?
             .with_root_certificates(roots)
-            .with_client_auth_cert(chain, private)
-            .with_context(mismatch)?;
+            .with_client_cert_resolver(Arc::new(certificate.clone()));
         client.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Self {
             acceptor: TlsAcceptor::from(Arc::new(server)),
             connector: TlsConnector::from(Arc::new(client)),
+            certificate,
         })
     }
 }
@@ -88,18 +89,6 @@ pub fn server_name(addr: &str) -> Option<ServerName<'static>> {
     let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     ServerName::try_from(host.to_string()).ok()
-}
-
-fn read_certs(path: &Path, flag: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
-    let pem =
-        std::fs::read(path).with_context(|| format!("cannot read {flag} {}", path.display()))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
-    if certs.is_empty() {
-        anyhow::bail!("{flag} {}: no PEM certificate in the file", path.display());
-    }
-    Ok(certs)
 }
 
 #[cfg(test)]

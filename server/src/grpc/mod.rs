@@ -22,7 +22,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::BoxFuture;
 use tonic::{Status, Streaming};
 
-use crate::auth::Credentials;
+use crate::auth::permissions::{Action, Resource, DENIED};
+use crate::auth::{Credentials, Identity};
 use crate::clock::{now_ms, now_secs};
 use crate::error::Error;
 use crate::naming::wire::{page, Host, CACHE_MILLIS};
@@ -112,6 +113,26 @@ fn failure(kind: &str, code: u16, message: &str) -> Payload {
         &json!({ "resultCode": 500, "errorCode": code, "message": message, "success": false }),
     )
 }
+
+/// A refused identity or permission, as Nacos answers it: the reply type with errorCode
+/// 403. A service list's reply carries its (empty) fields, which clients that validate
+/// the reply type require before they look at the code (nacos-sdk-python 3.x).
+fn refusal(reply_type: &str, message: &str) -> Payload {
+    let mut body =
+        json!({ "resultCode": 500, "errorCode": 403, "message": message, "success": false });
+    if reply_type == "ServiceListResponse" {
+        body["count"] = json!(0);
+        body["serviceNames"] = json!([]);
+    }
+    Payload::new(reply_type, &body)
+}
+
+/// The requests the audit trail records (the writes); a batch names no one instance.
+const AUDITED: [&str; 3] = [
+    "InstanceRequest",
+    "PersistentInstanceRequest",
+    "BatchInstanceRequest",
+];
 
 /// The response type each naming request expects.
 fn response_type(kind: &str) -> Option<&'static str> {
@@ -250,21 +271,54 @@ impl GrpcServer {
         let Some(reply_type) = response_type(&kind) else {
             return failure("ErrorResponse", 302, "RequestHandler Not Found");
         };
-        if let Err(e) = self.authenticate(&payload).await {
-            tracing::debug!(error = %e, "grpc request refused");
-            let error = Error::from(e);
-            // Too busy checking passwords: say so (429), as HTTP does; any other refusal
-            // keeps Nacos' answer, which clients match on.
-            if error.kind == crate::error::ErrorKind::TooManyRequests {
-                return failure("ErrorResponse", error.grpc_code(), &error.message);
+        let identity = match self.authenticate(&payload).await {
+            Ok(identity) => identity,
+            Err(e) => {
+                tracing::debug!(error = %e, "grpc request refused");
+                let error = Error::from(e);
+                // Too busy checking passwords: say so (429), as HTTP does; any other
+                // refusal keeps Nacos' answer, which clients match on.
+                if error.kind == crate::error::ErrorKind::TooManyRequests {
+                    return failure("ErrorResponse", error.grpc_code(), &error.message);
+                }
+                return refusal(reply_type, "Validate Identity failed.");
             }
-            return failure(reply_type, 403, "Validate Identity failed.");
-        }
+        };
         let request = match parse_request(&kind, payload.body_bytes()) {
             Ok(r) => r,
             Err(refusal) => return *refusal,
         };
-        match self.naming(&kind, &conn, request).await {
+        // As Nacos: a caller without the permission gets the reply type with 403.
+        match self.authorize(&identity, &kind, &request) {
+            Ok(true) => {}
+            Ok(false) => return refusal(reply_type, DENIED),
+            Err(e) => return failure("ErrorResponse", e.grpc_code(), &e.message),
+        }
+        // The audit trail (writes only): what the request addresses, read before
+        // `naming` takes it; who, from where and the outcome once it is answered.
+        let audited = AUDITED.contains(&kind.as_str()).then(|| {
+            let instance = request
+                .instance
+                .as_ref()
+                .filter(|_| kind != "BatchInstanceRequest");
+            let addressed = crate::audit::Addressed {
+                namespace: request.namespace.as_deref(),
+                group: request.group_name.as_deref(),
+                service: request.service_name.as_deref(),
+                instance: instance
+                    .and_then(|i| Some((i.ip.as_deref()?, i.port?, i.cluster_name.as_deref()))),
+            };
+            crate::audit::Entry::grpc(&kind, request.r#type.as_deref(), addressed)
+        });
+        let answer = self.naming(&kind, &conn, &identity, request).await;
+        if let Some(entry) = audited {
+            let status = answer.as_ref().map_or_else(Error::grpc_code, |_| 200);
+            let user = identity.username.clone();
+            self.app
+                .audit
+                .record(entry.answered(user, remote.ip(), status));
+        }
+        match answer {
             Ok(fields) => respond(reply_type, fields),
             // As Nacos: a refused identity answers the reply type, a failed request
             // `ErrorResponse` (clients that validate the reply type's fields could not
@@ -273,9 +327,14 @@ impl GrpcServer {
         }
     }
 
-    async fn authenticate(&self, payload: &Payload) -> Result<(), crate::auth::AuthError> {
+    /// Who sent a request: its `accessToken` (or `Authorization`) header, else its
+    /// `username` and `password` headers, checked on every request.
+    async fn authenticate(&self, payload: &Payload) -> Result<Identity, crate::auth::AuthError> {
         if !self.app.auth.enabled() {
-            return Ok(());
+            return Ok(Identity {
+                username: std::borrow::Cow::Borrowed("anonymous"),
+                admin: true,
+            });
         }
         let token = header(payload, "accessToken").or_else(|| {
             header(payload, "Authorization").map(|v| v.strip_prefix("Bearer ").unwrap_or(v))
@@ -285,7 +344,39 @@ impl GrpcServer {
             username: header(payload, "username"),
             password: header(payload, "password"),
         };
-        self.app.auth.identify(&creds, now_secs()).await.map(|_| ())
+        self.app.auth.identify(&creds, now_secs()).await
+    }
+
+    /// Whether `identity` may make this request, by its permissions as they are now:
+    /// instance changes need `w` on the service, queries and subscriptions `r`, a
+    /// service list `r` on something of the namespace (the list then leaves out what
+    /// the caller may not read). A request that names no valid service is refused
+    /// as `naming` would refuse it.
+    fn authorize(
+        &self,
+        identity: &Identity,
+        kind: &str,
+        request: &NamingRequest,
+    ) -> Result<bool, Error> {
+        if identity.admin {
+            return Ok(true);
+        }
+        let auth = &self.app.auth;
+        if kind == "ServiceListRequest" {
+            let (namespace, _) = Self::scope(request)?;
+            return Ok(auth.allowed(identity, &Resource::Namespace(&namespace), Action::Read));
+        }
+        let action = match kind {
+            "ServiceQueryRequest" | "SubscribeServiceRequest" => Action::Read,
+            _ => Action::Write,
+        };
+        let key = Self::service_key(request)?;
+        let service = Resource::Service {
+            namespace: &key.namespace,
+            group: &key.group,
+            name: &key.name,
+        };
+        Ok(auth.allowed(identity, &service, action))
     }
 
     /// The namespace and group a request addresses (defaults: public, DEFAULT_GROUP).
@@ -329,16 +420,25 @@ impl GrpcServer {
         &self,
         kind: &str,
         conn: &Arc<Connection>,
+        identity: &Identity,
         request: NamingRequest,
     ) -> Result<Value, Error> {
         let registry = &self.app.registry;
         let max_metadata = self.app.limits.max_metadata_bytes;
         if kind == "ServiceListRequest" {
-            // Lists a group; it names no service.
+            // Lists a group; it names no service. Only what the caller may read.
             let (namespace, group) = Self::scope(&request)?;
             let page_no = request.page_no.unwrap_or(1).max(1) as usize;
             let page_size = request.page_size.unwrap_or(10).clamp(1, 10_000) as usize;
-            let names = registry.service_names(&namespace, &group);
+            let mut names = registry.service_names(&namespace, &group);
+            names.retain(|name| {
+                let service = Resource::Service {
+                    namespace: &namespace,
+                    group: &group,
+                    name,
+                };
+                self.app.auth.allowed(identity, &service, Action::Read)
+            });
             let count = names.len();
             let page: Vec<String> = page(names, page_no, page_size);
             return Ok(json!({ "count": count, "serviceNames": page }));
@@ -686,7 +786,12 @@ impl Handler for GrpcServer {
         remote: Option<SocketAddr>,
         payload: Payload,
     ) -> BoxFuture<Payload, Status> {
-        Box::pin(async move { Ok(self.unary(remote, payload).await) })
+        // Password checks made for the request are throttled per source address.
+        let source = remote.map(|r| r.ip());
+        Box::pin(async move {
+            let answering = self.unary(remote, payload);
+            Ok(crate::auth::throttle::with_source(source, answering).await)
+        })
     }
 
     fn stream(

@@ -4,36 +4,32 @@
 //! whose first byte is a TLS handshake record (0x16) goes through rustls, any other is
 //! plaintext HTTP/2 — accepted only with `--grpc-tls-optional` (Nacos' "compatibility"
 //! mode, for moving clients to TLS one at a time), refused otherwise. Handshakes run on
-//! their own tasks, so a slow or silent client never holds up the accept loop.
+//! their own tasks, so a slow or silent client never holds up the accept loop. The
+//! certificate follows its files (`crate::tls::ReloadingCert`).
 
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
+use crate::tls::{KeyPairFiles, ReloadingCert, ServerTls, HANDSHAKE_RECORD};
+
 /// How long a new connection may take to send its first byte and finish a handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The first byte of a TLS handshake record.
-const TLS_HANDSHAKE: u8 = 0x16;
 
 /// What the gRPC listener accepts.
 #[derive(Clone)]
 pub struct GrpcTls {
-    acceptor: TlsAcceptor,
+    /// The acceptor, and the certificate it serves (reloaded when its files change).
+    server: ServerTls,
     /// Also accept plaintext connections.
     optional: bool,
 }
@@ -42,40 +38,20 @@ impl GrpcTls {
     /// Reads and checks the certificate chain and key: unreadable files, or ones that do
     /// not parse or do not belong together, are an error naming the flag.
     pub fn load(cert: &Path, key: &Path, optional: bool) -> anyhow::Result<Self> {
-        let cert_pem = std::fs::read(cert)
-            .with_context(|| format!("cannot read --grpc-tls-cert {}", cert.display()))?;
-        let key_pem = std::fs::read(key)
-            .with_context(|| format!("cannot read --grpc-tls-key {}", key.display()))?;
-        let chain = CertificateDer::pem_slice_iter(&cert_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("--grpc-tls-cert {}: {e}", cert.display()))?;
-        if chain.is_empty() {
-            anyhow::bail!(
-                "--grpc-tls-cert {}: no PEM certificate in the file",
-                cert.display()
-            );
-        }
-        let private = PrivateKeyDer::from_pem_slice(&key_pem)
-            .map_err(|e| anyhow::anyhow!("--grpc-tls-key {}: {e}", key.display()))?;
-        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .context("TLS protocol versions")?
-            .with_no_client_auth()
-            .with_single_cert(chain, private)
-            .with_context(|| {
-                format!(
-                    "--grpc-tls-cert {} / --grpc-tls-key {}: the key does not fit the certificate",
-                    cert.display(),
-                    key.display()
-                )
-            })?;
+        let files = KeyPairFiles {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            cert_flag: "--grpc-tls-cert",
+            key_flag: "--grpc-tls-key",
+        };
         // gRPC is HTTP/2 only.
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(Self {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
-            optional,
-        })
+        let server = ServerTls::load(files, &[b"h2"])?;
+        Ok(Self { server, optional })
+    }
+
+    /// The certificate served, for its reload worker.
+    pub fn certificate(&self) -> &ReloadingCert {
+        &self.server.cert
     }
 }
 
@@ -195,8 +171,8 @@ pub fn incoming(
 async fn handshake(stream: TcpStream, tls: &GrpcTls) -> io::Result<GrpcStream> {
     let mut first = [0u8; 1];
     let n = stream.peek(&mut first).await?;
-    if n == 1 && first[0] == TLS_HANDSHAKE {
-        let stream = tls.acceptor.accept(stream).await?;
+    if n == 1 && first[0] == HANDSHAKE_RECORD {
+        let stream = tls.server.acceptor.accept(stream).await?;
         Ok(GrpcStream::Tls(Box::new(stream)))
     } else if tls.optional {
         Ok(GrpcStream::Plain(stream))

@@ -1,5 +1,5 @@
 //! Changes to the Raft-held catalog beside the registry's services — namespaces, users,
-//! sync tasks — as the state machine applies them, for the console's event streams
+//! roles and permissions, sync tasks — as the state machine applies them, for the console's event streams
 //! (`api::events`). Every node applies every committed command, so a change made
 //! through any node is seen on all of them.
 //!
@@ -22,6 +22,9 @@ pub enum CatalogChange {
     Namespace(String),
     /// Users were created, deleted or given a new password (which user is not said).
     Users,
+    /// Roles were bound or unbound, or permissions granted or taken back: what callers
+    /// who are not admins may see may have changed.
+    Access,
     /// A sync task was created, paused, resumed or deleted, or reported a new status.
     Task(String),
     /// Anything may have changed: the state was replaced from a snapshot.
@@ -42,6 +45,10 @@ impl CatalogChange {
             | CommandV1::CreateUser { .. }
             | CommandV1::SetPassword { .. }
             | CommandV1::DeleteUser { .. } => Self::Users,
+            CommandV1::AddRole { .. }
+            | CommandV1::DeleteRole { .. }
+            | CommandV1::AddPermission { .. }
+            | CommandV1::DeletePermission { .. } => Self::Access,
             CommandV1::CreateSyncTask(spec) => Self::Task(spec.name.clone()),
             CommandV1::SetSyncTaskPaused { name, .. }
             | CommandV1::DeleteSyncTask { name, .. }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use roster_sync::{TaskSpec, TaskStatus};
 
+use crate::auth::permissions::Granted;
 use crate::auth::User;
 use crate::registry::namespace::NamespaceInfo;
 use crate::registry::service::{ClusterSettings, ServiceKey, ServiceSettings};
@@ -131,14 +132,15 @@ pub enum CommandV1 {
         /// The user.
         user: User,
     },
-    /// Change a user's password.
+    /// Change a user's password. Ends the user's tokens (from the build with roles on).
     SetPassword {
         /// User name.
         username: String,
         /// New hash.
         password_hash: String,
     },
-    /// Delete a user.
+    /// Delete a user. Ends the user's tokens and drops their roles (from the build with
+    /// roles on).
     DeleteUser {
         /// User name.
         username: String,
@@ -189,6 +191,41 @@ pub enum CommandV1 {
         keep_previous_secs: u64,
         /// Proposal time.
         at_ms: u64,
+    },
+    /// Bind a role to a user (`ROLE_ADMIN`: make the user an admin). Ends the user's
+    /// tokens when it changes their roles.
+    AddRole {
+        /// The role.
+        role: String,
+        /// The user, who must exist.
+        username: String,
+    },
+    /// Unbind a role from a user, or from every user holding it when `username` is
+    /// `None`. Ends the tokens of every user it unbinds. Taking `ROLE_ADMIN` from the
+    /// last admin (or from everyone) is refused.
+    DeleteRole {
+        /// The role.
+        role: String,
+        /// The user, or every holder.
+        username: Option<String>,
+    },
+    /// Grant a permission to a role.
+    AddPermission {
+        /// The role.
+        role: String,
+        /// The resource pattern (`namespaceId:group:naming/serviceName`, `*` wildcards).
+        resource: String,
+        /// What it grants.
+        action: Granted,
+    },
+    /// Take back a permission exactly as it was granted.
+    DeletePermission {
+        /// The role.
+        role: String,
+        /// The resource pattern.
+        resource: String,
+        /// What it granted.
+        action: Granted,
     },
 }
 

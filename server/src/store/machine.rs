@@ -1,13 +1,14 @@
 //! The registry's Raft state machine: applies [`Command`]s to the [`Registry`] and the
-//! auth state, and snapshots both. Changes to namespaces, users and sync tasks are also
-//! recorded in [`CatalogChanges`] for the console's event streams (the registry reports
-//! its service changes itself).
+//! auth state, and snapshots both. Changes to namespaces, users, roles, permissions and
+//! sync tasks are also recorded in [`CatalogChanges`] for the console's event streams
+//! (the registry reports its service changes itself).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::tasks::{StoredTask, SyncTasks};
+use crate::auth::permissions::{Grant, ROLE_ADMIN};
 use crate::auth::{Auth, AuthData, User};
 use crate::registry::{PersistentData, Registry};
 
@@ -146,18 +147,23 @@ impl RegistryMachine {
             CommandV1::SetPassword {
                 username,
                 password_hash,
-            } => self.edit_users(|users| match users.get_mut(&username) {
+            } => self.edit_auth(|data| match data.users.get_mut(&username) {
                 Some(user) => {
                     user.password_hash = password_hash;
+                    data.revoke_tokens(&username);
                     Ok(())
                 }
                 None => Err(Rejection::UserNotFound(username)),
             }),
             CommandV1::DeleteUser { username } => {
-                self.edit_users(|users| match users.get(&username) {
+                self.edit_auth(|data| match data.users.get(&username) {
                     Some(user) if user.admin => Err(Rejection::DeleteAdmin(username)),
                     Some(_) => {
-                        users.remove(&username);
+                        data.users.remove(&username);
+                        // A user created again under this name starts without roles
+                        // and without the old tokens.
+                        data.roles.remove(&username);
+                        data.revoke_tokens(&username);
                         Ok(())
                     }
                     None => Err(Rejection::UserNotFound(username)),
@@ -195,6 +201,36 @@ impl RegistryMachine {
                 self.auth.set_data(data);
                 Ok(())
             }
+            CommandV1::AddRole { role, username } => {
+                self.edit_auth(|data| add_role(data, role, username))
+            }
+            CommandV1::DeleteRole { role, username } => {
+                self.edit_auth(|data| delete_role(data, &role, username.as_deref()))
+            }
+            CommandV1::AddPermission {
+                role,
+                resource,
+                action,
+            } => self.edit_auth(|data| {
+                data.permissions
+                    .entry(role)
+                    .or_default()
+                    .insert(Grant { resource, action });
+                Ok(())
+            }),
+            CommandV1::DeletePermission {
+                role,
+                resource,
+                action,
+            } => self.edit_auth(|data| {
+                if let Some(grants) = data.permissions.get_mut(&role) {
+                    grants.remove(&Grant { resource, action });
+                    if grants.is_empty() {
+                        data.permissions.remove(&role);
+                    }
+                }
+                Ok(())
+            }),
         }
     }
 
@@ -202,11 +238,73 @@ impl RegistryMachine {
         &self,
         f: impl FnOnce(&mut std::collections::BTreeMap<String, User>) -> Outcome,
     ) -> Outcome {
+        self.edit_auth(|data| f(&mut data.users))
+    }
+
+    /// Applies `f` to a copy of the auth data and installs it, unless `f` refuses.
+    fn edit_auth(&self, f: impl FnOnce(&mut AuthData) -> Outcome) -> Outcome {
         let mut data = AuthData::clone(&self.auth.data());
-        f(&mut data.users)?;
+        f(&mut data)?;
         self.auth.set_data(data);
         Ok(())
     }
+}
+
+/// Binds `role` to `username`; `ROLE_ADMIN` sets the user's admin flag. The user's
+/// tokens end when their roles change (a binding they had already changes nothing).
+fn add_role(data: &mut AuthData, role: String, username: String) -> Outcome {
+    let Some(user) = data.users.get_mut(&username) else {
+        return Err(Rejection::UserNotFound(username));
+    };
+    let changed = if role == ROLE_ADMIN {
+        !std::mem::replace(&mut user.admin, true)
+    } else {
+        data.roles.entry(username.clone()).or_default().insert(role)
+    };
+    if changed {
+        data.revoke_tokens(&username);
+    }
+    Ok(())
+}
+
+/// Unbinds `role` from `username`, or from everyone holding it; the tokens of each
+/// user unbound end. `ROLE_ADMIN` is taken only from one user at a time, and never
+/// from the last admin.
+fn delete_role(data: &mut AuthData, role: &str, username: Option<&str>) -> Outcome {
+    if role == ROLE_ADMIN {
+        let Some(username) = username else {
+            return Err(Rejection::DeleteAdmin(ROLE_ADMIN.into()));
+        };
+        let admins = data.users.values().filter(|u| u.admin).count();
+        match data.users.get_mut(username) {
+            Some(user) if user.admin => {
+                if admins <= 1 {
+                    return Err(Rejection::DeleteAdmin(username.into()));
+                }
+                user.admin = false;
+                data.revoke_tokens(username);
+            }
+            // Not an admin: nothing to take (as Nacos, no error).
+            _ => {}
+        }
+        return Ok(());
+    }
+    let holders: Vec<String> = data
+        .roles
+        .iter()
+        .filter(|(user, roles)| username.is_none_or(|u| u == *user) && roles.contains(role))
+        .map(|(user, _)| user.clone())
+        .collect();
+    for user in holders {
+        if let Some(roles) = data.roles.get_mut(&user) {
+            roles.remove(role);
+            if roles.is_empty() {
+                data.roles.remove(&user);
+            }
+        }
+        data.revoke_tokens(&user);
+    }
+    Ok(())
 }
 
 impl roster_raft::StateMachine for RegistryMachine {
@@ -260,6 +358,7 @@ mod tests {
     use roster_raft::StateMachine;
 
     use super::*;
+    use crate::auth::permissions::Granted;
     use crate::registry::namespace::NamespaceInfo;
     use crate::registry::service::ServiceKey;
 
@@ -406,6 +505,163 @@ mod tests {
         let auth = restored.auth.data();
         assert_eq!(auth.signing_key.as_deref(), Some(&b"k1"[..]));
         assert!(auth.retired_keys.is_empty());
+        // Nor roles, permissions or token generations.
+        assert!(auth.roles.is_empty() && auth.permissions.is_empty());
+        assert!(auth.token_generations.is_empty());
+    }
+
+    fn bootstrap_with_ann(m: &mut RegistryMachine) {
+        apply(
+            m,
+            CommandV1::Bootstrap {
+                signing_key: b"k1".to_vec(),
+                admin: "nacos".into(),
+                password_hash: "hash".into(),
+            },
+        )
+        .unwrap();
+        apply(
+            m,
+            CommandV1::CreateUser {
+                username: "ann".into(),
+                user: User {
+                    password_hash: "ann-hash".into(),
+                    admin: false,
+                },
+            },
+        )
+        .unwrap();
+    }
+
+    fn role(role: &str, username: &str) -> CommandV1 {
+        CommandV1::AddRole {
+            role: role.into(),
+            username: username.into(),
+        }
+    }
+
+    fn permission(role: &str, resource: &str, action: Granted) -> CommandV1 {
+        CommandV1::AddPermission {
+            role: role.into(),
+            resource: resource.into(),
+            action,
+        }
+    }
+
+    #[test]
+    fn roles_and_permissions_apply_and_move_token_generations() {
+        let (mut m, catalog) = machine();
+        bootstrap_with_ann(&mut m);
+        catalog.drain();
+        let generation = |m: &RegistryMachine, u: &str| m.auth.data().token_generation(u);
+        assert_eq!(
+            apply(&mut m, role("dev", "nobody")),
+            Err(Rejection::UserNotFound("nobody".into()))
+        );
+        apply(&mut m, role("dev", "ann")).unwrap();
+        assert_eq!(generation(&m, "ann"), 1, "a role change ends her tokens");
+        // Bound already: nothing changes, her tokens stay.
+        apply(&mut m, role("dev", "ann")).unwrap();
+        assert_eq!(generation(&m, "ann"), 1);
+        apply(&mut m, permission("dev", "dev:*:*", Granted::ReadWrite)).unwrap();
+        apply(&mut m, permission("dev", ":*:*", Granted::Read)).unwrap();
+        assert_eq!(catalog.drain(), vec![CatalogChange::Access]);
+        let data = m.auth.data();
+        assert_eq!(
+            data.roles["ann"],
+            std::collections::BTreeSet::from(["dev".to_string()])
+        );
+        assert_eq!(data.permissions_of("dev").count(), 2);
+        assert_eq!(generation(&m, "ann"), 1, "grants end no tokens");
+
+        // A permission is taken back only as granted.
+        let take = |resource: &str, action| CommandV1::DeletePermission {
+            role: "dev".into(),
+            resource: resource.into(),
+            action,
+        };
+        apply(&mut m, take(":*:*", Granted::ReadWrite)).unwrap();
+        assert_eq!(m.auth.data().permissions_of("dev").count(), 2);
+        apply(&mut m, take(":*:*", Granted::Read)).unwrap();
+        assert_eq!(m.auth.data().permissions_of("dev").count(), 1);
+
+        // A password change and a role removal end tokens too.
+        apply(
+            &mut m,
+            CommandV1::SetPassword {
+                username: "ann".into(),
+                password_hash: "new".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(generation(&m, "ann"), 2);
+        apply(
+            &mut m,
+            CommandV1::DeleteRole {
+                role: "dev".into(),
+                username: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(generation(&m, "ann"), 3);
+        assert!(m.auth.data().roles.is_empty());
+        // The role's permissions stay, for when it is bound again (as in Nacos).
+        assert_eq!(m.auth.data().permissions_of("dev").count(), 1);
+
+        // Deleting a user drops their roles and keeps their generation moving.
+        apply(&mut m, role("ops", "ann")).unwrap();
+        apply(
+            &mut m,
+            CommandV1::DeleteUser {
+                username: "ann".into(),
+            },
+        )
+        .unwrap();
+        assert!(m.auth.data().roles.is_empty());
+        assert_eq!(generation(&m, "ann"), 5);
+    }
+
+    #[test]
+    fn role_admin_is_the_admin_flag_and_the_last_admin_keeps_it() {
+        let (mut m, _) = machine();
+        bootstrap_with_ann(&mut m);
+        let take = |username: Option<&str>| CommandV1::DeleteRole {
+            role: ROLE_ADMIN.into(),
+            username: username.map(str::to_string),
+        };
+        assert_eq!(
+            apply(&mut m, take(Some("nacos"))),
+            Err(Rejection::DeleteAdmin("nacos".into()))
+        );
+        assert!(apply(&mut m, take(None)).is_err());
+        apply(&mut m, role(ROLE_ADMIN, "ann")).unwrap();
+        assert!(m.auth.data().users["ann"].admin);
+        assert!(m.auth.data().roles.is_empty(), "kept as the flag");
+        assert_eq!(m.auth.data().token_generation("ann"), 1);
+        // Two admins: one may go.
+        apply(&mut m, take(Some("nacos"))).unwrap();
+        assert!(!m.auth.data().users["nacos"].admin);
+        assert_eq!(m.auth.data().token_generation("nacos"), 1);
+        assert_eq!(
+            apply(&mut m, take(Some("ann"))),
+            Err(Rejection::DeleteAdmin("ann".into()))
+        );
+        // Not an admin: nothing to take.
+        apply(&mut m, take(Some("nacos"))).unwrap();
+    }
+
+    #[test]
+    fn roles_permissions_and_generations_survive_a_snapshot() {
+        let (mut m, _) = machine();
+        bootstrap_with_ann(&mut m);
+        apply(&mut m, role("dev", "ann")).unwrap();
+        apply(&mut m, permission("dev", "dev:*:*", Granted::ReadWrite)).unwrap();
+        apply(&mut m, permission("dev", "prod:*:naming/*", Granted::Read)).unwrap();
+        let before = AuthData::clone(&m.auth.data());
+        assert_eq!(before.token_generation("ann"), 1);
+        let (mut restored, _) = machine();
+        restored.restore(&m.snapshot()).unwrap();
+        assert_eq!(*restored.auth.data(), before);
     }
 
     #[test]

@@ -238,6 +238,9 @@ fn dns_args(dns_port: u16) -> Vec<String> {
     vec![
         "--dns".into(),
         format!("127.0.0.1:{dns_port}"),
+        // Every case has a namespace of its own; DNS answers for all of them.
+        "--dns-namespaces".into(),
+        "*".into(),
         // Two silent instances of a namespace are enough to engage the guard (case c);
         // one silent of two (case d) is not more than half.
         "--eviction-guard-min".into(),

@@ -128,7 +128,9 @@ pub async fn create_user(
     Ok(envelope("create user ok!"))
 }
 
-/// `PUT /nacos/v1/auth/users`: change a password (admins: anyone's; users: their own).
+/// `PUT /nacos/v1/auth/users`: change a password (admins: anyone's, as in Nacos; a
+/// user who is not an admin: their own, giving the current one as `oldPassword`). The
+/// user's tokens end, on every node.
 pub async fn change_password(
     State(state): State<AppState>,
     caller: Caller,
@@ -142,6 +144,21 @@ pub async fn change_password(
         .get("newPassword")
         .ok_or_else(|| Error::missing("newPassword"))?;
     check_password("newPassword", password)?;
+    if !caller.0.admin {
+        // A stolen token alone must not be enough to take the account over.
+        let old = params
+            .get("oldPassword")
+            .ok_or_else(|| Error::missing("oldPassword"))?;
+        match state.auth.check_password(username, old).await {
+            Ok(_) => {}
+            Err(crate::auth::AuthError::BadCredentials) => {
+                return Err(Error::forbidden(
+                    "authorization failed!: oldPassword is not the current password",
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     if !state.auth.data().users.contains_key(username) {
         return Err(Error::not_found(format!("user '{username}' not found")));
     }

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::json_of;
 use super::service::checker_json;
+use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::error::Error;
 use crate::naming::wire::page;
@@ -23,8 +24,12 @@ fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, E
 }
 
 /// `GET /nacos/v1/ns/catalog/services`: services of a namespace with instance counts,
-/// filtered by substrings of name and group.
-pub async fn services(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
+/// filtered by substrings of name and group, those the caller may read.
+pub async fn services(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: Params,
+) -> Result<Response, Error> {
     let ns = params.namespace()?;
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(10))?;
@@ -36,6 +41,7 @@ pub async fn services(State(state): State<AppState>, params: Params) -> Result<R
         .services(&ns)
         .into_iter()
         .filter(|s| s.key.name.contains(name_filter) && s.key.group.contains(group_filter))
+        .filter(|s| caller.may_read(&state, &ns, &s.key.group, &s.key.name))
         .filter_map(|s| {
             let view = s.view();
             let ip_count = view.instances.len();

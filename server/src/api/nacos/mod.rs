@@ -1,12 +1,14 @@
 //! Nacos Open API v1: the route table, and handlers by resource ([`instance`],
-//! [`service`], [`catalog`], [`namespace`], [`auth`], [`operator`]). The wire shapes
-//! are shared with the other faces (`crate::naming::wire`).
+//! [`service`], [`catalog`], [`namespace`], [`auth`] (login, users), [`permissions`]
+//! (roles, permissions), [`operator`]). The wire shapes are shared with the other
+//! faces (`crate::naming::wire`).
 
 pub mod auth;
 pub mod catalog;
 pub mod instance;
 pub mod namespace;
 pub mod operator;
+pub mod permissions;
 pub mod service;
 
 use axum::http::{Method, Uri};
@@ -69,6 +71,26 @@ pub fn routes() -> Router<AppState> {
                 .post(auth::create_user)
                 .put(auth::change_password)
                 .delete(auth::delete_user),
+        )
+        .route(
+            "/nacos/v1/auth/users/search",
+            get(permissions::search_users),
+        )
+        .route(
+            "/nacos/v1/auth/roles",
+            get(permissions::list_roles)
+                .post(permissions::add_role)
+                .delete(permissions::delete_role),
+        )
+        .route(
+            "/nacos/v1/auth/roles/search",
+            get(permissions::search_roles),
+        )
+        .route(
+            "/nacos/v1/auth/permissions",
+            get(permissions::list_permissions)
+                .post(permissions::add_permission)
+                .delete(permissions::delete_permission),
         )
 }
 

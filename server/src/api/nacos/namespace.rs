@@ -40,9 +40,15 @@ fn row(ns: &Namespace) -> serde_json::Value {
     })
 }
 
-/// `GET`: every namespace (`{"code":200,"data":[...]}`); with `show=all&namespaceId=x`
-/// one of them; with `checkNamespaceIdExist=true&customNamespaceId=x` whether it exists.
-pub async fn get(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
+/// `GET`: every namespace the caller may read something of (`{"code":200,"data":[...]}`);
+/// with `show=all&namespaceId=x` one of them; with
+/// `checkNamespaceIdExist=true&customNamespaceId=x` whether it exists (admins: the
+/// guard checks what these forms need).
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: Params,
+) -> Result<Response, Error> {
     if params.boolean("checkNamespaceIdExist")?.unwrap_or(false) {
         let id = params.required("customNamespaceId")?;
         let exists = id == PUBLIC_NAMESPACE
@@ -61,7 +67,13 @@ pub async fn get(State(state): State<AppState>, params: Params) -> Result<Respon
             .ok_or_else(|| Error::not_found(format!("namespace {id} not found")))?;
         return Ok(json_of(&row(&ns)));
     }
-    let rows: Vec<_> = state.registry.namespaces().iter().map(|n| row(n)).collect();
+    let rows: Vec<_> = state
+        .registry
+        .namespaces()
+        .iter()
+        .filter(|n| caller.may_read_namespace(&state, &n.id))
+        .map(|n| row(n))
+        .collect();
     Ok(envelope(rows))
 }
 

@@ -6,6 +6,7 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::json_of;
+use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::clock::now_ms;
 use crate::error::Error;
@@ -222,8 +223,12 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
 }
 
 /// `GET /nacos/v1/ns/service/list`: one page of service names (without group) of one
-/// group.
-pub async fn list(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
+/// group, those the caller may read.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: Params,
+) -> Result<Response, Error> {
     let page_no = params.page("pageNo", None)?;
     let page_size = params.page("pageSize", None)?;
     let ns = params.namespace()?;
@@ -232,7 +237,8 @@ pub async fn list(State(state): State<AppState>, params: Params) -> Result<Respo
     }
     let group = params.optional("groupName").unwrap_or(DEFAULT_GROUP);
     check_group(group)?;
-    let names = state.registry.service_names(&ns, group);
+    let mut names = state.registry.service_names(&ns, group);
+    names.retain(|name| caller.may_read(&state, &ns, group, name));
     let count = names.len();
     Ok(json_of(
         &json!({ "count": count, "doms": page(names, page_no, page_size) }),
