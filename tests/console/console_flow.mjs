@@ -24,7 +24,7 @@ function parseArgs(argv) {
     namespace: 'console-test',
     service: 'console-svc',
     shots: 'console-shots',
-    watchdog: 120,
+    watchdog: 180,
     chromium: process.env.CHROMIUM ?? '/usr/bin/chromium',
   };
   for (let i = 2; i < argv.length; i++) {
@@ -59,6 +59,15 @@ const NS_EMPTY = `${NS}-empty`;
 const NS_API = `${NS}-api`;
 const USER_API = `${NS}-user`;
 const TASK_API = `${NS}-api`;
+// Access control: a user who may write NSID and read NSID-ro, through one role.
+const NS_RO = `${NS}-ro`;
+const RBAC_USER = `${NS}-ann`;
+const RBAC_PASSWORD = 'console-ann-pass-1';
+const ROLE = `${NS}-role`;
+// A role no user holds: granting it a permission is refused (404).
+const ROLE_UNHELD = `${NS}-nobody`;
+const SVC_RO = `${args.service}-ro`;
+const SVC_USER = `${args.service}-by-user`;
 const SVC = args.service;
 const GROUP = 'DEFAULT_GROUP';
 const PORT = Number(args.server.split(':').pop());
@@ -188,6 +197,39 @@ async function namespaceIds() {
 }
 
 const taskPath = (name) => `/api/v1/sync/tasks/${encodeURIComponent(name)}`;
+
+/** The permissions of `role`, as the API lists them. */
+async function permissionsOf(role) {
+  const r = await api('GET', '/nacos/v1/auth/permissions', { role, pageNo: 1, pageSize: 100 });
+  return r.json?.pageItems ?? [];
+}
+
+/** The users holding `role`. */
+async function holdersOf(role) {
+  const r = await api('GET', '/nacos/v1/auth/roles', { role, pageNo: 1, pageSize: 100 });
+  return (r.json?.pageItems ?? []).map((b) => b.username);
+}
+
+/** Removes NSID-ro with the instance and service registered in it. */
+async function removeReadOnlyNamespace() {
+  await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS_RO, serviceName: SVC_RO, ip: '127.0.0.1', port: PORT, ephemeral: false }, { allowError: true });
+  await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS_RO, serviceName: SVC_RO, groupName: GROUP }, { allowError: true });
+  const d = await api('DELETE', '/nacos/v1/console/namespaces', { namespaceId: NS_RO }, { allowError: true });
+  check(d.status === 200, `namespace ${NS_RO} cannot be removed: ${d.text}`);
+}
+
+/** A request as `username`, with a token of its own (the admin's stays in place). */
+async function apiAs(username, password, method, p, params) {
+  const saved = apiToken;
+  try {
+    apiToken = null;
+    const l = await api('POST', '/nacos/v1/auth/login', { username, password });
+    apiToken = l.json.accessToken;
+    return await api(method, p, params, { allowError: true });
+  } finally {
+    apiToken = saved;
+  }
+}
 
 /** The task as the API shows it, or null when there is none. */
 async function syncTask(name) {
@@ -347,6 +389,94 @@ async function requestsDuring(pathname, fn, settleMs) {
   return seen.length;
 }
 
+/** Logs in through the form (the page is on the login page). */
+async function loginInUi(username, password) {
+  await expectVisible(tid('login-username'), 'the login form');
+  await tid('login-username').fill(username);
+  await tid('login-password').fill(password);
+  await tid('login-submit').click();
+  await expectUrl(/#\/namespaces$/, `after logging in as ${username}`);
+  await expectText(tid('current-user'), new RegExp(username), 'the user name in the header');
+}
+
+async function logoutInUi() {
+  await tid('logout').click();
+  await expectUrl(/#\/login$/, 'after logging out');
+}
+
+/** Submits the open form `testid`; resolves to the server's refusal, or null when the
+ *  dialog closed. */
+async function submitForm(testid) {
+  await clickInDialog(tid(`${testid}-submit`));
+  const err = tid(`${testid}-error`);
+  const outcome = await Promise.race([
+    tid(`${testid}-form`)
+      .waitFor({ state: 'hidden', timeout: ACTION_MS })
+      .then(() => 'closed')
+      .catch(() => 'timeout'),
+    err
+      .waitFor({ state: 'visible', timeout: ACTION_MS })
+      .then(() => 'error')
+      .catch(() => 'timeout'),
+  ]);
+  check(outcome !== 'timeout', `the ${testid} dialog neither closed nor showed an error`);
+  return outcome === 'error' ? ((await err.textContent()) ?? '').trim() : null;
+}
+
+/** Opens the grant dialog and fills it: `role` (left as prefilled when absent), a
+ *  namespace or a resource pattern, an action. Resolves to the refusal, or null. */
+async function grantInUi({ role, namespace, pattern, action, shotName }) {
+  await tid('perm-create').click();
+  await expectVisible(tid('perm-form-role'), 'the grant dialog');
+  if (role !== undefined) await tid('perm-form-role').fill(role);
+  if (pattern) {
+    await clickInDialog(tid('perm-form-scope-pattern'));
+    await tid('perm-form-resource').fill(pattern);
+  } else {
+    await clickInDialog(tid('perm-form-namespace'));
+    await page.keyboard.type(namespace);
+    await tid(`perm-ns-option-${namespace}`).click();
+  }
+  await tid(`perm-form-action-${action}`).click();
+  const resource = pattern ?? `${namespace}:*:*`;
+  await expectText(tid('perm-form-preview'), new RegExp(resource.replace(/[*]/g, '\\*')), 'the grant preview');
+  if (shotName) await shot(shotName);
+  return submitForm('perm-form');
+}
+
+/** Confirms the open confirmation dialog; resolves to the refusal, or null. */
+async function confirmInUi(what) {
+  await expectVisible(tid('confirm-dialog'), what);
+  await clickInDialog(tid('confirm-ok'));
+  const outcome = await Promise.race([
+    tid('confirm-dialog')
+      .waitFor({ state: 'hidden', timeout: ACTION_MS })
+      .then(() => 'closed')
+      .catch(() => 'timeout'),
+    tid('confirm-error')
+      .waitFor({ state: 'visible', timeout: ACTION_MS })
+      .then(() => 'error')
+      .catch(() => 'timeout'),
+  ]);
+  check(outcome !== 'timeout', `${what}: the dialog neither closed nor showed an error`);
+  return outcome === 'error' ? ((await tid('confirm-error').textContent()) ?? '').trim() : null;
+}
+
+/** The rows of the audit table: action, resource, status, and the status tag's colour. */
+async function auditRows() {
+  return page.locator('[data-testid="audit-table"] tbody tr.ant-table-row').evaluateAll((rows) =>
+    rows.map((r) => {
+      const tag = r.querySelector('[data-testid="audit-status"]');
+      return {
+        action: r.querySelector('[data-testid="audit-action"]')?.textContent ?? '',
+        resource: r.querySelector('[data-testid="audit-resource"]')?.textContent ?? '',
+        status: Number(tag?.getAttribute('data-status')),
+        colors: [...(tag?.className ?? '').matchAll(/ant-tag-(\w+)/g)].map((m) => m[1]),
+      };
+    }),
+  );
+}
+
 async function createNamespaceInUi(id, name) {
   await tid('ns-create').click();
   await expectVisible(tid('ns-form-id'), 'the create-namespace dialog');
@@ -388,10 +518,15 @@ async function main() {
       if (r.status === 200 || r.status === 404) {
         await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC, ip: '127.0.0.1', port: PORT, ephemeral: false }, { allowError: true });
         await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC, groupName: GROUP }, { allowError: true });
+        await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_USER, groupName: GROUP }, { allowError: true });
       }
       const d = await api('DELETE', '/nacos/v1/console/namespaces', { namespaceId: NS }, { allowError: true });
       check(d.status === 200, `namespace ${NS} exists from an earlier run and cannot be removed: ${d.text}`);
       removed.push(NS);
+    }
+    if (ids.includes(NS_RO)) {
+      await removeReadOnlyNamespace();
+      removed.push(NS_RO);
     }
     for (const id of [NS_EMPTY, NS_API]) {
       if (!ids.includes(id)) continue;
@@ -400,6 +535,17 @@ async function main() {
     }
     const u = await api('DELETE', '/nacos/v1/auth/users', { username: USER_API }, { allowError: true });
     if (u.status === 200) removed.push(`user ${USER_API}`);
+    // access control: permissions outlive their role's last holder, so they go first
+    for (const role of [ROLE, ROLE_UNHELD]) {
+      for (const p of await permissionsOf(role)) {
+        await api('DELETE', '/nacos/v1/auth/permissions', p, { allowError: true });
+        removed.push(`permission ${p.action} ${p.resource} of ${role}`);
+      }
+    }
+    const r = await api('DELETE', '/nacos/v1/auth/roles', { role: ROLE }, { allowError: true });
+    if (r.status === 200) removed.push(`role ${ROLE}`);
+    const a = await api('DELETE', '/nacos/v1/auth/users', { username: RBAC_USER }, { allowError: true });
+    if (a.status === 200) removed.push(`user ${RBAC_USER}`);
     browser = await chromium.launch({
       executablePath: args.chromium,
       timeout: ACTION_MS,
@@ -518,6 +664,9 @@ async function main() {
     await expectText(tid('nav-namespaces'), '命名空间', 'the namespaces menu item in Chinese');
     await expectText(tid('nav-services'), '服务列表', 'the services menu item in Chinese');
     await expectText(tid('nav-sync'), '同步任务', 'the sync tasks menu item in Chinese');
+    await expectText(tid('nav-roles'), '角色管理', 'the roles menu item in Chinese');
+    await expectText(tid('nav-permissions'), '权限管理', 'the permissions menu item in Chinese');
+    await expectText(tid('nav-audit'), '审计日志', 'the audit menu item in Chinese');
     await expectText(tid(`inst-enabled-${ADDR}`), '已下线', 'the instance status in Chinese');
     await expectText(tid('logout'), /退出登录/, 'the logout button in Chinese');
     await shot('service-detail-zh');
@@ -709,6 +858,9 @@ async function main() {
         shown: page.locator('[data-testid="cluster-table"] tbody tr.ant-table-row'),
       },
       { nav: 'nav-users', url: /#\/users$/, data: '/nacos/v1/auth/users', shown: row(args.username) },
+      { nav: 'nav-roles', url: /#\/roles$/, data: '/nacos/v1/auth/roles', shown: row(`ROLE_ADMIN/${args.username}`) },
+      { nav: 'nav-permissions', url: /#\/permissions$/, data: '/nacos/v1/auth/permissions', shown: tid('perm-table') },
+      { nav: 'nav-audit', url: /#\/audit$/, data: '/api/v1/audit', shown: tid('audit-table') },
     ];
     await markPage();
     const counts = {};
@@ -717,9 +869,11 @@ async function main() {
       if (!p.url.test(page.url())) await tid(where).click();
       await expectUrl(p.url, `the page of ${p.nav}`);
       await expectVisible(p.shown, `the page of ${p.nav}`);
-      if (p.nav === 'nav-cluster' && (await tid('cluster-auto').getAttribute('aria-checked')) === 'true') {
-        // its own 2 s refresh would hide whether the click refetches
-        await tid('cluster-auto').click();
+      for (const auto of ['cluster-auto', 'audit-auto']) {
+        if ((await tid(auto).count()) && (await tid(auto).getAttribute('aria-checked')) === 'true') {
+          // its own refresh would hide whether the click refetches
+          await tid(auto).click();
+        }
       }
       const before = await requestsDuring(p.data, async () => {}, QUIET_MS);
       check(before === 0, `the page of ${p.nav} fetched ${p.data} ${before} times without being asked`);
@@ -732,6 +886,265 @@ async function main() {
     }
     await expectNoReload('by a navigation click');
     return { requests: counts };
+  });
+
+  await step('roles', async () => {
+    // The user and the second namespace come through the API; the role through the UI.
+    await api('POST', '/nacos/v1/auth/users', { username: RBAC_USER, password: RBAC_PASSWORD });
+    await api('POST', '/nacos/v1/console/namespaces', {
+      customNamespaceId: NS_RO,
+      namespaceName: `Read-only ${NS_RO}`,
+      namespaceDesc: 'read-only for the console test user',
+    });
+    await tid('nav-roles').click();
+    await expectUrl(/#\/roles$/, 'the roles menu');
+    await expectVisible(row(`ROLE_ADMIN/${args.username}`), `the ROLE_ADMIN row of ${args.username}`);
+    await expectLive('the roles page');
+
+    await tid('role-create').click();
+    await expectVisible(tid('role-form-role'), 'the bind-role dialog');
+    await tid('role-form-role').fill(ROLE);
+    await clickInDialog(tid('role-form-user'));
+    await page.keyboard.type(RBAC_USER);
+    await tid(`role-form-user-option-${RBAC_USER}`).click();
+    const refused = await submitForm('role-form');
+    check(refused === null, `binding ${ROLE} to ${RBAC_USER} was refused: ${refused}`);
+    await expectVisible(row(`${ROLE}/${RBAC_USER}`), `the binding of ${ROLE} to ${RBAC_USER}`);
+    check((await holdersOf(ROLE)).includes(RBAC_USER), `the API does not show ${RBAC_USER} holding ${ROLE}`);
+
+    // Bound again, picked from the role completion: the server's 409, in the dialog.
+    await tid('role-create').click();
+    await expectVisible(tid('role-form-role'), 'the bind-role dialog');
+    await tid('role-form-role').fill(ROLE.slice(0, -2));
+    await tid(`role-form-role-option-${ROLE}`).click();
+    await clickInDialog(tid('role-form-user'));
+    await page.keyboard.type(RBAC_USER);
+    await tid(`role-form-user-option-${RBAC_USER}`).click();
+    const conflict = await submitForm('role-form');
+    check(conflict && /already bound/.test(conflict), `binding it twice: expected the server's refusal, saw ${conflict}`);
+    await shot('role-bind-refused');
+    await clickInDialog(tid('role-form-cancel'));
+    await expectHidden(tid('role-form-form'), 'the bind-role dialog');
+    await shot('roles');
+    return { refusal: conflict };
+  });
+
+  await step('permissions', async () => {
+    await tid(`role-permissions-${ROLE}/${RBAC_USER}`).click();
+    await expectUrl(new RegExp(`#/permissions\\?role=${ROLE}$`), 'the permissions of the role');
+    await expectVisible(tid('empty-state'), `no permissions of ${ROLE} yet`);
+    await expectLive('the permissions page');
+
+    // The simple form: whole namespaces, the role prefilled from the filter.
+    let refused = await grantInUi({ namespace: NS, action: 'rw', shotName: 'permission-grant' });
+    check(refused === null, `granting rw on ${NS} was refused: ${refused}`);
+    await expectVisible(row(`${ROLE}|${NS}:*:*|rw`), `the rw permission on ${NS}`);
+    refused = await grantInUi({ namespace: NS_RO, action: 'r' });
+    check(refused === null, `granting r on ${NS_RO} was refused: ${refused}`);
+    await expectVisible(row(`${ROLE}|${NS_RO}:*:*|r`), `the r permission on ${NS_RO}`);
+
+    // The advanced field: a pattern; then revoked through the confirmation.
+    const pattern = `${NS_RO}:*:naming/nothing*`;
+    refused = await grantInUi({ pattern, action: 'w' });
+    check(refused === null, `granting w on ${pattern} was refused: ${refused}`);
+    await expectVisible(row(`${ROLE}|${pattern}|w`), `the w permission on ${pattern}`);
+    await tid(`perm-revoke-${ROLE}|${pattern}|w`).click();
+    const revokeRefused = await confirmInUi(`revoking w on ${pattern}`);
+    check(revokeRefused === null, `revoking w on ${pattern} was refused: ${revokeRefused}`);
+    await expectHidden(row(`${ROLE}|${pattern}|w`), `the revoked permission on ${pattern}`);
+
+    // A role nobody holds: the server's 404, in the dialog.
+    const unheld = await grantInUi({ role: ROLE_UNHELD, namespace: NS, action: 'r' });
+    check(unheld && /not found/.test(unheld), `granting to a role nobody holds: expected the server's refusal, saw ${unheld}`);
+    await clickInDialog(tid('perm-form-cancel'));
+    await expectHidden(tid('perm-form-form'), 'the grant dialog');
+
+    const granted = (await permissionsOf(ROLE)).map((p) => `${p.resource} ${p.action}`).sort();
+    const expected = [`${NS_RO}:*:* r`, `${NS}:*:* rw`].sort();
+    check(JSON.stringify(granted) === JSON.stringify(expected), `the API shows ${JSON.stringify(granted)}, expected ${JSON.stringify(expected)}`);
+    await shot('permissions');
+    return { granted, refusal: unheld };
+  });
+
+  await step('audit', async () => {
+    await tid('nav-audit').click();
+    await expectUrl(/#\/audit$/, 'the audit menu');
+    await expectVisible(tid('audit-table'), 'the audit table');
+    await tid('audit-filter-user').fill(args.username);
+    // What was just done, newest first (the trail is written in the background: the
+    // page's refresh button until it is all there).
+    const wanted = [
+      { action: 'POST /nacos/v1/auth/roles', resource: `role:${ROLE}`, status: 200, colour: 'green' },
+      { action: 'POST /nacos/v1/auth/roles', resource: `role:${ROLE}`, status: 409, colour: 'orange' },
+      { action: 'POST /nacos/v1/auth/permissions', resource: `role:${ROLE}`, status: 200, colour: 'green' },
+      { action: 'DELETE /nacos/v1/auth/permissions', resource: `role:${ROLE}`, status: 200, colour: 'green' },
+      { action: 'POST /nacos/v1/auth/permissions', resource: `role:${ROLE_UNHELD}`, status: 404, colour: 'orange' },
+    ];
+    const deadline = Date.now() + ACTION_MS;
+    let rows = [];
+    let missing = wanted;
+    while (Date.now() < deadline) {
+      rows = await auditRows();
+      missing = wanted.filter(
+        (w) => !rows.some((r) => r.action === w.action && r.resource === w.resource && r.status === w.status && r.colors.includes(w.colour)),
+      );
+      if (missing.length === 0) break;
+      await tid('audit-refresh').click();
+      await page.waitForTimeout(500);
+    }
+    check(missing.length === 0, `the audit page does not show ${JSON.stringify(missing)}; it shows ${JSON.stringify(rows.slice(0, 12))}`);
+    // newest first: the revocation came after the bindings
+    const at = (w) => rows.findIndex((r) => r.action === w.action && r.resource === w.resource && r.status === w.status);
+    check(at(wanted[3]) < at(wanted[0]), 'the audit entries are not newest first');
+    // "truncated" as the API says it for the same filter (nothing the admin does in between)
+    await tid('audit-refresh').click();
+    await page.waitForTimeout(500);
+    const r = await api('GET', '/api/v1/audit', { user: args.username, limit: 100 });
+    const shown = (await tid('audit-truncated').count()) > 0;
+    check(shown === r.json.truncated, `the page ${shown ? 'says' : 'does not say'} truncated; the API says ${r.json.truncated}`);
+    await shot('audit');
+    return { rowsOnFirstPage: rows.length, entriesOfUser: r.json.entries.length, truncated: shown };
+  });
+
+  await step('non-admin', async () => {
+    // As the admin, through the API: an instance in the namespace the user may only read.
+    await api('POST', '/nacos/v1/ns/instance', { namespaceId: NS_RO, serviceName: SVC_RO, ip: '127.0.0.1', port: PORT, ephemeral: false });
+    await logoutInUi();
+    await loginInUi(RBAC_USER, RBAC_PASSWORD);
+
+    // The menu: no admin pages; no admin mark.
+    for (const id of ['nav-namespaces', 'nav-services', 'nav-cluster']) await expectVisible(tid(id), `menu item ${id}`);
+    for (const id of ['nav-sync', 'nav-users', 'nav-roles', 'nav-permissions', 'nav-audit']) {
+      check((await tid(id).count()) === 0, `a user who is not an admin sees menu item ${id}`);
+    }
+    check(!/admin/.test((await tid('current-user').textContent()) ?? ''), 'the header marks the user as an admin');
+
+    // Namespaces: the two it may read, and no admin action.
+    await expectVisible(row(NS), `namespace ${NS}`);
+    await expectVisible(row(NS_RO), `namespace ${NS_RO}`);
+    const listed = await page.locator('[data-testid="ns-table"] tbody tr.ant-table-row').count();
+    check(listed === 2, `the namespaces page lists ${listed} namespaces, expected 2`);
+    check((await tid('ns-create').count()) === 0, 'the create-namespace button is shown');
+    check((await tid(`ns-delete-${NS}`).count()) === 0, 'a delete-namespace button is shown');
+    await shot('non-admin-namespaces');
+
+    // Services: the selector starts on a readable namespace and offers only the two.
+    await tid('nav-services').click();
+    await expectUrl(new RegExp(`#/services\\?namespaceId=(${NS}|${NS_RO})$`), 'the services menu');
+    await tid('ns-switcher').click();
+    await expectVisible(page.locator(`.ant-select-dropdown [data-testid="ns-switcher-option-${NS_RO}"]`), 'the namespace options');
+    const offered = (
+      await page.locator('.ant-select-dropdown [data-testid^="ns-switcher-option-"]').evaluateAll((els) => els.map((e) => e.getAttribute('data-testid')))
+    )
+      .map((id) => id.slice('ns-switcher-option-'.length))
+      .sort();
+    check(JSON.stringify(offered) === JSON.stringify([NS, NS_RO].sort()), `the namespace selector offers ${JSON.stringify(offered)}`);
+    await page.locator(`.ant-select-dropdown [data-testid="ns-switcher-option-${NS_RO}"]`).click();
+    await expectUrl(new RegExp(`#/services\\?namespaceId=${NS_RO}$`), 'switching to the read-only namespace');
+
+    // Read-only: the service registered through the API shows; a write shows the refusal.
+    await tid(`svc-link-${GROUP}-${SVC_RO}`).click();
+    await expectVisible(row(ADDR), `instance ${ADDR} of ${SVC_RO}`);
+    await tid(`inst-edit-${ADDR}`).click();
+    await expectVisible(tid('inst-form-weight'), 'the edit-instance dialog');
+    await tid('inst-form-weight').fill('5');
+    const refusal = await submitForm('inst-form');
+    check(refusal && /authorization failed/.test(refusal), `a write in the read-only namespace: expected the refusal, saw ${refusal}`);
+    await shot('non-admin-refused');
+    await clickInDialog(tid('inst-form-cancel'));
+    await expectHidden(tid('inst-form-form'), 'the edit-instance dialog');
+    const hosts = (await api('GET', '/nacos/v1/ns/instance/list', { namespaceId: NS_RO, serviceName: SVC_RO })).json?.hosts ?? [];
+    check(hosts[0]?.weight === 1, `the refused edit changed the instance: ${JSON.stringify(hosts)}`);
+    // The same user through the API: read yes, write no.
+    const read = await apiAs(RBAC_USER, RBAC_PASSWORD, 'GET', '/nacos/v1/ns/catalog/services', { namespaceId: NS_RO, pageNo: 1, pageSize: 10 });
+    check(read.status === 200, `the user's read of ${NS_RO} through the API answered ${read.status}`);
+    const write = await apiAs(RBAC_USER, RBAC_PASSWORD, 'POST', '/nacos/v1/ns/instance', {
+      namespaceId: NS_RO,
+      serviceName: SVC_RO,
+      ip: '127.0.0.2',
+      port: PORT,
+      ephemeral: false,
+    });
+    check(write.status === 403, `the user's registration in ${NS_RO} through the API answered ${write.status}: ${write.text}`);
+
+    // Read-write: a service created and deleted in the UI.
+    await tid('nav-services').click();
+    await tid('ns-switcher').click();
+    await page.locator(`.ant-select-dropdown [data-testid="ns-switcher-option-${NS}"]`).click();
+    await expectUrl(new RegExp(`#/services\\?namespaceId=${NS}$`), 'switching to the read-write namespace');
+    await tid('svc-create').click();
+    await expectVisible(tid('svc-form-name'), 'the create-service dialog');
+    await tid('svc-form-name').fill(SVC_USER);
+    const createRefused = await submitForm('svc-form');
+    check(createRefused === null, `creating ${SVC_USER} in ${NS} was refused: ${createRefused}`);
+    await expectVisible(tid(`svc-link-${GROUP}-${SVC_USER}`), `service ${SVC_USER}`);
+    await tid(`svc-delete-${GROUP}-${SVC_USER}`).click();
+    const deleteRefused = await confirmInUi(`deleting ${SVC_USER}`);
+    check(deleteRefused === null, `deleting ${SVC_USER} was refused: ${deleteRefused}`);
+    await expectHidden(tid(`svc-link-${GROUP}-${SVC_USER}`), `service ${SVC_USER} deleted`);
+
+    // A namespace without a grant: one clear 403, no retry loop, no stream.
+    const seen = { list: 0, events: 0 };
+    const count = (r) => {
+      const p = new URL(r.url()).pathname;
+      if (p === '/nacos/v1/ns/catalog/services') seen.list++;
+      if (p === '/api/v1/events') seen.events++;
+    };
+    page.on('request', count);
+    try {
+      await page.evaluate(() => {
+        window.location.hash = '#/services?namespaceId=public';
+      });
+      await expectVisible(tid('notice-forbidden'), 'the no-access notice of public');
+      await expectText(tid('load-error'), /authorization failed/, 'the reason of the refusal');
+      await page.waitForTimeout(3000);
+    } finally {
+      page.off('request', count);
+    }
+    check(seen.list === 1 && seen.events === 0, `a namespace without a grant: ${seen.list} list requests, ${seen.events} streams in 3 s`);
+    // An admin page by its address.
+    await page.evaluate(() => {
+      window.location.hash = '#/audit';
+    });
+    await expectVisible(tid('admin-only'), 'the admin-only notice of the audit page');
+    check((await tid('audit-table').count()) === 0, 'the audit page shows to a user who is not an admin');
+    return { offered, refusal, apiWrite: write.status };
+  });
+
+  await step('revoke', async () => {
+    await logoutInUi();
+    await loginInUi(args.username, args.password);
+    await tid('nav-permissions').click();
+    await expectUrl(/#\/permissions$/, 'the permissions menu');
+    await tid('perm-filter-role').fill(ROLE);
+    for (const key of [`${ROLE}|${NS}:*:*|rw`, `${ROLE}|${NS_RO}:*:*|r`]) {
+      await expectVisible(row(key), `permission ${key}`);
+      await tid(`perm-revoke-${key}`).click();
+      const refused = await confirmInUi(`revoking ${key}`);
+      check(refused === null, `revoking ${key} was refused: ${refused}`);
+      await expectHidden(row(key), `the revoked permission ${key}`);
+    }
+    const left = await permissionsOf(ROLE);
+    check(left.length === 0, `the API still shows permissions of ${ROLE}: ${JSON.stringify(left)}`);
+
+    await tid('nav-roles').click();
+    await expectUrl(/#\/roles$/, 'the roles menu');
+    // The last admin keeps ROLE_ADMIN: the server's 400, in the confirmation.
+    await tid(`role-unbind-ROLE_ADMIN/${args.username}`).click();
+    const lastAdmin = await confirmInUi(`unbinding ROLE_ADMIN from ${args.username}`);
+    check(lastAdmin !== null, `the last admin lost ROLE_ADMIN`);
+    await clickInDialog(tid('confirm-cancel'));
+    await expectHidden(tid('confirm-dialog'), 'the confirmation');
+    await tid(`role-unbind-${ROLE}/${RBAC_USER}`).click();
+    const refused = await confirmInUi(`unbinding ${ROLE} from ${RBAC_USER}`);
+    check(refused === null, `unbinding ${ROLE} was refused: ${refused}`);
+    await expectHidden(row(`${ROLE}/${RBAC_USER}`), `the binding of ${ROLE}`);
+    check((await holdersOf(ROLE)).length === 0, `the API still shows holders of ${ROLE}`);
+
+    // What the API made goes the same way.
+    await api('DELETE', '/nacos/v1/auth/users', { username: RBAC_USER });
+    await removeReadOnlyNamespace();
+    return { lastAdminRefusal: lastAdmin };
   });
 
   emit({ step: 'done', ok: true, totalMs: Date.now() - started, shots: path.resolve(args.shots) });

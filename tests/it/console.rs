@@ -4,8 +4,9 @@
 //! those who may see them), and the whole console driven in Debian's Chromium by
 //! `tests/console/` (playwright-core): log in, namespaces, a live registration, edits
 //! read back through the API, Chinese, refusals, sync tasks, changes made through the
-//! API showing up without a reload, navigation refetching. Screenshots land in
-//! `target/console-screenshots/`.
+//! API showing up without a reload, navigation refetching, roles and permissions granted
+//! in the UI, the audit page, and the console of a user who is not an admin. Screenshots
+//! land in `target/console-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -522,7 +523,31 @@ fn the_console_works_in_a_real_browser() {
         .json();
     assert_eq!(
         users["totalCount"], 1,
-        "the user made through the API was deleted: {users}"
+        "the users made through the API were deleted: {users}"
+    );
+    assert!(
+        !ids.contains(&"console-ns-ro"),
+        "the read-only namespace was deleted: {ids:?}"
+    );
+    // The role and its permissions, granted in the browser, were taken back there.
+    let roles = node
+        .call("GET", "/nacos/v1/auth/roles?pageNo=1&pageSize=100")
+        .expect(200)
+        .json();
+    let bound: Vec<&str> = roles["pageItems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(bound, ["ROLE_ADMIN"], "roles left behind: {roles}");
+    let permissions = node
+        .call("GET", "/nacos/v1/auth/permissions?pageNo=1&pageSize=100")
+        .expect(200)
+        .json();
+    assert_eq!(
+        permissions["totalCount"], 0,
+        "permissions left behind: {permissions}"
     );
     // The sync tasks made in the browser were deleted there.
     let tasks = node.call("GET", "/api/v1/sync/tasks").expect(200).json();
@@ -539,6 +564,11 @@ fn the_console_works_in_a_real_browser() {
         "sync",
         "cluster",
         "users",
+        "roles",
+        "permissions",
+        "audit",
+        "non-admin-namespaces",
+        "non-admin-refused",
     ] {
         let shot = shots.join(format!("{page}.png"));
         assert!(

@@ -4,10 +4,13 @@ import enUS from 'antd/locale/en_US';
 import zhCN from 'antd/locale/zh_CN';
 import {
   AppstoreOutlined,
+  AuditOutlined,
   ClusterOutlined,
   CloudServerOutlined,
   DownOutlined,
+  IdcardOutlined,
   KeyOutlined,
+  LockOutlined,
   LogoutOutlined,
   SyncOutlined,
   TeamOutlined,
@@ -26,6 +29,9 @@ import { ServiceDetailPage } from './pages/ServiceDetail';
 import { SyncPage } from './pages/Sync';
 import { ClusterPage } from './pages/Cluster';
 import { PasswordDialog, UsersPage } from './pages/Users';
+import { RolesPage } from './pages/Roles';
+import { PermissionsPage } from './pages/Permissions';
+import { AuditPage } from './pages/Audit';
 import { NavRefresh, useDialog } from './hooks';
 
 export function App() {
@@ -45,6 +51,9 @@ export function App() {
   );
 }
 
+/** Pages only admins may open: their menu items are hidden from everyone else. */
+const ADMIN_PAGES = new Set(['sync', 'users', 'roles', 'permissions', 'audit']);
+
 function Routes() {
   const route = useRoute();
   const { session } = useAuth();
@@ -56,7 +65,10 @@ function Routes() {
     redirect = href('/login', { next });
   } else if (session && onLogin) {
     const next = route.query.get('next');
-    redirect = next && next.startsWith('/') && !next.startsWith('/login') ? next : '/namespaces';
+    const nextTop = next?.split(/[/?]/)[1] ?? '';
+    // the page someone else had open may be one this user may not see
+    const allowed = session.globalAdmin || !ADMIN_PAGES.has(nextTop);
+    redirect = next && next.startsWith('/') && !next.startsWith('/login') && allowed ? next : '/namespaces';
   } else if (session && route.path === '/') {
     redirect = '/namespaces';
   }
@@ -76,6 +88,9 @@ const titles: Record<string, MessageKey> = {
   sync: 'nav.sync',
   cluster: 'nav.cluster',
   users: 'nav.users',
+  roles: 'nav.roles',
+  permissions: 'nav.permissions',
+  audit: 'nav.audit',
 };
 
 function Shell({ route }: { route: Route }) {
@@ -91,9 +106,10 @@ function Shell({ route }: { route: Route }) {
     document.title = key ? `${t(key)} · roster` : 'roster';
   }, [top, t]);
 
+  // The namespace last shown, if any; else the services page picks a readable one.
   const servicesLink = () => {
-    const ns = load(KEYS.namespace) ?? 'public';
-    return href('/services', { namespaceId: ns });
+    const ns = load(KEYS.namespace);
+    return ns ? href('/services', { namespaceId: ns }) : '/services';
   };
 
   // A navigation click always shows fresh data: another page opens (and loads),
@@ -104,39 +120,28 @@ function Shell({ route }: { route: Route }) {
     else navigate(to);
   };
 
+  const item = (key: string, icon: ReactNode, label: MessageKey) => ({
+    key,
+    icon,
+    label: <span data-testid={`nav-${key}`}>{t(label)}</span>,
+  });
   const items = [
-    { key: 'namespaces', icon: <AppstoreOutlined />, label: <span data-testid="nav-namespaces">{t('nav.namespaces')}</span> },
-    { key: 'services', icon: <CloudServerOutlined />, label: <span data-testid="nav-services">{t('nav.services')}</span> },
-    { key: 'sync', icon: <SyncOutlined />, label: <span data-testid="nav-sync">{t('nav.sync')}</span> },
-    { key: 'cluster', icon: <ClusterOutlined />, label: <span data-testid="nav-cluster">{t('nav.cluster')}</span> },
-    ...(isAdmin
-      ? [{ key: 'users', icon: <TeamOutlined />, label: <span data-testid="nav-users">{t('nav.users')}</span> }]
-      : []),
-  ];
+    item('namespaces', <AppstoreOutlined />, 'nav.namespaces'),
+    item('services', <CloudServerOutlined />, 'nav.services'),
+    item('sync', <SyncOutlined />, 'nav.sync'),
+    item('cluster', <ClusterOutlined />, 'nav.cluster'),
+    item('users', <TeamOutlined />, 'nav.users'),
+    item('roles', <IdcardOutlined />, 'nav.roles'),
+    item('permissions', <LockOutlined />, 'nav.permissions'),
+    item('audit', <AuditOutlined />, 'nav.audit'),
+  ].filter((i) => isAdmin || !ADMIN_PAGES.has(i.key));
   const selected = top === 'service' ? 'services' : top;
 
-  let page: ReactNode;
-  switch (top) {
-    case 'namespaces':
-      page = <NamespacesPage />;
-      break;
-    case 'services':
-      page = <ServicesPage route={route} />;
-      break;
-    case 'service':
-      page = <ServiceDetailPage route={route} />;
-      break;
-    case 'sync':
-      page = <SyncPage />;
-      break;
-    case 'cluster':
-      page = <ClusterPage />;
-      break;
-    case 'users':
-      page = isAdmin ? <UsersPage /> : <Notice kind="forbidden" title="403" detail={t('common.adminOnly')} />;
-      break;
-    default:
-      page = (
+  const page =
+    ADMIN_PAGES.has(top) && !isAdmin ? (
+      <Notice kind="forbidden" title="403" detail={<span data-testid="admin-only">{t('common.adminOnly')}</span>} />
+    ) : (
+      pageOf(top, route) ?? (
         <Notice
           kind="missing"
           title="404"
@@ -147,8 +152,8 @@ function Shell({ route }: { route: Route }) {
             </Button>
           }
         />
-      );
-  }
+      )
+    );
 
   return (
     <Layout className="shell">
@@ -205,6 +210,8 @@ function Shell({ route }: { route: Route }) {
               data-testid="logout"
               onClick={() => {
                 logout();
+                // whoever logs in next starts afresh, not on this user's page
+                navigate('/login', { replace: true });
                 message.info(t('header.loggedOut'));
               }}
             >
@@ -219,4 +226,30 @@ function Shell({ route }: { route: Route }) {
       </Layout>
     </Layout>
   );
+}
+
+/** The page of the first path segment; null when there is none. */
+function pageOf(top: string, route: Route): ReactNode {
+  switch (top) {
+    case 'namespaces':
+      return <NamespacesPage />;
+    case 'services':
+      return <ServicesPage route={route} />;
+    case 'service':
+      return <ServiceDetailPage route={route} />;
+    case 'sync':
+      return <SyncPage />;
+    case 'cluster':
+      return <ClusterPage />;
+    case 'users':
+      return <UsersPage />;
+    case 'roles':
+      return <RolesPage />;
+    case 'permissions':
+      return <PermissionsPage route={route} />;
+    case 'audit':
+      return <AuditPage />;
+    default:
+      return null;
+  }
 }

@@ -281,3 +281,56 @@ export interface SyncTask {
   createdMs?: number;
   status?: SyncStatus | null;
 }
+
+/** Whether `e` is the server saying "you may not" (403), rather than "who are you". */
+export function isForbidden(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 403 && !e.sessionExpired;
+}
+
+/** One page of a Nacos auth list (`/nacos/v1/auth/roles`, `/permissions`). */
+export interface AuthPage<T> {
+  totalCount: number;
+  pageNumber?: number;
+  pagesAvailable?: number;
+  pageItems: T[];
+}
+
+/** A role bound to a user; admins appear with `ROLE_ADMIN`. */
+export interface RoleBinding {
+  role: string;
+  username: string;
+}
+
+/** What a permission lets its role do: read, write, or both. */
+export type Action = 'r' | 'w' | 'rw';
+
+/** A permission of a role: a resource pattern (`namespaceId:group:naming/service`) and an action. */
+export interface Permission {
+  role: string;
+  resource: string;
+  action: Action;
+}
+
+/** The faces a request can come through, as the audit log names them. */
+export type Face = 'http-v1' | 'http-v2' | 'console' | 'api' | 'http' | 'grpc';
+
+/** One line of a node's audit log. */
+export interface AuditEntry {
+  /** Unix milliseconds */
+  time: number;
+  user: string;
+  address?: string | null;
+  face: Face | string;
+  /** `POST /nacos/v1/ns/instance`, or a gRPC request type and operation */
+  action: string;
+  namespaceId?: string | null;
+  resource?: string | null;
+  /** the HTTP status, or the gRPC answer's code (200 when it succeeded) */
+  status: number;
+}
+
+export interface AuditAnswer {
+  entries: AuditEntry[];
+  /** more entries matched than `limit` */
+  truncated: boolean;
+}

@@ -104,6 +104,8 @@ export function AuthProvider({ children }: { children: ReactNode }) {
   const logout = useCallback(() => {
     currentToken = null;
     save(KEYS.session, null);
+    // the namespace last shown may be one the next user may not read
+    save(KEYS.namespace, null);
     setNotice(null);
     setSession(null);
   }, []);

@@ -4,6 +4,8 @@ import type { Translate } from './i18n';
 export function errorMessage(e: unknown, t: Translate): string {
   if (e instanceof ApiError) {
     if (e.network) return t('common.networkError', { message: e.message });
+    // "authorization failed!": say what it means for the person at the console
+    if (e.status === 403 && !e.sessionExpired) return t('common.forbidden', { message: e.message });
     return e.message;
   }
   if (e instanceof Error) return e.message;

@@ -4,7 +4,7 @@ import type { ReactNode } from 'react';
 import { useT } from '../i18n';
 import type { LiveMode } from '../live';
 import { errorMessage } from '../format';
-import { ApiError } from '../api';
+import { isForbidden } from '../api';
 
 export function MetaChips({ meta, max = 4 }: { meta?: Record<string, string>; max?: number }) {
   const t = useT();
@@ -48,14 +48,14 @@ export function LiveBadge({ mode }: { mode: LiveMode }) {
   );
 }
 
-/** A full-area error, for when a page has nothing to show. */
+/** A full-area error, for when a page has nothing to show (a 403 says so: no access). */
 export function LoadError({ error, onRetry }: { error: unknown; onRetry?(): void }) {
   const t = useT();
-  const forbidden = error instanceof ApiError && error.status === 403;
+  const forbidden = isForbidden(error);
   return (
     <Notice
       kind={forbidden ? 'forbidden' : 'error'}
-      title={t('common.loadFailed')}
+      title={forbidden ? t('common.noAccess') : t('common.loadFailed')}
       detail={<span data-testid="load-error">{errorMessage(error, t)}</span>}
       extra={
         onRetry && (

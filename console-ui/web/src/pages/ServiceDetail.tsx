@@ -25,7 +25,7 @@ import {
   SafetyCertificateOutlined,
 } from '@ant-design/icons';
 import { useEffect, useState } from 'react';
-import { call, type ClusterInfo, type Instance, type ServiceDetail, type Subscriber } from '../api';
+import { call, isForbidden, type ClusterInfo, type Instance, type ServiceDetail, type Subscriber } from '../api';
 import { useT } from '../i18n';
 import { useDialog, usePaging, useResource } from '../hooks';
 import { useLive, type ServiceEvent } from '../live';
@@ -96,7 +96,10 @@ function Detail(ids: Ids) {
   const matches = (ev: ServiceEvent) =>
     (ev.groupName === undefined || ev.groupName === groupName) &&
     (ev.serviceName === serviceName || ev.serviceName === `${groupName}@@${serviceName}`);
-  const live = useLive({ service: { matches, refresh: refreshAll } }, { namespaceId });
+  // No access (403): said once, and neither streamed nor polled.
+  const forbidden = isForbidden(detail.error);
+  const answered = detail.data !== undefined || detail.error !== undefined;
+  const live = useLive({ service: { matches, refresh: refreshAll } }, { namespaceId, enabled: answered && !forbidden });
 
   const [svcForm] = Form.useForm<ServiceValues>();
   const editSvc = useDialog<true>();
@@ -112,7 +115,7 @@ function Detail(ids: Ids) {
   const servicesLink = href('/services', { namespaceId });
 
   let body;
-  if (detail.data === undefined && detail.error !== undefined) {
+  if (detail.error !== undefined && (detail.data === undefined || forbidden)) {
     body = (
       <Card>
         <LoadError error={detail.error} onRetry={() => detail.reload()} />

@@ -1,16 +1,18 @@
-import { Alert, App, Button, Card, Form, Input, Select, Space, Switch, Table, Tag, Typography } from 'antd';
+import { Alert, App, Button, Card, Form, Input, Select, Skeleton, Space, Switch, Table, Tag, Typography } from 'antd';
 import { DeleteOutlined, PlusOutlined, ProfileOutlined, ReloadOutlined, SearchOutlined } from '@ant-design/icons';
 import { useEffect, useState } from 'react';
-import { call, type ServiceRow } from '../api';
+import { call, isForbidden, type Namespace, type ServiceRow } from '../api';
+import { useAuth } from '../auth';
 import { useT } from '../i18n';
 import { useDebounced, useDialog, usePaging, useResource } from '../hooks';
 import { useLive } from '../live';
 import { href, navigate, serviceHref, type Route } from '../router';
 import { KEYS, load, save } from '../storage';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
-import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { EmptyState, LiveBadge, LoadError, Notice, PageTitle, RefreshError } from '../components/bits';
 import { ServiceFormFields, serviceInitial, serviceParams, type ServiceValues } from '../components/ServiceForm';
 import { num, threshold, truthy } from '../format';
+import { namespaceOptions } from '../components/Pickers';
 import { fetchNamespaces } from './Namespaces';
 
 interface ServicesAnswer {
@@ -21,16 +23,56 @@ interface ServicesAnswer {
 export function ServicesPage({ route }: { route: Route }) {
   const namespaceId = route.query.get('namespaceId');
   useEffect(() => {
-    if (!namespaceId) navigate(href('/services', { namespaceId: load(KEYS.namespace) ?? 'public' }), { replace: true });
-    else save(KEYS.namespace, namespaceId);
+    if (namespaceId) save(KEYS.namespace, namespaceId);
   }, [namespaceId]);
-  if (!namespaceId) return null;
+  if (!namespaceId) return <PickNamespace />;
   return <ServicesOf key={namespaceId} namespaceId={namespaceId} />;
+}
+
+/**
+ * The namespace to open when the address names none, from those the user may read
+ * (the server lists only those): the one last shown, else public, else the first.
+ */
+function chooseNamespace(readable: Namespace[], last: string | null): string | undefined {
+  const ids = readable.map((n) => n.namespace);
+  if (last && ids.includes(last)) return last;
+  if (ids.includes('public')) return 'public';
+  return ids[0];
+}
+
+function PickNamespace() {
+  const t = useT();
+  const namespaces = useResource(fetchNamespaces, []);
+  const choice = namespaces.data && chooseNamespace(namespaces.data, load(KEYS.namespace));
+  useEffect(() => {
+    if (choice) navigate(href('/services', { namespaceId: choice }), { replace: true });
+  }, [choice]);
+  let body;
+  if (namespaces.data === undefined && namespaces.error !== undefined) {
+    body = <LoadError error={namespaces.error} onRetry={() => namespaces.reload()} />;
+  } else if (namespaces.data && !choice) {
+    body = (
+      <Notice
+        kind="forbidden"
+        title={t('svc.noNamespaces')}
+        detail={<span data-testid="no-namespaces">{t('svc.noNamespacesHint')}</span>}
+      />
+    );
+  } else {
+    body = <Skeleton active />;
+  }
+  return (
+    <div className="page">
+      <PageTitle title={t('svc.title')} />
+      <Card>{body}</Card>
+    </div>
+  );
 }
 
 function ServicesOf({ namespaceId }: { namespaceId: string }) {
   const t = useT();
   const { message } = App.useApp();
+  const { session } = useAuth();
   const [name, setName] = useState('');
   const [group, setGroup] = useState('');
   const [hideEmpty, setHideEmpty] = useState(() => load(KEYS.hideEmpty) === 'true');
@@ -54,13 +96,17 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
       }),
     [namespaceId, page, pageSize, qName, qGroup, hideEmpty],
   );
+  // A namespace the user may not read is a 403: said once, not polled (every refused
+  // read is a line of the audit log). The stream opens once the list came.
+  const forbidden = isForbidden(res.error);
+  const answered = res.data !== undefined || res.error !== undefined;
   const live = useLive(
     {
       service: { refresh: () => res.reload({ silent: true }) },
       // the namespace selector follows namespaces made or renamed elsewhere
       namespace: { refresh: () => namespaces.reload({ silent: true }) },
     },
-    { namespaceId },
+    { namespaceId, enabled: answered && !forbidden },
   );
 
   useEffect(() => setPage(1), [qName, qGroup, hideEmpty]);
@@ -204,21 +250,21 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
             showSearch
             optionFilterProp="search"
             onChange={(v: string) => navigate(href('/services', { namespaceId: v }))}
-            options={(namespaces.data ?? [{ namespace: namespaceId, namespaceShowName: namespaceId, type: 2 }]).map((n) => ({
-              value: n.namespace,
-              search: `${n.namespaceShowName} ${n.namespace}`,
-              label: (
-                <span className="ns-option">
-                  <span>{n.namespaceShowName}</span>
-                  {n.namespaceShowName !== n.namespace && <span className="ns-option-id">{n.namespace}</span>}
-                </span>
-              ),
-            }))}
+            options={namespaceOptions(
+              namespaces.data ?? [{ namespace: namespaceId, namespaceShowName: namespaceId, type: 2 }],
+              'ns-switcher',
+            )}
           />
         </Space>
       </Card>
-      {namespaces.data && !nsKnown && (
-        <Alert type="warning" showIcon style={{ marginBottom: 16 }} message={t('svc.nsMissing', { id: namespaceId })} data-testid="ns-missing" />
+      {namespaces.data && !nsKnown && !forbidden && (
+        <Alert
+          type="warning"
+          showIcon
+          style={{ marginBottom: 16 }}
+          message={t(session?.globalAdmin ? 'svc.nsMissing' : 'svc.nsUnreadable', { id: namespaceId })}
+          data-testid="ns-missing"
+        />
       )}
 
       <Card className="table-card">
@@ -253,8 +299,8 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
             <span>{t('svc.hideEmpty')}</span>
           </label>
         </div>
-        <RefreshError error={res.data !== undefined ? res.error : undefined} />
-        {res.error !== undefined && res.data === undefined ? (
+        <RefreshError error={res.data !== undefined && !forbidden ? res.error : undefined} />
+        {res.error !== undefined && (res.data === undefined || forbidden) ? (
           <LoadError error={res.error} onRetry={() => res.reload()} />
         ) : (
           <Table<ServiceRow>

@@ -29,6 +29,7 @@ import { useAuth } from '../auth';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
 import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
 import { ago, dateTime, errorMessage, moment, num } from '../format';
+import { namespaceOptions } from '../components/Pickers';
 import { fetchNamespaces } from './Namespaces';
 
 interface TaskValues {
@@ -419,16 +420,7 @@ function TaskFormFields({ form }: { form: FormInstance<TaskValues> }) {
             optionFilterProp="search"
             loading={namespaces.loading}
             placeholder="public"
-            options={(namespaces.data ?? []).map((n) => ({
-              value: n.namespace,
-              search: `${n.namespaceShowName} ${n.namespace}`,
-              label: (
-                <span className="ns-option" data-testid={`sync-ns-option-${n.namespace}`}>
-                  <span>{n.namespaceShowName}</span>
-                  {n.namespaceShowName !== n.namespace && <span className="ns-option-id">{n.namespace}</span>}
-                </span>
-              ),
-            }))}
+            options={namespaceOptions(namespaces.data ?? [], 'sync-ns')}
           />
         </Form.Item>
         <Form.Item name="group" label={t('sync.targetGroup')} extra={t('sync.targetGroupHint')} style={{ flex: 2 }}>
