@@ -212,6 +212,7 @@ pub async fn run(
         peer_limits.idle_timeout,
     );
     let tasks = SyncTasks::default();
+    let configs = crate::configs::Configs::new();
     // What the state machine changes of namespaces, users and sync tasks, for the
     // console's event streams.
     let catalog = Arc::new(crate::store::catalog::CatalogChanges::default());
@@ -220,6 +221,7 @@ pub async fn run(
         registry.clone(),
         auth.clone(),
         tasks.clone(),
+        configs.clone(),
         catalog.clone(),
         peer_client.clone(),
     )
@@ -292,6 +294,15 @@ pub async fn run(
         events: Events::new(closing_rx),
         tasks: tasks.clone(),
         audit,
+        configs: configs.clone(),
+        config_settings: crate::configs::Settings {
+            max_content_bytes: args.config_max_content_bytes as usize,
+            max_listeners: args.config_max_listeners as usize,
+            retention: crate::configs::Retention {
+                max_age_ms: args.config_history_days * 24 * 3600 * 1000,
+                max_versions: args.config_history_max,
+            },
+        },
     });
 
     let (stop, stopping) = watch::channel(false);

@@ -429,6 +429,25 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_MAX_BODY_BYTES", default_value_t = 1024 * 1024, value_name = "BYTES")]
     pub max_body_bytes: usize,
 
+    /// Largest configuration content accepted (the Nacos config API), in bytes. Requests
+    /// to the config API may be up to three times this plus 64 KiB (percent-encoded
+    /// content), whatever --max-body-bytes says.
+    #[arg(long, env = "ROSTER_CONFIG_MAX_CONTENT_BYTES", default_value_t = 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
+    pub config_max_content_bytes: u64,
+
+    /// Most configuration items one listener may listen to: one HTTP long poll, or one
+    /// gRPC connection (its listens added up).
+    #[arg(long, env = "ROSTER_CONFIG_MAX_LISTENERS", default_value_t = 10_000, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub config_max_listeners: u64,
+
+    /// Days a configuration item's previous versions are kept.
+    #[arg(long, env = "ROSTER_CONFIG_HISTORY_DAYS", default_value_t = 30, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub config_history_days: u64,
+
+    /// Most versions kept per configuration item (the current one among them).
+    #[arg(long, env = "ROSTER_CONFIG_HISTORY_MAX", default_value_t = 100, value_name = "COUNT", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub config_history_max: u32,
+
     /// Largest instance or service metadata accepted (keys plus values), in bytes.
     /// Nacos' 1024 breaks Dubbo 2 registrations; roster allows more by default.
     #[arg(long, env = "ROSTER_MAX_METADATA_BYTES", default_value_t = 16 * 1024, value_name = "BYTES")]

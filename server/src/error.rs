@@ -253,6 +253,7 @@ impl From<ProposeError> for Error {
             ProposeError::Rejected(r @ Rejection::NotBootstrapped) => {
                 Self::unavailable(r.to_string())
             }
+            ProposeError::Rejected(Rejection::Config(c)) => Self::conflict(c.to_string()),
             ProposeError::Unavailable(m) => Self::unavailable(m),
         }
     }

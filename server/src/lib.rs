@@ -29,6 +29,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod configs;
 pub mod distro;
 pub mod dns;
 pub mod error;

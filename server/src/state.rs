@@ -10,6 +10,7 @@ use crate::audit::Audit;
 use crate::auth::Auth;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
+use crate::configs::{self, Configs};
 use crate::distro::Distro;
 use crate::health::guard::EvictionGuard;
 use crate::metrics::{Metrics, NodeFigures};
@@ -97,6 +98,10 @@ pub struct Shared {
     /// The audit trail: the faces record writes and admin actions, `/api/v1/audit`
     /// reads them.
     pub audit: Audit,
+    /// Configuration items (Raft-held), read locally.
+    pub configs: Configs,
+    /// The configuration API's limits and history retention.
+    pub config_settings: configs::Settings,
 }
 
 impl AppState {
@@ -111,6 +116,14 @@ impl AppState {
             registry: &self.registry,
             store: &self.store,
             distro: &self.distro,
+        }
+    }
+
+    /// Where configuration writes go (every face writes through it).
+    pub fn config_writes(&self) -> configs::writes::Writes<'_> {
+        configs::writes::Writes {
+            store: &self.store,
+            settings: self.config_settings,
         }
     }
 

@@ -62,7 +62,10 @@ impl CatalogChange {
             | CommandV1::UpdateInstance { .. }
             | CommandV1::SetHealth { .. }
             | CommandV1::SyncApply { .. }
-            | CommandV1::RotateKey { .. } => return None,
+            | CommandV1::RotateKey { .. }
+            // The configuration store reports its changes itself.
+            | CommandV1::PublishConfig { .. }
+            | CommandV1::RemoveConfig { .. } => return None,
         })
     }
 }

@@ -10,6 +10,7 @@ use roster_sync::{TaskSpec, TaskStatus};
 
 use crate::auth::permissions::Granted;
 use crate::auth::User;
+use crate::configs::{ConfigKey, ConfigRejection, Publish, Retention};
 use crate::registry::namespace::NamespaceInfo;
 use crate::registry::service::{ClusterSettings, ServiceKey, ServiceSettings};
 use crate::registry::{InstancePatch, Registration, RegistryError};
@@ -227,6 +228,26 @@ pub enum CommandV1 {
         /// What it granted.
         action: Granted,
     },
+    /// Publish a configuration item (a compare-and-set when it says so).
+    PublishConfig {
+        /// The publication.
+        publish: Publish,
+        /// Proposal time.
+        at_ms: u64,
+    },
+    /// Remove a configuration item.
+    RemoveConfig {
+        /// The item.
+        key: ConfigKey,
+        /// Who removes it.
+        by: String,
+        /// From where.
+        src_ip: String,
+        /// History retention.
+        retention: Retention,
+        /// Proposal time.
+        at_ms: u64,
+    },
 }
 
 /// Why a command was refused when applied. Deterministic: every node refuses alike.
@@ -256,6 +277,9 @@ pub enum Rejection {
     /// The cluster has no signing key to rotate yet.
     #[error("the cluster is not bootstrapped yet")]
     NotBootstrapped,
+    /// A configuration rule.
+    #[error(transparent)]
+    Config(#[from] ConfigRejection),
 }
 
 /// The result of applying a command.

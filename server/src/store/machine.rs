@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::tasks::{StoredTask, SyncTasks};
 use crate::auth::permissions::{Grant, ROLE_ADMIN};
 use crate::auth::{Auth, AuthData, User};
+use crate::configs::{ConfigData, Configs};
 use crate::registry::{PersistentData, Registry};
 
 use super::catalog::{CatalogChange, CatalogChanges};
@@ -20,6 +21,7 @@ pub struct RegistryMachine {
     registry: Registry,
     auth: Auth,
     tasks: SyncTasks,
+    configs: Configs,
     /// Where applied catalog changes are recorded.
     catalog: Arc<CatalogChanges>,
 }
@@ -33,22 +35,28 @@ enum SnapshotData {
         /// Sync tasks (absent in snapshots of builds before sync).
         #[serde(default)]
         sync: Vec<StoredTask>,
+        /// Configuration items and their history (absent in snapshots of builds
+        /// before the configuration API).
+        #[serde(default)]
+        configs: ConfigData,
     },
 }
 
 impl RegistryMachine {
-    /// A machine that writes into `registry`, `auth` and `tasks`, and records what it
-    /// changes of the catalog in `catalog`.
+    /// A machine that writes into `registry`, `auth`, `tasks` and `configs`, and records
+    /// what it changes of the catalog in `catalog`.
     pub fn new(
         registry: Registry,
         auth: Auth,
         tasks: SyncTasks,
+        configs: Configs,
         catalog: Arc<CatalogChanges>,
     ) -> Self {
         Self {
             registry,
             auth,
             tasks,
+            configs,
             catalog,
         }
     }
@@ -231,6 +239,19 @@ impl RegistryMachine {
                 }
                 Ok(())
             }),
+            CommandV1::PublishConfig { publish, at_ms } => {
+                Ok(self.configs.publish(&publish, at_ms)?)
+            }
+            CommandV1::RemoveConfig {
+                key,
+                by,
+                src_ip,
+                retention,
+                at_ms,
+            } => {
+                self.configs.remove(&key, &by, &src_ip, retention, at_ms);
+                Ok(())
+            }
         }
     }
 
@@ -330,6 +351,7 @@ impl roster_raft::StateMachine for RegistryMachine {
             registry: self.registry.persistent_data(),
             auth: AuthData::clone(&self.auth.data()),
             sync: self.tasks.all(),
+            configs: self.configs.data(),
         };
         rmp_serde::to_vec_named(&data).expect("snapshot data serializes")
     }
@@ -341,11 +363,13 @@ impl roster_raft::StateMachine for RegistryMachine {
                 registry,
                 auth,
                 sync,
+                configs,
             } => {
                 self.registry
                     .restore_persistent(&registry, crate::clock::now_ms());
                 self.auth.set_data(auth);
                 self.tasks.restore(sync);
+                self.configs.restore(&configs);
             }
         }
         self.catalog.mark(CatalogChange::Everything);
@@ -368,6 +392,7 @@ mod tests {
             Registry::new(),
             Auth::new(true, 60),
             SyncTasks::default(),
+            Configs::new(),
             catalog.clone(),
         );
         (machine, catalog)
@@ -662,6 +687,54 @@ mod tests {
         let (mut restored, _) = machine();
         restored.restore(&m.snapshot()).unwrap();
         assert_eq!(*restored.auth.data(), before);
+    }
+
+    #[test]
+    fn configs_publish_through_commands_and_survive_a_snapshot() {
+        use crate::configs::{ConfigKey, ConfigRejection, Publish, Retention};
+        let (mut m, catalog) = machine();
+        let key = ConfigKey::new("", "mapping", "org.demo.Api");
+        let publish = |content: &str, cas: Option<&str>| CommandV1::PublishConfig {
+            publish: Publish {
+                key: key.clone(),
+                content: content.into(),
+                r#type: None,
+                app_name: None,
+                desc: None,
+                tags: None,
+                cas_md5: cas.map(str::to_string),
+                by: "nacos".into(),
+                src_ip: "127.0.0.1".into(),
+                retention: Retention::default(),
+            },
+            at_ms: 1,
+        };
+        apply(&mut m, publish("app-a", None)).unwrap();
+        assert_eq!(
+            apply(&mut m, publish("app-b", Some("stale"))),
+            Err(Rejection::Config(ConfigRejection::CasMismatch))
+        );
+        assert!(
+            catalog.drain().is_empty(),
+            "configs report their own changes"
+        );
+        let (mut restored, _) = machine();
+        restored.restore(&m.snapshot()).unwrap();
+        assert_eq!(restored.configs.data(), m.configs.data());
+        assert_eq!(&*restored.configs.get(&key).unwrap().content, "app-a");
+        apply(
+            &mut restored,
+            CommandV1::RemoveConfig {
+                key: key.clone(),
+                by: "nacos".into(),
+                src_ip: "127.0.0.1".into(),
+                retention: Retention::default(),
+                at_ms: 2,
+            },
+        )
+        .unwrap();
+        assert!(restored.configs.get(&key).is_none());
+        assert_eq!(restored.configs.history(&key).len(), 2);
     }
 
     #[test]

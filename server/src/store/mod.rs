@@ -55,10 +55,11 @@ impl Store {
         registry: Registry,
         auth: Auth,
         tasks: tasks::SyncTasks,
+        configs: crate::configs::Configs,
         catalog: Arc<CatalogChanges>,
         transport: PeerClient,
     ) -> Result<Self, StartError> {
-        let machine = RegistryMachine::new(registry, auth, tasks, catalog);
+        let machine = RegistryMachine::new(registry, auth, tasks, configs, catalog);
         let node = RaftNode::start(config, machine, transport).await?;
         Ok(Self { node })
     }
