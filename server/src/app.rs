@@ -372,6 +372,7 @@ pub async fn run(
             ));
         }
         workers.spawn(grpc.clone().run_push(registry.watch(), stopping.clone()));
+        workers.spawn(grpc.clone().run_config_push(stopping.clone()));
         workers.spawn(grpc.clone().run_upkeep(stopping.clone()));
         workers.spawn(crate::grpc::serve(
             grpc,

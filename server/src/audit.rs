@@ -122,8 +122,8 @@ pub struct Entry {
     /// The namespace it addresses, if any.
     pub namespace_id: Option<String>,
     /// What it addresses in the namespace: `group@@service`, an instance as Nacos names
-    /// it (`ip#port#cluster#group@@service`), `user:<name>`, `role:<name>`,
-    /// `task:<name>`.
+    /// it (`ip#port#cluster#group@@service`), a configuration item
+    /// (`config:<group>/<dataId>`), `user:<name>`, `role:<name>`, `task:<name>`.
     pub resource: Option<String>,
     /// The answer: the HTTP status, or the gRPC answer's code (200 when it succeeded).
     pub status: u16,
@@ -143,6 +143,27 @@ impl Entry {
             action: format!("{kind} {}", given(op).unwrap_or_default()),
             namespace_id: Some(namespace),
             resource: Some(resource),
+            status: 0,
+        }
+    }
+
+    /// The entry of a gRPC configuration write: `kind` on item `data_id` of `group` in
+    /// the namespace a client calls `tenant` (fields as sent).
+    pub fn grpc_config(
+        kind: &str,
+        tenant: Option<&str>,
+        group: Option<&str>,
+        data_id: Option<&str>,
+    ) -> Entry {
+        let namespace = given(tenant).unwrap_or(PUBLIC_NAMESPACE);
+        Entry {
+            time: 0,
+            user: Cow::Borrowed("anonymous"),
+            address: None,
+            face: Face::Grpc,
+            action: kind.to_string(),
+            namespace_id: Some(namespace.to_string()),
+            resource: Some(config_resource(group, data_id)),
             status: 0,
         }
     }
@@ -198,6 +219,14 @@ impl Addressed<'_> {
         let namespace = given(self.namespace).unwrap_or(PUBLIC_NAMESPACE);
         (namespace.to_string(), clip(&resource).to_string())
     }
+}
+
+/// How the trail names a configuration item: `config:<group>/<dataId>` (group default
+/// `DEFAULT_GROUP`), from the fields as sent, clipped.
+pub fn config_resource(group: Option<&str>, data_id: Option<&str>) -> String {
+    let group = given(group).unwrap_or(DEFAULT_GROUP);
+    let resource = format!("config:{group}/{}", given(data_id).unwrap_or(""));
+    clip(&resource).to_string()
 }
 
 /// `field` trimmed and clipped; `None` when absent or blank.

@@ -373,7 +373,7 @@ impl Metrics {
 
     /// Counts a gRPC request of type `kind` (unknown types are counted together).
     pub fn grpc_request(&self, kind: &str) {
-        const KNOWN: [&str; 9] = [
+        const KNOWN: [&str; 13] = [
             "ServerCheckRequest",
             "HealthCheckRequest",
             "InstanceRequest",
@@ -383,6 +383,10 @@ impl Metrics {
             "SubscribeServiceRequest",
             "ServiceListRequest",
             "ConnectionSetupRequest",
+            "ConfigQueryRequest",
+            "ConfigPublishRequest",
+            "ConfigRemoveRequest",
+            "ConfigBatchListenRequest",
         ];
         let kind = KNOWN
             .iter()

@@ -5,8 +5,9 @@
 //! actions, logins included, whatever their answer (a refusal by the guard too) —
 //! except heartbeats (their volume: one per instance every 5 s). Reads are audited
 //! only when answered 403: a caller asking for what it may not read. The routes
-//! clients poll (instance lists, `/api/v1/instances`, `/api/v1/pick`) are never
-//! audited, refused or not: a client left with an expired token would fill the trail.
+//! clients poll (instance lists, `/api/v1/instances`, `/api/v1/pick`, the config long
+//! poll, a POST that reads) are never audited, refused or not: a client left with an
+//! expired token would fill the trail.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -24,6 +25,7 @@ use crate::audit::{clip, Addressed, Entry, Face, Query, DEFAULT_LIMIT, MAX_LIMIT
 use crate::auth::Identity;
 use crate::clock::now_ms;
 use crate::error::Error;
+use crate::registry::validate::DEFAULT_GROUP;
 use crate::state::AppState;
 
 /// The audit route.
@@ -92,8 +94,9 @@ fn rule(method: &Method, path: &str) -> Rule {
         "/api/v1/pick",
     ];
     const BEATS: [&str; 2] = ["/nacos/v1/ns/instance/beat", "/nacos/v2/ns/instance/beat"];
+    const LONG_POLL: &str = "/nacos/v1/cs/configs/listener";
     let reading = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if BEATS.contains(&path) || (reading && POLLED.contains(&path)) {
+    if BEATS.contains(&path) || path == LONG_POLL || (reading && POLLED.contains(&path)) {
         Rule::Never
     } else if reading {
         Rule::IfForbidden
@@ -231,8 +234,12 @@ fn entry(
 
 /// The namespace and the thing in it a request addresses, from its parameters (the
 /// names handlers read them by): a service (`group@@name`), an instance (Nacos'
-/// `ip#port#cluster#group@@name`), a user, a role, a sync task.
+/// `ip#port#cluster#group@@name`), a configuration item (`config:group/dataId`), a
+/// user, a role, a sync task.
 fn target(path: &str, params: &Params) -> (Option<String>, Option<String>) {
+    if path.starts_with("/nacos/v1/cs/") || path.starts_with("/nacos/v2/cs/") {
+        return config_target(params);
+    }
     let namespace = params.optional_any(&["namespaceId", "customNamespaceId"]);
     if params.optional("serviceName").is_some() {
         let port = params.optional("port").and_then(|p| p.parse().ok());
@@ -264,6 +271,21 @@ fn target(path: &str, params: &Params) -> (Option<String>, Option<String>) {
     (namespace.map(|ns| clip(ns).to_string()), resource)
 }
 
+/// What a config request addresses: the namespace (`tenant` in v1, `namespaceId` in
+/// v2; default `public`) and `config:group/dataId` (group default `DEFAULT_GROUP`),
+/// when it names a `dataId`.
+fn config_target(params: &Params) -> (Option<String>, Option<String>) {
+    let tenant = params
+        .optional_any(&["tenant", "namespaceId"])
+        .unwrap_or("");
+    let namespace = clip(crate::configs::namespace_of(tenant)).to_string();
+    let resource = params.optional("dataId").map(|data_id| {
+        let group = params.optional("group").unwrap_or(DEFAULT_GROUP);
+        clip(&format!("config:{}/{}", clip(group), clip(data_id))).to_string()
+    });
+    (Some(namespace), resource)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +308,10 @@ mod tests {
         assert_eq!(rule(&Method::PUT, "/nacos/v2/ns/instance/beat"), Never);
         assert_eq!(rule(&Method::GET, "/nacos/v1/ns/instance/list"), Never);
         assert_eq!(rule(&Method::GET, "/api/v1/pick"), Never);
+        assert_eq!(rule(&Method::POST, "/nacos/v1/cs/configs/listener"), Never);
+        assert_eq!(rule(&Method::POST, "/nacos/v1/cs/configs"), Always);
+        assert_eq!(rule(&Method::DELETE, "/nacos/v2/cs/config"), Always);
+        assert_eq!(rule(&Method::GET, "/nacos/v1/cs/configs"), IfForbidden);
         assert_eq!(rule(&Method::GET, "/api/v1/audit"), IfForbidden);
         assert_eq!(rule(&Method::GET, "/nacos/v1/auth/users"), IfForbidden);
         // A write on a read route is still a write (answered 405, and recorded).
@@ -322,6 +348,18 @@ mod tests {
         assert_eq!(
             target_of("/api/v1/sync/tasks/from-consul/pause"),
             (None, s("task:from-consul"))
+        );
+        assert_eq!(
+            target_of("/nacos/v1/cs/configs?dataId=app.yaml&tenant=dev&group=g"),
+            (s("dev"), s("config:g/app.yaml"))
+        );
+        assert_eq!(
+            target_of("/nacos/v2/cs/config?dataId=app.yaml&namespaceId=dev"),
+            (s("dev"), s("config:DEFAULT_GROUP/app.yaml"))
+        );
+        assert_eq!(
+            target_of("/nacos/v1/cs/history/configs"),
+            (s("public"), None)
         );
         let long = format!("/nacos/v1/ns/service?serviceName={}", "x".repeat(5_000));
         assert!(target_of(&long).1.unwrap().len() <= crate::audit::FIELD_MAX);

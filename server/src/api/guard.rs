@@ -3,10 +3,14 @@
 //! authorizes. Only an explicit list of paths is open; no header grants a pass.
 //!
 //! Authorization is one table, [`need`]: what each route needs of a caller who is not
-//! an admin — read or write on the service its parameters name, read of a namespace,
-//! an admin, or only to be authenticated (the handlers that list then leave out what
-//! the caller may not read). A route not in the table is for admins. The check itself
-//! is `Auth::allowed` (`auth::permissions::allowed`), on the auth data as it is now.
+//! an admin — read or write on the service or configuration item its parameters name,
+//! read of a namespace, an admin, or only to be authenticated (the handlers that list
+//! then leave out what the caller may not read; the config listener checks each item it
+//! is asked to listen to). A route not in the table is for admins. The check itself is
+//! `Auth::allowed` (`auth::permissions::allowed`), on the auth data as it is now.
+//!
+//! The configuration API's bodies may be larger than `--max-body-bytes` ([`body_limit`]):
+//! their content is percent-encoded in a form.
 
 use std::borrow::Cow;
 
@@ -16,10 +20,12 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 
+use super::nacos::config::{named, tenant_of};
 use super::params::Params;
 use crate::auth::permissions::{Action, Resource};
 use crate::auth::{Credentials, Identity};
 use crate::clock::now_secs;
+use crate::configs::{namespace_of, ConfigKey};
 use crate::error::{Error, ErrorKind};
 use crate::state::AppState;
 
@@ -30,6 +36,34 @@ const OPEN_PATHS: [&str; 2] = ["/nacos/v1/auth/login", "/nacos/v1/auth/users/log
 /// Paths where authentication is optional: clients probe this one for
 /// `{"status":"UP"}`; its detailed form requires a caller and checks for one.
 const SOFT_PATHS: [&str; 1] = ["/nacos/v1/ns/operator/metrics"];
+
+/// Added to three times the largest config content for a config request's other
+/// fields, bytes.
+const CONFIG_BODY_SLACK: usize = 64 * 1024;
+
+/// The largest body a request to `path` may have: `--max-body-bytes`, and for the
+/// configuration API at least three times `--config-max-content-bytes` (a content
+/// percent-encoded in full) plus 64 KiB.
+pub fn body_limit(state: &AppState, path: &str) -> usize {
+    limit_of(
+        path,
+        state.limits.max_body_bytes,
+        state.config_settings.max_content_bytes,
+    )
+}
+
+/// [`body_limit`] from the two settings.
+fn limit_of(path: &str, max_body: usize, max_content: usize) -> usize {
+    if path.starts_with("/nacos/v1/cs/") || path.starts_with("/nacos/v2/cs/") {
+        max_body.max(
+            max_content
+                .saturating_mul(3)
+                .saturating_add(CONFIG_BODY_SLACK),
+        )
+    } else {
+        max_body
+    }
+}
 
 fn is_form(headers: &HeaderMap) -> bool {
     headers
@@ -82,7 +116,7 @@ impl Admitted {
 pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response> {
     let (parts, body) = req.into_parts();
     let query = parts.uri.query();
-    let limit = state.limits.max_body_bytes;
+    let limit = body_limit(state, parts.uri.path());
     let too_large = || {
         Error::new(
             ErrorKind::TooLarge,
@@ -159,6 +193,16 @@ enum Need {
     Namespace,
     /// Reading something of `namespaceId` when given (the event stream).
     NamespaceIfGiven,
+    /// This action on the configuration item named by `dataId`, `group` and the
+    /// namespace in the parameter `tenant` names (v1: `tenant`, v2: `namespaceId`).
+    Config {
+        /// Read or write.
+        action: Action,
+        /// The parameter naming the namespace.
+        tenant: &'static str,
+    },
+    /// Reading something of the namespace `tenant` (default `public`): config listings.
+    ConfigNamespace,
 }
 
 /// The authorization table: what `method` on `path` needs of a caller who is not an
@@ -199,6 +243,26 @@ fn need(method: &Method, path: &str, params: &Params) -> Need {
                 Need::Caller
             }
         }
+        // A listing (`search`), filtered to the items the caller may read; else one item.
+        "/nacos/v1/cs/configs" if reading && params.optional("search").is_some() => {
+            Need::ConfigNamespace
+        }
+        "/nacos/v1/cs/configs" => Need::Config {
+            action: by_method,
+            tenant: "tenant",
+        },
+        "/nacos/v2/cs/config" => Need::Config {
+            action: by_method,
+            tenant: "namespaceId",
+        },
+        "/nacos/v1/cs/history" | "/nacos/v1/cs/history/previous" if reading => Need::Config {
+            action: Action::Read,
+            tenant: "tenant",
+        },
+        // Filtered to the items the caller may read.
+        "/nacos/v1/cs/history/configs" if reading => Need::ConfigNamespace,
+        // The handler checks every item listened to (it parses the list anyway).
+        "/nacos/v1/cs/configs/listener" => Need::Caller,
         // The handler lets users change their own password (with the old one).
         "/nacos/v1/auth/users" if *method == Method::PUT => Need::Caller,
         // `service` and `namespace` events are filtered per event.
@@ -258,11 +322,30 @@ fn authorize(
             }
             None => true,
         },
+        Need::Config { action, tenant } => {
+            let key = named(params, tenant)?;
+            state.auth.allowed(caller, &config_resource(&key), action)
+        }
+        Need::ConfigNamespace => {
+            let namespace = namespace_of(tenant_of(params, "tenant")?);
+            state
+                .auth
+                .allowed(caller, &Resource::Namespace(namespace), Action::Read)
+        }
     };
     if allowed {
         Ok(())
     } else {
         Err(forbidden())
+    }
+}
+
+/// The resource a configuration item is to permissions.
+fn config_resource(key: &ConfigKey) -> Resource<'_> {
+    Resource::Config {
+        namespace: &key.namespace,
+        group: &key.group,
+        data_id: &key.data_id,
     }
 }
 
@@ -301,6 +384,14 @@ impl Caller {
             name,
         };
         state.auth.allowed(&self.0, &service, Action::Read)
+    }
+
+    /// Whether the caller may read the configuration item `key` (listings leave out the
+    /// others; a listener may listen only to those).
+    pub fn may_read_config(&self, state: &AppState, key: &ConfigKey) -> bool {
+        state
+            .auth
+            .allowed(&self.0, &config_resource(key), Action::Read)
     }
 
     /// Whether the caller may read something of the namespace `namespace`.
@@ -385,6 +476,79 @@ mod tests {
         ] {
             assert_eq!(need_of(Method::GET, path), Need::Namespace, "{path}");
         }
+    }
+
+    #[test]
+    fn config_routes_need_read_or_write_on_their_item() {
+        let v1 = |action| Need::Config {
+            action,
+            tenant: "tenant",
+        };
+        let q = "?dataId=a&group=g&tenant=dev";
+        for path in [
+            "/nacos/v1/cs/configs",
+            "/nacos/v1/cs/history",
+            "/nacos/v1/cs/history/previous",
+        ] {
+            let path = format!("{path}{q}");
+            assert_eq!(need_of(Method::GET, &path), v1(Action::Read), "{path}");
+        }
+        assert_eq!(
+            need_of(Method::GET, &format!("/nacos/v1/cs/history{q}&nid=3")),
+            v1(Action::Read)
+        );
+        for method in [Method::POST, Method::DELETE, Method::PUT] {
+            let path = format!("/nacos/v1/cs/configs{q}");
+            assert_eq!(
+                need_of(method.clone(), &path),
+                v1(Action::Write),
+                "{method}"
+            );
+        }
+        let v2 = |action| Need::Config {
+            action,
+            tenant: "namespaceId",
+        };
+        assert_eq!(
+            need_of(Method::GET, "/nacos/v2/cs/config"),
+            v2(Action::Read)
+        );
+        assert_eq!(
+            need_of(Method::POST, "/nacos/v2/cs/config"),
+            v2(Action::Write)
+        );
+        assert_eq!(
+            need_of(Method::DELETE, "/nacos/v2/cs/config"),
+            v2(Action::Write)
+        );
+        // Listings need the namespace and are filtered; the listener checks each item.
+        for path in [
+            "/nacos/v1/cs/configs?search=blur&dataId=a*",
+            "/nacos/v1/cs/configs?search=accurate&tenant=dev",
+            "/nacos/v1/cs/history/configs?tenant=dev",
+        ] {
+            assert_eq!(need_of(Method::GET, path), Need::ConfigNamespace, "{path}");
+        }
+        assert_eq!(
+            need_of(Method::POST, "/nacos/v1/cs/configs/listener"),
+            Need::Caller
+        );
+        // Writes to the history are no route: for admins (who get a 405).
+        assert_eq!(need_of(Method::POST, "/nacos/v1/cs/history"), Need::Admin);
+        assert_eq!(
+            need_of(Method::DELETE, "/nacos/v1/cs/history/configs"),
+            Need::Admin
+        );
+    }
+
+    #[test]
+    fn config_bodies_may_hold_a_percent_encoded_content() {
+        let (mib, slack) = (1024 * 1024, 64 * 1024);
+        assert_eq!(limit_of("/nacos/v1/cs/configs", mib, mib), 3 * mib + slack);
+        assert_eq!(limit_of("/nacos/v2/cs/config", mib, mib), 3 * mib + slack);
+        assert_eq!(limit_of("/nacos/v1/cs/configs", 8 * mib, 1024), 8 * mib);
+        assert_eq!(limit_of("/nacos/v1/ns/instance", mib, 4 * mib), mib);
+        assert_eq!(limit_of("/nacos/v1/csx", mib, 4 * mib), mib);
     }
 
     #[test]

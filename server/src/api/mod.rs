@@ -9,6 +9,7 @@ pub mod events;
 pub mod guard;
 pub mod nacos;
 pub mod nacos_v2;
+pub mod nacos_v2_config;
 pub mod ops;
 pub mod params;
 pub mod pick;
@@ -46,6 +47,7 @@ pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Fron
     let api = Router::new()
         .merge(nacos::routes())
         .merge(nacos_v2::routes())
+        .merge(nacos_v2_config::routes())
         .merge(ops::routes())
         .merge(cluster::routes())
         .merge(pick::routes())
@@ -154,7 +156,7 @@ impl Parts {
         let response = match Hot::route(admitted.req.method(), uri.path()) {
             Some(hot) => self.serve_hot(hot, admitted, peer).await,
             None => {
-                let limit = self.state.limits.max_body_bytes;
+                let limit = guard::body_limit(&self.state, uri.path());
                 // A body the guard buffered is within the limit already, and an empty one
                 // needs no wrapper; any other is cut at the limit as it is read (413).
                 let mut req = admitted.into_request();

@@ -46,7 +46,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// `{"code":0,"message":"success","data":...}`.
-fn success(data: Value) -> Response {
+pub(crate) fn success(data: Value) -> Response {
     json_of(&json!({ "code": 0, "message": "success", "data": data }))
 }
 

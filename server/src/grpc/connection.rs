@@ -34,6 +34,7 @@ use tonic::Status;
 use super::proto::Payload;
 use super::tls::{GrpcStream, GrpcTls};
 use crate::clock::now_ms;
+use crate::configs::ConfigKey;
 use crate::listen::{accept, Gate, Permit};
 use crate::push::{SubscriberList, SubscriberView};
 use crate::registry::service::ServiceKey;
@@ -51,11 +52,20 @@ pub struct Setup {
     pub client_ip: String,
 }
 
+/// What a push told the client about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// A subscribed service's instances (`NotifySubscriberRequest`).
+    Service(ServiceKey),
+    /// A listened configuration item changed (`ConfigChangeNotifyRequest`).
+    Config(ConfigKey),
+}
+
 /// A push awaiting its ack.
 #[derive(Clone, Debug)]
 pub struct PendingPush {
-    /// The service pushed.
-    pub key: ServiceKey,
+    /// What was pushed.
+    pub what: Pushed,
     /// When it was sent, ms.
     pub sent_ms: u64,
     /// Sends so far.
@@ -80,8 +90,13 @@ pub struct Connection {
     detection_sent: AtomicU64,
     /// Subscriptions: service → the `clusters` string the client gave.
     pub subscriptions: Mutex<HashMap<ServiceKey, String>>,
+    /// Listened configuration items → the tenant as the client spelled it (`""` or
+    /// `public` for the public namespace), which its pushes repeat: clients key their
+    /// caches by it. Filled and emptied by `ConfigBatchListenRequest`s, at most
+    /// `--config-max-listeners` items; gone with the connection.
+    pub listens: Mutex<HashMap<ConfigKey, String>>,
     /// Pushes awaiting acks, by request id.
-    pub pending: Mutex<HashMap<String, PendingPush>>,
+    pending: Mutex<HashMap<String, PendingPush>>,
 }
 
 impl Connection {
@@ -114,6 +129,72 @@ impl Connection {
     /// Ends the stream with `status`; the client reconnects.
     pub fn close(&self, status: Status) {
         let _ = self.tx.try_send(Err(status));
+    }
+
+    /// Records a push about to go out as `request_id` (before it is sent, so that its
+    /// ack can never arrive first); `attempts`: sends so far, this one included.
+    pub fn track(&self, request_id: &str, what: Pushed, attempts: u32) {
+        let push = PendingPush {
+            what,
+            sent_ms: now_ms(),
+            attempts,
+        };
+        self.pending.lock().insert(request_id.to_string(), push);
+    }
+
+    /// Forgets the push sent as `request_id` (acknowledged, or never sent); whether it
+    /// was pending.
+    pub fn acknowledge(&self, request_id: &str) -> bool {
+        self.pending.lock().remove(request_id).is_some()
+    }
+
+    /// Takes the pushes sent more than `timeout_ms` before `now` and still unacknowledged.
+    pub fn take_late(&self, now: u64, timeout_ms: u64) -> Vec<PendingPush> {
+        let mut pending = self.pending.lock();
+        let late: Vec<String> = pending
+            .iter()
+            .filter(|(_, p)| now.saturating_sub(p.sent_ms) > timeout_ms)
+            .map(|(id, _)| id.clone())
+            .collect();
+        late.iter().filter_map(|id| pending.remove(id)).collect()
+    }
+
+    /// Adds `items` (key, tenant as spelled) to the listen set, unless the set would then
+    /// hold more than `max`: then nothing is added, and the size it would have had is
+    /// the error.
+    pub fn listen(&self, items: Vec<(ConfigKey, String)>, max: usize) -> Result<(), usize> {
+        let mut listens = self.listens.lock();
+        let added = items
+            .iter()
+            .map(|(key, _)| key)
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .filter(|key| !listens.contains_key(*key))
+            .count();
+        if listens.len() + added > max {
+            return Err(listens.len() + added);
+        }
+        listens.extend(items);
+        Ok(())
+    }
+
+    /// Removes `keys` from the listen set.
+    pub fn unlisten<'a>(&self, keys: impl IntoIterator<Item = &'a ConfigKey>) {
+        let mut listens = self.listens.lock();
+        for key in keys {
+            listens.remove(key);
+        }
+    }
+
+    /// The tenant spelling `key` is listened to with, if it is.
+    pub fn listens_to(&self, key: &ConfigKey) -> Option<String> {
+        self.listens.lock().get(key).cloned()
+    }
+
+    /// Those of `keys` listened to.
+    pub fn listening<'a>(&self, keys: &'a [ConfigKey]) -> Vec<&'a ConfigKey> {
+        let listens = self.listens.lock();
+        keys.iter().filter(|k| listens.contains_key(*k)).collect()
     }
 }
 
@@ -172,6 +253,7 @@ impl Connections {
             last_active: AtomicU64::new(now_ms()),
             detection_sent: AtomicU64::new(0),
             subscriptions: Mutex::new(HashMap::new()),
+            listens: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
         });
         // A transport carries one bi-stream; a new one replaces a stale entry.

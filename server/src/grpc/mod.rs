@@ -1,9 +1,11 @@
 //! The Nacos 2.x gRPC protocol on `--grpc` (HTTP port + 1000): [`proto`] the envelope
-//! and services, [`connection`] the per-transport connections, and here the request
-//! handlers, server push and connection upkeep. Every request goes through the same
-//! registry as HTTP, so an instance registered by any protocol is listed, pushed and
+//! and services, [`connection`] the per-transport connections, [`config`] the
+//! configuration requests and their push, and here the naming request handlers, server
+//! push and connection upkeep. Every request goes through the same registry (and
+//! configuration store) as HTTP, so what any protocol writes is listed, pushed and
 //! managed through all of them.
 
+pub mod config;
 pub mod connection;
 pub mod proto;
 pub mod tls;
@@ -38,7 +40,7 @@ use crate::registry::validate::{
 };
 use crate::registry::Registration;
 use crate::state::AppState;
-use connection::{Connection, Connections, PendingPush};
+use connection::{Connection, Connections, Pushed};
 use proto::{BiStreamServer, Handler, Payload, RequestServer};
 use tls::GrpcTls;
 
@@ -124,6 +126,7 @@ fn refusal(reply_type: &str, message: &str) -> Payload {
         body["count"] = json!(0);
         body["serviceNames"] = json!([]);
     }
+    config::complete_reply(reply_type, &mut body);
     Payload::new(reply_type, &body)
 }
 
@@ -268,7 +271,8 @@ impl GrpcServer {
         if kind == "HealthCheckRequest" {
             return respond("HealthCheckResponse", json!({}));
         }
-        let Some(reply_type) = response_type(&kind) else {
+        let config = config::response_type(&kind);
+        let Some(reply_type) = response_type(&kind).or(config) else {
             return failure("ErrorResponse", 302, "RequestHandler Not Found");
         };
         let identity = match self.authenticate(&payload).await {
@@ -284,6 +288,12 @@ impl GrpcServer {
                 return refusal(reply_type, "Validate Identity failed.");
             }
         };
+        if config.is_some() {
+            let body = payload.body_bytes();
+            return self
+                .config(remote, &conn, &identity, &kind, reply_type, body)
+                .await;
+        }
         let request = match parse_request(&kind, payload.body_bytes()) {
             Ok(r) => r,
             Err(refusal) => return *refusal,
@@ -589,19 +599,11 @@ impl GrpcServer {
             "module": "naming",
             "serviceInfo": self.service_info(key, clusters, false),
         });
-        // Pending before it is sent, so that an answer can never arrive first.
-        conn.pending.lock().insert(
-            request_id.clone(),
-            PendingPush {
-                key: key.clone(),
-                sent_ms: now_ms(),
-                attempts: attempt,
-            },
-        );
+        conn.track(&request_id, Pushed::Service(key.clone()), attempt);
         if conn.send(Payload::new("NotifySubscriberRequest", &body)) {
             self.app.metrics.grpc_push("sent");
         } else {
-            conn.pending.lock().remove(&request_id);
+            conn.acknowledge(&request_id);
             self.app.metrics.grpc_push("failed");
         }
     }
@@ -639,13 +641,17 @@ impl GrpcServer {
                     conn.send(Payload::new("SetupAckRequest", &ack));
                 }
             }
-            "NotifySubscriberResponse" | "ClientDetectionResponse" | "ConnectResetResponse" => {
+            // Acks: nacos-sdk-python 3.x answers config pushes as NotifySubscriberResponse.
+            "NotifySubscriberResponse"
+            | "ConfigChangeNotifyResponse"
+            | "ClientDetectionResponse"
+            | "ConnectResetResponse" => {
                 let id = match &body["requestId"] {
                     Value::String(s) => s.clone(),
                     Value::Number(n) => n.to_string(),
                     _ => String::new(),
                 };
-                if conn.pending.lock().remove(&id).is_some() {
+                if conn.acknowledge(&id) {
                     self.app.metrics.grpc_push("acked");
                 }
             }
@@ -680,6 +686,7 @@ impl GrpcServer {
                 .metrics
                 .grpc_connections
                 .set(self.connections.count() as i64);
+            conn.listens.lock().clear();
             let removed = self.app.registry.remove_client(&conn.client, now_ms());
             tracing::info!(connection = %conn.id, instances = removed, "grpc client disconnected");
         }
@@ -726,22 +733,21 @@ impl GrpcServer {
             }
             let now = now_ms();
             for conn in self.connections.all() {
-                let late: Vec<PendingPush> = {
-                    let mut pending = conn.pending.lock();
-                    let late: Vec<String> = pending
-                        .iter()
-                        .filter(|(_, p)| now.saturating_sub(p.sent_ms) > PUSH_ACK_TIMEOUT_MS)
-                        .map(|(id, _)| id.clone())
-                        .collect();
-                    late.iter().filter_map(|id| pending.remove(id)).collect()
-                };
-                for p in late {
-                    let clusters = conn.subscriptions.lock().get(&p.key).cloned();
-                    match clusters {
-                        Some(c) if p.attempts < PUSH_ATTEMPTS => {
-                            self.push(&conn, &p.key, &c, p.attempts + 1)
-                        }
-                        _ => self.app.metrics.grpc_push("failed"),
+                // Sent again while the client still wants it, up to PUSH_ATTEMPTS.
+                for p in conn.take_late(now, PUSH_ACK_TIMEOUT_MS) {
+                    let attempt = p.attempts + 1;
+                    let resent = p.attempts < PUSH_ATTEMPTS
+                        && match &p.what {
+                            Pushed::Service(key) => {
+                                let clusters = conn.subscriptions.lock().get(key).cloned();
+                                clusters
+                                    .map(|c| self.push(&conn, key, &c, attempt))
+                                    .is_some()
+                            }
+                            Pushed::Config(key) => self.push_config(&conn, key, attempt),
+                        };
+                    if !resent {
+                        self.app.metrics.grpc_push("failed");
                     }
                 }
                 let probe = conn.detection_sent();

@@ -1,10 +1,13 @@
 //! Nacos Open API v1: the route table, and handlers by resource ([`instance`],
 //! [`service`], [`catalog`], [`namespace`], [`auth`] (login, users), [`permissions`]
-//! (roles, permissions), [`operator`]). The wire shapes are shared with the other
+//! (roles, permissions), [`operator`], [`config`] and [`config_history`] (the
+//! configuration API)). The wire shapes are shared with the other
 //! faces (`crate::naming::wire`).
 
 pub mod auth;
 pub mod catalog;
+pub mod config;
+pub mod config_history;
 pub mod instance;
 pub mod namespace;
 pub mod operator;
@@ -55,6 +58,17 @@ pub fn routes() -> Router<AppState> {
         .route("/nacos/v1/ns/catalog/service", get(catalog::service))
         .route("/nacos/v1/ns/catalog/instances", get(catalog::instances))
         .route("/nacos/v1/ns/operator/metrics", get(operator::metrics))
+        .route(
+            "/nacos/v1/cs/configs",
+            get(config::get).post(config::post).delete(config::delete),
+        )
+        .route("/nacos/v1/cs/configs/listener", post(config::listener))
+        .route("/nacos/v1/cs/history", get(config_history::get))
+        .route(
+            "/nacos/v1/cs/history/previous",
+            get(config_history::previous),
+        )
+        .route("/nacos/v1/cs/history/configs", get(config_history::configs))
         .route("/nacos/v1/ns/operator/switches", get(operator::switches))
         .route(
             "/nacos/v1/console/namespaces",

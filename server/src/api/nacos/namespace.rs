@@ -15,12 +15,12 @@ use crate::error::Error;
 use crate::registry::namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use crate::registry::validate::check_namespace_id;
 use crate::state::AppState;
-use crate::store::command::CommandV1;
+use crate::store::command::{CommandV1, Rejection};
 
 /// Characters Nacos refuses in namespace names.
 const FORBIDDEN_NAME_CHARS: &[char] = &['@', '#', '$', '%', '^', '&', '*'];
 
-fn row(ns: &Namespace) -> serde_json::Value {
+fn row(state: &AppState, ns: &Namespace) -> serde_json::Value {
     let info = ns.display();
     let (mut services, mut instances) = (0usize, 0usize);
     for svc in ns.services.iter() {
@@ -32,7 +32,7 @@ fn row(ns: &Namespace) -> serde_json::Value {
         "namespaceShowName": info.name,
         "namespaceDesc": info.description,
         "quota": 200,
-        "configCount": 0,
+        "configCount": state.configs.count_in(&ns.id),
         "serviceCount": services,
         "instanceCount": instances,
         // Nacos: 0 = public, 1 = private, 2 = custom.
@@ -65,14 +65,14 @@ pub async fn get(
             .namespace(&id)
             .filter(|n| n.info().is_some() || &*n.id == PUBLIC_NAMESPACE)
             .ok_or_else(|| Error::not_found(format!("namespace {id} not found")))?;
-        return Ok(json_of(&row(&ns)));
+        return Ok(json_of(&row(&state, &ns)));
     }
     let rows: Vec<_> = state
         .registry
         .namespaces()
         .iter()
         .filter(|n| caller.may_read_namespace(&state, &n.id))
-        .map(|n| row(n))
+        .map(|n| row(&state, n))
         .collect();
     Ok(envelope(rows))
 }
@@ -165,6 +165,14 @@ pub async fn delete(
     let id = params.required("namespaceId")?;
     check_namespace_id("namespaceId", id)?;
     state.registry.check_namespace_deletable(id)?;
+    let configs = state.configs.count_in(id);
+    if configs > 0 {
+        return Err(Rejection::NamespaceHoldsConfigs {
+            id: id.to_string(),
+            configs,
+        }
+        .into());
+    }
     state
         .store
         .propose(CommandV1::DeleteNamespace { id: id.to_string() })

@@ -1,0 +1,74 @@
+//! Nacos Open API v2 for configuration (`/nacos/v2/cs/config`): the v1 operations of
+//! `nacos::config` behind the `{code, message, data}` envelope, the namespace named by
+//! `namespaceId`. A missing item is a 404 with code 20004 and `data` "config data not
+//! exist"; a compare-and-set that finds another md5 a 409 with code 20005.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use serde_json::Value;
+
+use super::guard::Caller;
+use super::nacos::config::{self, named, Source, NOT_FOUND};
+use super::nacos_v2::{failure, success};
+use super::params::Params;
+use crate::error::Error;
+use crate::state::AppState;
+
+/// The parameter that names the namespace in v2.
+const NAMESPACE: &str = "namespaceId";
+
+/// The v2 configuration route.
+pub fn routes() -> Router<AppState> {
+    Router::new().route(
+        "/nacos/v2/cs/config",
+        get(get_config).post(publish).delete(remove),
+    )
+}
+
+/// `data` on success, the v2 failure otherwise.
+fn answer(result: Result<Value, Error>) -> Response {
+    match result {
+        Ok(data) => success(data),
+        Err(e) => failure(e),
+    }
+}
+
+/// `GET`: the content of `dataId` in `group` of `namespaceId`.
+async fn get_config(State(state): State<AppState>, params: Params) -> Response {
+    answer(named(&params, NAMESPACE).and_then(|key| {
+        let item = state
+            .configs
+            .get(&key)
+            .ok_or_else(|| Error::not_found(NOT_FOUND))?;
+        Ok(Value::from(&*item.content))
+    }))
+}
+
+/// `POST`: publishes (`content`, `type`, `appName`, `desc`, `configTags`, `casMd5`);
+/// `data` true.
+#[tracing::instrument(skip_all)]
+async fn publish(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    headers: HeaderMap,
+    params: Params,
+) -> Response {
+    let published = config::publish(&state, &caller, &source, &params, &headers, NAMESPACE).await;
+    answer(published.map(|()| Value::Bool(true)))
+}
+
+/// `DELETE`: removes; `data` true.
+#[tracing::instrument(skip_all)]
+async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    params: Params,
+) -> Response {
+    let removed = config::remove(&state, &caller, &source, &params, NAMESPACE).await;
+    answer(removed.map(|()| Value::Bool(true)))
+}
