@@ -78,6 +78,14 @@ const TASK_DRY = `${NS}-dry`;
 const SOURCE = 'etcd://127.0.0.1:1?layout=go-micro';
 const BAD_SOURCE = 'nosuch://127.0.0.1:1';
 const FILTER = 'helloworld*,!*-canary';
+// Configurations: an item of NSID, created, edited, rolled back, edited while the API
+// changes it, and deleted in the UI.
+const CFG = `${NS}-app.yaml`;
+const CFG_KEY = `${GROUP}/${CFG}`;
+const CFG_V1 = 'server:\n  port: 8080\nfeature:\n  search: false\n';
+const CFG_V2 = 'server:\n  port: 9090\nfeature:\n  search: false\n  cart: true\n';
+const CFG_API = 'server:\n  port: 7070\nfeature:\n  search: false\n';
+const CFG_V3 = 'server:\n  port: 6060\nfeature:\n  search: true\n';
 const STATE_MS = 30_000;
 const ACTION_MS = 10_000;
 fs.mkdirSync(args.shots, { recursive: true });
@@ -236,6 +244,14 @@ async function syncTask(name) {
   const r = await api('GET', taskPath(name), {}, { allowError: true });
   if (r.status === 404) return null;
   check(r.status === 200, `GET ${taskPath(name)} answered ${r.status}: ${r.text}`);
+  return r.json;
+}
+
+/** The configuration item CFG of NSID as `show=all` gives it, or null when there is none. */
+async function storedConfig() {
+  const r = await api('GET', '/nacos/v1/cs/configs', { dataId: CFG, group: GROUP, tenant: NS, show: 'all' }, { allowError: true });
+  if (r.status === 404) return null;
+  check(r.status === 200 && r.json, `GET the configuration ${CFG} answered ${r.status}: ${r.text}`);
   return r.json;
 }
 
@@ -477,6 +493,42 @@ async function auditRows() {
   );
 }
 
+/** The lines of the diff `testid` shows as added and as removed (each line's text). */
+async function diffLinesOf(testid) {
+  const lines = (kind) =>
+    page.locator(`[data-testid="${testid}"] [data-kind="${kind}"] .diff-text`).allTextContents();
+  return { added: await lines('add'), removed: await lines('del') };
+}
+
+/** The background colour of the first `kind` line of diff `testid`, as the page draws it. */
+async function diffColour(testid, kind) {
+  return page
+    .locator(`[data-testid="${testid}"] [data-kind="${kind}"]`)
+    .first()
+    .evaluate((el) => getComputedStyle(el).backgroundColor);
+}
+
+/** The operations of the versions the history dialog lists, top down, and their ids. */
+async function historyRows() {
+  return page.locator('[data-testid="cfg-history-table"] tbody tr.ant-table-row').evaluateAll((rows) =>
+    rows.map((r) => ({ id: r.getAttribute('data-row-key'), op: r.querySelector('[data-testid="cfg-op"]')?.getAttribute('data-op') })),
+  );
+}
+
+/** Waits until the content field of the open editor holds `content` (it loads the stored item). */
+async function expectEditorContent(content, what) {
+  const field = tid('cfg-form-content');
+  await expectVisible(field, what);
+  const deadline = Date.now() + ACTION_MS;
+  let seen = null;
+  while (Date.now() < deadline) {
+    seen = await field.inputValue().catch(() => null);
+    if (seen === content) return;
+    await page.waitForTimeout(100);
+  }
+  throw new CheckFailed(`${what}: the editor holds ${JSON.stringify(seen)}, expected ${JSON.stringify(content)}`);
+}
+
 async function createNamespaceInUi(id, name) {
   await tid('ns-create').click();
   await expectVisible(tid('ns-form-id'), 'the create-namespace dialog');
@@ -513,6 +565,10 @@ async function main() {
     }
     const ids = await namespaceIds();
     // leftovers of an earlier run against the same server
+    if (ids.includes(NS) && (await storedConfig())) {
+      await api('DELETE', '/nacos/v1/cs/configs', { dataId: CFG, group: GROUP, tenant: NS });
+      removed.push(`configuration ${CFG}`);
+    }
     if (ids.includes(NS)) {
       const r = await api('GET', '/nacos/v1/ns/instance/list', { namespaceId: NS, serviceName: SVC }, { allowError: true });
       if (r.status === 200 || r.status === 404) {
@@ -840,6 +896,165 @@ async function main() {
     return { appearedAfterMs: appearedMs };
   });
 
+  await step('configs', async () => {
+    await tid('nav-configs').click();
+    await expectUrl(/#\/configs\?namespaceId=/, 'the configurations menu');
+    if (!page.url().endsWith(`namespaceId=${NS}`)) {
+      await tid('ns-switcher').click();
+      await page.locator(`.ant-select-dropdown [data-testid="ns-switcher-option-${NS}"]`).click();
+    }
+    await expectUrl(new RegExp(`#/configs\\?namespaceId=${NS}$`), `the configurations of ${NS}`);
+    await expectVisible(tid('empty-state'), `the empty configurations list of ${NS}`);
+
+    // Create: group and format default, the item listed, the API shows every field.
+    await tid('cfg-create').click();
+    await expectVisible(tid('cfg-form-data-id'), 'the create-configuration dialog');
+    check((await tid('cfg-form-group').inputValue()) === GROUP, `the group does not default to ${GROUP}`);
+    await tid('cfg-form-data-id').fill(CFG);
+    await clickInDialog(tid('cfg-form-type'));
+    await tid('cfg-form-type-option-yaml').click();
+    await tid('cfg-form-app').fill('console-app');
+    await tid('cfg-form-tags').fill('console, test');
+    await tid('cfg-form-desc').fill('made by the console browser test');
+    await tid('cfg-form-content').fill(CFG_V1);
+    let refused = await submitForm('cfg-form');
+    check(refused === null, `creating ${CFG} was refused: ${refused}`);
+    await expectVisible(row(CFG_KEY), `configuration ${CFG} in the table`);
+    await expectText(tid(`cfg-type-${CFG_KEY}`), 'yaml', `the format of ${CFG}`);
+    await expectText(tid(`cfg-modified-${CFG_KEY}`), /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/, `the time ${CFG} changed`);
+    let stored = await storedConfig();
+    check(
+      stored?.content === CFG_V1 && stored.type === 'yaml' && stored.appName === 'console-app' && stored.configTags === 'console,test',
+      `the API shows ${JSON.stringify(stored)}`,
+    );
+    // The same again: refused in the dialog, nothing overwritten.
+    await tid('cfg-create').click();
+    await expectVisible(tid('cfg-form-data-id'), 'the create-configuration dialog');
+    await tid('cfg-form-data-id').fill(CFG);
+    await tid('cfg-form-content').fill('overwritten: true\n');
+    const exists = await submitForm('cfg-form');
+    check(exists && /already exists/.test(exists), `creating ${CFG} twice: expected a refusal, saw ${exists}`);
+    await clickInDialog(tid('cfg-form-cancel'));
+    await expectHidden(tid('cfg-editor'), 'the create-configuration dialog');
+    check((await storedConfig())?.content === CFG_V1, `creating ${CFG} twice changed it`);
+    await shot('configs');
+
+    // Search: by part (fuzzy), by pattern, exactly.
+    await tid('cfg-search-data-id').fill('no-such-config');
+    await expectHidden(row(CFG_KEY), `${CFG} when searching for another name`);
+    await expectVisible(tid('empty-state'), 'the empty search result');
+    await tid('cfg-search-data-id').fill('app.yam');
+    await expectVisible(row(CFG_KEY), `${CFG} found by part of its name`);
+    await tid('cfg-search-blur').click();
+    await expectHidden(row(CFG_KEY), `${CFG} when part of its name must match exactly`);
+    await tid('cfg-search-data-id').fill(CFG);
+    await expectVisible(row(CFG_KEY), `${CFG} found by its exact name`);
+    await tid('cfg-search-group').fill('DEFAULT');
+    await expectHidden(row(CFG_KEY), `${CFG} when part of its group must match exactly`);
+    await tid('cfg-search-blur').click();
+    await tid('cfg-search-data-id').fill(`${NS}-*.yaml`);
+    await expectVisible(row(CFG_KEY), `${CFG} found by a pattern and part of its group`);
+    await tid('cfg-search-data-id').fill('');
+    await tid('cfg-search-group').fill('');
+
+    // Edit: the diff from the stored version shows before anything is published.
+    await tid(`cfg-edit-${CFG_KEY}`).click();
+    await expectEditorContent(CFG_V1, 'the edit dialog');
+    await tid('cfg-form-content').fill(CFG_V2);
+    await clickInDialog(tid('cfg-form-submit'));
+    await expectVisible(tid('cfg-diff'), 'the diff before publishing');
+    const diff = await diffLinesOf('cfg-diff');
+    check(
+      JSON.stringify(diff) === JSON.stringify({ added: ['  port: 9090', '  cart: true'], removed: ['  port: 8080'] }),
+      `the diff shows ${JSON.stringify(diff)}`,
+    );
+    const green = await diffColour('cfg-diff', 'add');
+    const red = await diffColour('cfg-diff', 'del');
+    check(/^rgb\(2\d\d, 255, 2\d\d\)$/.test(green), `added lines are drawn in ${green}, not green`);
+    check(/^rgb\(255, 2\d\d, 2\d\d\)$/.test(red), `removed lines are drawn in ${red}, not red`);
+    check((await storedConfig())?.content === CFG_V1, 'the edit was published before it was confirmed');
+    await shot('config-diff');
+    await clickInDialog(tid('cfg-form-publish'));
+    await expectHidden(tid('cfg-editor'), 'the edit dialog after publishing');
+    stored = await storedConfig();
+    check(stored?.content === CFG_V2, `the API shows content ${JSON.stringify(stored?.content)} after the edit`);
+    check(stored.type === 'yaml' && stored.appName === 'console-app', `the edit changed other fields: ${JSON.stringify(stored)}`);
+
+    // History: the two versions, newest first; the first viewed, then rolled back to.
+    await tid(`cfg-history-${CFG_KEY}`).click();
+    await expectVisible(page.locator('[data-testid="cfg-history-table"] tbody tr.ant-table-row'), 'the versions');
+    let versions = await historyRows();
+    check(versions[0]?.op === 'U' && versions[1]?.op === 'I', `the history lists ${JSON.stringify(versions)}`);
+    await shot('config-history');
+    const first = versions[1].id;
+    await tid(`cfg-history-view-${first}`).click();
+    await expectVisible(tid('cfg-version-content'), 'the first version');
+    const viewed = await tid('cfg-version-content').textContent();
+    check(viewed === CFG_V1, `the first version shows ${JSON.stringify(viewed)}`);
+    await clickInDialog(tid('cfg-history-to-rollback'));
+    await expectVisible(tid('cfg-rollback-diff'), 'the diff of the rollback');
+    const back = await diffLinesOf('cfg-rollback-diff');
+    check(
+      JSON.stringify(back) === JSON.stringify({ added: ['  port: 8080'], removed: ['  port: 9090', '  cart: true'] }),
+      `the rollback diff shows ${JSON.stringify(back)}`,
+    );
+    await clickInDialog(tid('cfg-history-rollback-ok'));
+    await expectVisible(page.locator('[data-testid="cfg-history"][data-pane="list"]'), 'the versions after the rollback');
+    const listed = Date.now() + ACTION_MS;
+    do {
+      versions = await historyRows();
+      if (versions[0]?.op === 'U' && versions[2]?.id === first) break;
+      await page.waitForTimeout(100);
+    } while (Date.now() < listed);
+    check(versions[0]?.op === 'U' && versions[2]?.id === first, `after the rollback the history lists ${JSON.stringify(versions)}`);
+    await expectVisible(tid('cfg-history-current'), 'the current version mark');
+    stored = await storedConfig();
+    check(stored?.content === CFG_V1, `the API shows content ${JSON.stringify(stored?.content)} after the rollback`);
+    await clickInDialog(tid('cfg-history-close'));
+    await expectHidden(tid('cfg-history'), 'the history dialog');
+
+    // A stale edit: changed through the API while the dialog is open, refused on publishing.
+    await tid(`cfg-edit-${CFG_KEY}`).click();
+    await expectEditorContent(CFG_V1, 'the edit dialog');
+    await tid('cfg-form-content').fill(CFG_V3);
+    await api('POST', '/nacos/v1/cs/configs', { dataId: CFG, group: GROUP, tenant: NS, content: CFG_API, type: 'yaml' });
+    await clickInDialog(tid('cfg-form-submit'));
+    await expectVisible(tid('cfg-diff'), 'the diff of the stale edit');
+    await clickInDialog(tid('cfg-form-publish'));
+    await expectVisible(tid('cfg-form-error'), 'the conflict of the stale edit');
+    const conflict = ((await tid('cfg-form-error').textContent()) ?? '').trim();
+    check(/changed after you opened it/.test(conflict), `the stale edit shows ${JSON.stringify(conflict)}`);
+    check((await storedConfig())?.content === CFG_API, 'the stale edit overwrote the change made through the API');
+    await shot('config-conflict');
+    // Compared with the current version, the edit goes through.
+    await clickInDialog(tid('cfg-form-rebase'));
+    await expectHidden(tid('cfg-form-error'), 'the conflict, once compared again');
+    const rebased = await diffLinesOf('cfg-diff');
+    check(rebased.removed.includes('  port: 7070'), `the diff after comparing again shows ${JSON.stringify(rebased)}`);
+    await clickInDialog(tid('cfg-form-publish'));
+    await expectHidden(tid('cfg-editor'), 'the edit dialog after publishing');
+    check((await storedConfig())?.content === CFG_V3, 'the edit compared again was not published');
+
+    // 中文
+    await tid('lang-zh').click();
+    await expectText(tid('nav-configs'), '配置管理', 'the configurations menu item in Chinese');
+    await expectText(page.locator('thead'), /配置格式/, 'the configurations table header in Chinese');
+    // the language switch's tooltip out of the picture
+    await page.mouse.move(0, 600);
+    await expectHidden(page.locator('.ant-tooltip:not(.ant-tooltip-hidden)'), "the language switch's tooltip");
+    await shot('configs-zh');
+    await tid('lang-en').click();
+    await expectText(tid('nav-configs'), 'Configurations', 'the configurations menu item back in English');
+
+    // Delete, through the confirmation.
+    await tid(`cfg-delete-${CFG_KEY}`).click();
+    refused = await confirmInUi(`deleting ${CFG}`);
+    check(refused === null, `deleting ${CFG} was refused: ${refused}`);
+    await expectHidden(row(CFG_KEY), `the row of ${CFG}`);
+    check((await storedConfig()) === null, `the API still has ${CFG}`);
+    return { diff, conflict };
+  });
+
   await step('nav-refetch', async () => {
     // Each page, opened from the menu, then its menu item (or the brand link) clicked
     // again: the page asks for its data again. Before the click the page stays quiet
@@ -849,6 +1064,8 @@ async function main() {
       { nav: 'nav-namespaces', url: /#\/namespaces$/, data: '/nacos/v1/console/namespaces', shown: row('public') },
       { nav: 'brand', url: /#\/namespaces$/, data: '/nacos/v1/console/namespaces', shown: row('public') },
       { nav: 'nav-services', url: /#\/services\?/, data: '/nacos/v1/ns/catalog/services', shown: tid(`svc-link-${GROUP}-${SVC}`) },
+      // the configuration made in the test was deleted
+      { nav: 'nav-configs', url: /#\/configs\?/, data: '/nacos/v1/cs/configs', shown: tid('empty-state') },
       // every task was deleted: the empty state shows once the list is in
       { nav: 'nav-sync', url: /#\/sync$/, data: '/api/v1/sync/tasks', shown: tid('empty-state') },
       {
@@ -1083,6 +1300,32 @@ async function main() {
     check(deleteRefused === null, `deleting ${SVC_USER} was refused: ${deleteRefused}`);
     await expectHidden(tid(`svc-link-${GROUP}-${SVC_USER}`), `service ${SVC_USER} deleted`);
 
+    // Configurations: the selector offers the same two; a write in the read-only one is
+    // refused in the dialog.
+    await tid('nav-configs').click();
+    await expectUrl(new RegExp(`#/configs\\?namespaceId=${NS}$`), 'the configurations menu');
+    await tid('ns-switcher').click();
+    await expectVisible(page.locator(`.ant-select-dropdown [data-testid="ns-switcher-option-${NS_RO}"]`), 'the namespace options');
+    const cfgOffered = (
+      await page.locator('.ant-select-dropdown [data-testid^="ns-switcher-option-"]').evaluateAll((els) => els.map((e) => e.getAttribute('data-testid')))
+    )
+      .map((id) => id.slice('ns-switcher-option-'.length))
+      .sort();
+    check(JSON.stringify(cfgOffered) === JSON.stringify([NS, NS_RO].sort()), `the configurations' namespace selector offers ${JSON.stringify(cfgOffered)}`);
+    await page.locator(`.ant-select-dropdown [data-testid="ns-switcher-option-${NS_RO}"]`).click();
+    await expectUrl(new RegExp(`#/configs\\?namespaceId=${NS_RO}$`), 'the configurations of the read-only namespace');
+    await expectVisible(tid('empty-state'), `the configurations of ${NS_RO}`);
+    await tid('cfg-create').click();
+    await expectVisible(tid('cfg-form-data-id'), 'the create-configuration dialog');
+    await tid('cfg-form-data-id').fill(CFG);
+    await tid('cfg-form-content').fill(CFG_V1);
+    const cfgRefusal = await submitForm('cfg-form');
+    check(cfgRefusal && /authorization failed/.test(cfgRefusal), `a configuration written in the read-only namespace: expected the refusal, saw ${cfgRefusal}`);
+    await clickInDialog(tid('cfg-form-cancel'));
+    await expectHidden(tid('cfg-editor'), 'the create-configuration dialog');
+    const cfgWritten = await api('GET', '/nacos/v1/cs/configs', { dataId: CFG, group: GROUP, tenant: NS_RO }, { allowError: true });
+    check(cfgWritten.status === 404, `the refused configuration exists in ${NS_RO}: ${cfgWritten.status}`);
+
     // A namespace without a grant: one clear 403, no retry loop, no stream.
     const seen = { list: 0, events: 0 };
     const count = (r) => {
@@ -1108,7 +1351,7 @@ async function main() {
     });
     await expectVisible(tid('admin-only'), 'the admin-only notice of the audit page');
     check((await tid('audit-table').count()) === 0, 'the audit page shows to a user who is not an admin');
-    return { offered, refusal, apiWrite: write.status };
+    return { offered, refusal, apiWrite: write.status, configRefusal: cfgRefusal };
   });
 
   await step('revoke', async () => {

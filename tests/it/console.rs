@@ -4,9 +4,10 @@
 //! those who may see them), and the whole console driven in Debian's Chromium by
 //! `tests/console/` (playwright-core): log in, namespaces, a live registration, edits
 //! read back through the API, Chinese, refusals, sync tasks, changes made through the
-//! API showing up without a reload, navigation refetching, roles and permissions granted
-//! in the UI, the audit page, and the console of a user who is not an admin. Screenshots
-//! land in `target/console-screenshots/`.
+//! API showing up without a reload, navigation refetching, configurations (created,
+//! edited through a diff, rolled back, a stale edit refused, deleted), roles and
+//! permissions granted in the UI, the audit page, and the console of a user who is not
+//! an admin. Screenshots land in `target/console-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -556,11 +557,33 @@ fn the_console_works_in_a_real_browser() {
         Some(0),
         "sync tasks left behind: {tasks}"
     );
+    // The configuration the browser made, changed and deleted: every version is there,
+    // newest first (the stale edit's refused publication is not), and the item is gone.
+    let config = "dataId=console-ns-app.yaml&group=DEFAULT_GROUP&tenant=console-ns";
+    let gone = node.call("GET", &format!("/nacos/v1/cs/configs?{config}"));
+    assert_eq!(gone.status, 404, "deleted in the browser: {}", gone.body);
+    let history = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/cs/history?search=accurate&{config}&pageNo=1&pageSize=100"),
+        )
+        .expect(200)
+        .json();
+    let ops: Vec<&str> = history["pageItems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["opType"].as_str().unwrap())
+        .collect();
+    // created, edited, rolled back, changed through the API, edited again, deleted
+    assert_eq!(ops, ["D", "U", "U", "U", "U", "I"], "{history}");
     for page in [
         "login",
         "namespaces",
         "services",
         "service-detail",
+        "configs",
+        "config-diff",
         "sync",
         "cluster",
         "users",

@@ -8,6 +8,7 @@ import {
   ClusterOutlined,
   CloudServerOutlined,
   DownOutlined,
+  FileTextOutlined,
   IdcardOutlined,
   KeyOutlined,
   LockOutlined,
@@ -25,6 +26,7 @@ import { KEYS, load } from './storage';
 import { LoginPage } from './pages/Login';
 import { NamespacesPage } from './pages/Namespaces';
 import { ServicesPage } from './pages/Services';
+import { ConfigsPage } from './pages/Configs';
 import { ServiceDetailPage } from './pages/ServiceDetail';
 import { SyncPage } from './pages/Sync';
 import { ClusterPage } from './pages/Cluster';
@@ -53,6 +55,9 @@ export function App() {
 
 /** Pages only admins may open: their menu items are hidden from everyone else. */
 const ADMIN_PAGES = new Set(['sync', 'users', 'roles', 'permissions', 'audit']);
+
+/** Pages of one namespace: their menu items open the namespace last shown. */
+const PER_NAMESPACE = new Set(['services', 'configs']);
 
 function Routes() {
   const route = useRoute();
@@ -85,6 +90,7 @@ const titles: Record<string, MessageKey> = {
   namespaces: 'nav.namespaces',
   services: 'nav.services',
   service: 'detail.title',
+  configs: 'nav.configs',
   sync: 'nav.sync',
   cluster: 'nav.cluster',
   users: 'nav.users',
@@ -106,10 +112,10 @@ function Shell({ route }: { route: Route }) {
     document.title = key ? `${t(key)} · roster` : 'roster';
   }, [top, t]);
 
-  // The namespace last shown, if any; else the services page picks a readable one.
-  const servicesLink = () => {
+  // The namespace last shown, if any; else the page picks a readable one.
+  const namespaceLink = (path: string) => {
     const ns = load(KEYS.namespace);
-    return ns ? href('/services', { namespaceId: ns }) : '/services';
+    return ns ? href(path, { namespaceId: ns }) : path;
   };
 
   // A navigation click always shows fresh data: another page opens (and loads),
@@ -128,6 +134,7 @@ function Shell({ route }: { route: Route }) {
   const items = [
     item('namespaces', <AppstoreOutlined />, 'nav.namespaces'),
     item('services', <CloudServerOutlined />, 'nav.services'),
+    item('configs', <FileTextOutlined />, 'nav.configs'),
     item('sync', <SyncOutlined />, 'nav.sync'),
     item('cluster', <ClusterOutlined />, 'nav.cluster'),
     item('users', <TeamOutlined />, 'nav.users'),
@@ -178,7 +185,7 @@ function Shell({ route }: { route: Route }) {
           mode="inline"
           selectedKeys={[selected]}
           items={items}
-          onClick={({ key }) => go(key === 'services' ? servicesLink() : '/' + key)}
+          onClick={({ key }) => go(PER_NAMESPACE.has(key) ? namespaceLink('/' + key) : '/' + key)}
           className="shell-menu"
         />
       </Layout.Sider>
@@ -237,6 +244,8 @@ function pageOf(top: string, route: Route): ReactNode {
       return <ServicesPage route={route} />;
     case 'service':
       return <ServiceDetailPage route={route} />;
+    case 'configs':
+      return <ConfigsPage route={route} />;
     case 'sync':
       return <SyncPage />;
     case 'cluster':

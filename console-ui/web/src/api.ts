@@ -334,3 +334,62 @@ export interface AuditAnswer {
   /** more entries matched than `limit` */
   truncated: boolean;
 }
+
+/** An instant as the config API writes it: Unix milliseconds, or an ISO 8601 text. */
+export type Instant = number | string;
+
+/** A configuration item as `GET /nacos/v1/cs/configs?search=` lists it. */
+export interface ConfigRow {
+  id: number | string;
+  dataId: string;
+  group: string;
+  /** empty for the public namespace */
+  tenant?: string;
+  appName?: string;
+  type?: string;
+  md5?: string;
+  content?: string;
+  modifyTime?: Instant;
+  lastModifiedTime?: Instant;
+}
+
+/** A configuration item as `GET /nacos/v1/cs/configs?show=all` shows it. */
+export interface ConfigDetail extends ConfigRow {
+  content: string;
+  md5: string;
+  desc?: string;
+  /** comma-separated */
+  configTags?: string;
+  createTime?: Instant;
+  createUser?: string;
+  modifyUser?: string;
+}
+
+/** What a version records: created (I), updated (U) or deleted (D). */
+export type ConfigOp = 'I' | 'U' | 'D';
+
+/** A version of a configuration item, from `GET /nacos/v1/cs/history`. */
+export interface ConfigVersion {
+  id: number | string;
+  dataId: string;
+  group: string;
+  tenant?: string;
+  appName?: string;
+  type?: string;
+  md5: string;
+  /** in listings, possibly absent: the detail (`?nid=`) has it */
+  content?: string;
+  srcIp?: string;
+  srcUser?: string;
+  opType: ConfigOp | string;
+  createdTime?: Instant;
+  lastModifiedTime?: Instant;
+}
+
+/** One page of a config listing (items or versions). */
+export interface ConfigPage<T> {
+  totalCount: number;
+  pageNumber?: number;
+  pagesAvailable?: number;
+  pageItems: T[];
+}

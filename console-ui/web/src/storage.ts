@@ -22,4 +22,5 @@ export const KEYS = {
   namespace: 'roster.console.namespace',
   hideEmpty: 'roster.console.hideEmptyServices',
   pageSize: 'roster.console.pageSize',
+  configBlur: 'roster.console.configBlur',
 } as const;

@@ -1,18 +1,17 @@
-import { Alert, App, Button, Card, Form, Input, Select, Skeleton, Space, Switch, Table, Tag, Typography } from 'antd';
+import { App, Button, Card, Form, Input, Space, Switch, Table, Tag, Typography } from 'antd';
 import { DeleteOutlined, PlusOutlined, ProfileOutlined, ReloadOutlined, SearchOutlined } from '@ant-design/icons';
 import { useEffect, useState } from 'react';
-import { call, isForbidden, type Namespace, type ServiceRow } from '../api';
-import { useAuth } from '../auth';
+import { call, isForbidden, type ServiceRow } from '../api';
 import { useT } from '../i18n';
 import { useDebounced, useDialog, usePaging, useResource } from '../hooks';
 import { useLive } from '../live';
-import { href, navigate, serviceHref, type Route } from '../router';
+import { navigate, serviceHref, type Route } from '../router';
 import { KEYS, load, save } from '../storage';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
-import { EmptyState, LiveBadge, LoadError, Notice, PageTitle, RefreshError } from '../components/bits';
+import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
 import { ServiceFormFields, serviceInitial, serviceParams, type ServiceValues } from '../components/ServiceForm';
 import { num, threshold, truthy } from '../format';
-import { namespaceOptions } from '../components/Pickers';
+import { NamespaceBar, PickNamespace } from '../components/NamespaceBar';
 import { fetchNamespaces } from './Namespaces';
 
 interface ServicesAnswer {
@@ -21,58 +20,18 @@ interface ServicesAnswer {
 }
 
 export function ServicesPage({ route }: { route: Route }) {
+  const t = useT();
   const namespaceId = route.query.get('namespaceId');
   useEffect(() => {
     if (namespaceId) save(KEYS.namespace, namespaceId);
   }, [namespaceId]);
-  if (!namespaceId) return <PickNamespace />;
+  if (!namespaceId) return <PickNamespace path="/services" title={t('svc.title')} />;
   return <ServicesOf key={namespaceId} namespaceId={namespaceId} />;
-}
-
-/**
- * The namespace to open when the address names none, from those the user may read
- * (the server lists only those): the one last shown, else public, else the first.
- */
-function chooseNamespace(readable: Namespace[], last: string | null): string | undefined {
-  const ids = readable.map((n) => n.namespace);
-  if (last && ids.includes(last)) return last;
-  if (ids.includes('public')) return 'public';
-  return ids[0];
-}
-
-function PickNamespace() {
-  const t = useT();
-  const namespaces = useResource(fetchNamespaces, []);
-  const choice = namespaces.data && chooseNamespace(namespaces.data, load(KEYS.namespace));
-  useEffect(() => {
-    if (choice) navigate(href('/services', { namespaceId: choice }), { replace: true });
-  }, [choice]);
-  let body;
-  if (namespaces.data === undefined && namespaces.error !== undefined) {
-    body = <LoadError error={namespaces.error} onRetry={() => namespaces.reload()} />;
-  } else if (namespaces.data && !choice) {
-    body = (
-      <Notice
-        kind="forbidden"
-        title={t('svc.noNamespaces')}
-        detail={<span data-testid="no-namespaces">{t('svc.noNamespacesHint')}</span>}
-      />
-    );
-  } else {
-    body = <Skeleton active />;
-  }
-  return (
-    <div className="page">
-      <PageTitle title={t('svc.title')} />
-      <Card>{body}</Card>
-    </div>
-  );
 }
 
 function ServicesOf({ namespaceId }: { namespaceId: string }) {
   const t = useT();
   const { message } = App.useApp();
-  const { session } = useAuth();
   const [name, setName] = useState('');
   const [group, setGroup] = useState('');
   const [hideEmpty, setHideEmpty] = useState(() => load(KEYS.hideEmpty) === 'true');
@@ -122,7 +81,6 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
   const create = useDialog<true>();
   const del = useDialog<ServiceRow>();
 
-  const nsKnown = namespaces.data?.some((n) => n.namespace === namespaceId);
   const filtered = qName !== '' || qGroup !== '' || hideEmpty;
 
   const columns = [
@@ -239,33 +197,7 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
           </>
         }
       />
-      <Card className="ns-bar" size="small">
-        <Space wrap size="middle">
-          <Typography.Text strong>{t('svc.namespace')}</Typography.Text>
-          <Select
-            data-testid="ns-switcher"
-            value={namespaceId}
-            style={{ minWidth: 280 }}
-            loading={namespaces.loading}
-            showSearch
-            optionFilterProp="search"
-            onChange={(v: string) => navigate(href('/services', { namespaceId: v }))}
-            options={namespaceOptions(
-              namespaces.data ?? [{ namespace: namespaceId, namespaceShowName: namespaceId, type: 2 }],
-              'ns-switcher',
-            )}
-          />
-        </Space>
-      </Card>
-      {namespaces.data && !nsKnown && !forbidden && (
-        <Alert
-          type="warning"
-          showIcon
-          style={{ marginBottom: 16 }}
-          message={t(session?.globalAdmin ? 'svc.nsMissing' : 'svc.nsUnreadable', { id: namespaceId })}
-          data-testid="ns-missing"
-        />
-      )}
+      <NamespaceBar namespaceId={namespaceId} path="/services" namespaces={namespaces} forbidden={forbidden} />
 
       <Card className="table-card">
         <div className="filters">
