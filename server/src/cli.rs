@@ -501,6 +501,12 @@ fn print_task(t: &serde_json::Value) {
         "counts:     {} service(s), {} instance(s), {} held deletion(s), {} skipped, {} copies ignored",
         s["services"], s["instances"], s["heldDeletions"], s["skipped"], s["copiesIgnored"]
     );
+    if let Some(configs) = s["configs"].as_u64() {
+        println!(
+            "configs:    {configs} configuration item(s), {} skipped (roster's own)",
+            s["configsSkipped"]
+        );
+    }
     for reason in s["holdReasons"].as_array().into_iter().flatten() {
         println!("held:       {}", reason.as_str().unwrap_or("?"));
     }

@@ -254,8 +254,17 @@ impl From<ProposeError> for Error {
                 Self::unavailable(r.to_string())
             }
             ProposeError::Rejected(Rejection::Config(c)) => Self::conflict(c.to_string()),
+            ProposeError::Rejected(r @ Rejection::NamespaceHoldsConfigs { .. }) => {
+                Self::conflict(r.to_string())
+            }
             ProposeError::Unavailable(m) => Self::unavailable(m),
         }
+    }
+}
+
+impl From<Rejection> for Error {
+    fn from(r: Rejection) -> Self {
+        ProposeError::Rejected(r).into()
     }
 }
 

@@ -11,11 +11,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use roster_sync::{
-    Applied, Owned, Sink, SinkError, SourceInstance, Target, TargetKey, TaskSpec, TaskStatus,
-    SOURCE_INSTANCE_ID_KEY,
+    Applied, ConfigTarget, ConfigTargetKey, Owned, Sink, SinkError, SourceInstance, Target,
+    TargetKey, TaskSpec, TaskStatus, SOURCE_INSTANCE_ID_KEY,
 };
 
 use crate::clock::now_ms;
+use crate::configs::validate::{
+    check_config_group, check_content, check_data_id, check_tenant, check_text, check_type,
+};
+use crate::configs::{ConfigKey, Configs, Imported, Settings};
 use crate::registry::service::ServiceKey;
 use crate::registry::validate::{
     check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
@@ -32,16 +36,51 @@ pub struct RaftSink {
     registry: Registry,
     store: Store,
     max_metadata_bytes: usize,
+    configs: Configs,
+    config_settings: Settings,
 }
 
 impl RaftSink {
-    /// A sink over this node's registry and store; imports meet the API's metadata limit.
-    pub fn new(registry: Registry, store: Store, max_metadata_bytes: usize) -> Self {
+    /// A sink over this node's registry, configuration store and Raft store; imports
+    /// meet the API's limits (metadata, configuration content).
+    pub fn new(
+        registry: Registry,
+        store: Store,
+        max_metadata_bytes: usize,
+        configs: Configs,
+        config_settings: Settings,
+    ) -> Self {
         Self {
             registry,
             store,
             max_metadata_bytes,
+            configs,
+            config_settings,
         }
+    }
+
+    /// Why roster's API would refuse this configuration item, if it would.
+    fn config_refusal(&self, t: &ConfigTarget) -> Option<Invalid> {
+        let k = &t.key;
+        check_tenant("tenant", &k.namespace)
+            .and_then(|_| check_config_group("group", &k.group))
+            .and_then(|_| check_data_id("dataId", &k.data_id))
+            .and_then(|_| {
+                check_content(
+                    "content",
+                    &t.content,
+                    self.config_settings.max_content_bytes,
+                )
+            })
+            .and_then(|_| check_type("type", &t.r#type))
+            .and_then(|_| {
+                check_text(
+                    "appName",
+                    &t.app_name,
+                    crate::configs::validate::MAX_APP_NAME,
+                )
+            })
+            .err()
     }
 
     /// Why roster's API would refuse this instance, if it would: imports meet the same
@@ -173,6 +212,75 @@ impl Sink for RaftSink {
         Ok(applied)
     }
 
+    async fn owned_configs(&self, task: &str) -> Result<Vec<ConfigTarget>, SinkError> {
+        Ok(self
+            .configs
+            .owned_by(task)
+            .into_iter()
+            .map(|(key, item)| ConfigTarget {
+                key: ConfigTargetKey {
+                    namespace: key.namespace,
+                    group: key.group,
+                    data_id: key.data_id,
+                },
+                content: item.content.to_string(),
+                r#type: item.r#type,
+                app_name: item.app_name,
+            })
+            .collect())
+    }
+
+    async fn apply_configs(
+        &self,
+        task: &str,
+        upserts: Vec<ConfigTarget>,
+        removals: Vec<ConfigTargetKey>,
+    ) -> Result<Applied, SinkError> {
+        self.check_leader()?;
+        let mut applied = Applied::default();
+        let key_of = |k: ConfigTargetKey| ConfigKey {
+            namespace: k.namespace,
+            group: k.group,
+            data_id: k.data_id,
+        };
+        let mut writes = Vec::with_capacity(upserts.len());
+        for t in upserts {
+            if let Some(refusal) = self.config_refusal(&t) {
+                tracing::debug!(task, data_id = %t.key.data_id, refusal = %refusal.message, "configuration import skipped");
+                applied.skipped += 1;
+                continue;
+            }
+            let key = key_of(t.key);
+            // Roster's own item (or another task's) holds the key: it stays. Decided
+            // again when applied.
+            if self.configs.held_by_other(&key, task) {
+                applied.skipped += 1;
+                continue;
+            }
+            writes.push((
+                key,
+                Imported {
+                    content: t.content,
+                    r#type: t.r#type,
+                    app_name: t.app_name,
+                },
+            ));
+        }
+        let removals: Vec<ConfigKey> = removals.into_iter().map(key_of).collect();
+        if writes.is_empty() && removals.is_empty() {
+            return Ok(applied);
+        }
+        self.propose(CommandV1::SyncConfigs {
+            task: task.to_string(),
+            upserts: writes,
+            removals,
+            retention: self.config_settings.retention,
+            at_ms: now_ms(),
+        })
+        .await?;
+        Ok(applied)
+    }
+
     async fn report(&self, task: &str, status: &TaskStatus) -> Result<(), SinkError> {
         self.check_leader()?;
         self.propose(CommandV1::SyncStatus {
@@ -190,6 +298,8 @@ pub async fn supervise(state: AppState, tasks: SyncTasks, mut stopping: watch::R
         state.registry.clone(),
         state.store.clone(),
         state.limits.max_metadata_bytes,
+        state.configs.clone(),
+        state.config_settings,
     ));
     let node = state.store.id();
     let mut running: HashMap<String, (TaskSpec, JoinHandle<()>)> = HashMap::new();

@@ -9,7 +9,8 @@
 //!   replication of ephemeral instances; [`cluster`] members, the peer channel and the
 //!   cluster view; [`push`] UDP push and the broadcast of changes; [`auth`] users and
 //!   tokens; [`metrics`] Prometheus metrics; [`audit`] the audit log of writes and
-//!   admin actions.
+//!   admin actions; [`configs`] the Nacos configuration store (Raft-held) and its
+//!   listeners' change feed.
 //! - [`naming`] the Nacos wire shapes every face answers and pushes; [`error`] the one
 //!   error kind with its HTTP, Nacos v2 and gRPC projections.
 //! - [`state`] the node's shared state, gathering the handles above.

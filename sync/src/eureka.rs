@@ -97,6 +97,7 @@ impl Source for EurekaSource {
         let snapshot = Snapshot {
             services: registry.services(&self.filter),
             partial: false,
+            configs: None,
         };
         self.registry = Some(registry);
         self.next_poll = Instant::now() + POLL;

@@ -75,6 +75,47 @@ impl ServiceName {
 /// Services and their complete instance lists.
 pub type Services = BTreeMap<ServiceName, Vec<SourceInstance>>;
 
+/// A configuration item as a source reports it (Nacos' config API).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceConfig {
+    /// Source namespace id (`public` for Nacos' empty tenant).
+    pub namespace: String,
+    /// Group.
+    pub group: String,
+    /// Data id.
+    pub data_id: String,
+    /// Content.
+    pub content: String,
+    /// Content type (`text`, `yaml`, ...); empty when the source says none.
+    pub r#type: String,
+    /// Application.
+    pub app_name: String,
+}
+
+/// Where an imported configuration item lives in roster.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ConfigTargetKey {
+    /// Namespace id.
+    pub namespace: String,
+    /// Group.
+    pub group: String,
+    /// Data id.
+    pub data_id: String,
+}
+
+/// An imported configuration item as roster should hold it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigTarget {
+    /// Where.
+    pub key: ConfigTargetKey,
+    /// Content.
+    pub content: String,
+    /// Content type; empty: roster's default.
+    pub r#type: String,
+    /// Application.
+    pub app_name: String,
+}
+
 /// The whole state of a source.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -83,6 +124,9 @@ pub struct Snapshot {
     /// The source said this may be incomplete (e.g. Consul filtered it by ACL): nothing
     /// missing from it may be deleted.
     pub partial: bool,
+    /// Every configuration item, when the task imports them (`configs=true` on a Nacos
+    /// source); `None` otherwise.
+    pub configs: Option<Vec<SourceConfig>>,
 }
 
 /// What changed at the source.
@@ -93,6 +137,8 @@ pub enum Update {
     Services(Services),
     /// The source cannot say what changed (Eureka hash mismatch, etcd compaction): list.
     Resync,
+    /// The configuration items changed: these are all of them now.
+    Configs(Vec<SourceConfig>),
 }
 
 /// Why a source could not be read. Every error holds deletions back until the next
@@ -208,6 +254,25 @@ pub trait Sink: Send + Sync {
     ) -> Result<Applied, SinkError>;
     /// Records the task's status where every node can read it.
     async fn report(&self, task: &str, status: &TaskStatus) -> Result<(), SinkError>;
+    /// Every configuration item task `task` owns.
+    async fn owned_configs(&self, _task: &str) -> Result<Vec<ConfigTarget>, SinkError> {
+        Err(SinkError(
+            "this roster cannot import configuration items".into(),
+        ))
+    }
+    /// Creates or updates `upserts` and removes `removals`, all owned by `task`. Items
+    /// held by others (published through the API, or another task's) are left alone
+    /// and counted as skipped.
+    async fn apply_configs(
+        &self,
+        _task: &str,
+        _upserts: Vec<ConfigTarget>,
+        _removals: Vec<ConfigTargetKey>,
+    ) -> Result<Applied, SinkError> {
+        Err(SinkError(
+            "this roster cannot import configuration items".into(),
+        ))
+    }
 }
 
 /// A sync task as stored (through Raft) and shown by the API.
@@ -331,4 +396,12 @@ pub struct TaskStatus {
     pub runner: Option<u64>,
     /// Findings of a dry run.
     pub dry_run: Option<DryRunReport>,
+    /// Configuration items the task owns in roster (or would, in a dry run); absent
+    /// when it imports none.
+    #[serde(default)]
+    pub configs: Option<usize>,
+    /// Source configuration items not imported because roster holds its own at that
+    /// key.
+    #[serde(default)]
+    pub configs_skipped: usize,
 }

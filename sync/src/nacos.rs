@@ -18,7 +18,13 @@
 //! 1.x/2.x, is reported (and queried) as `public`. Instances copy 1:1: cluster, ip, port,
 //! weight, healthy, enabled, metadata; source id `instanceId`.
 //!
-//! URL: `nacos://[user:password@]host:8848[,host:8848]?namespace=a,b&group=G`.
+//! With `configs=true` the source also reads every configuration item of those
+//! namespaces (`/nacos/v1/cs/configs?search=accurate`, content included, pages of 100)
+//! when it lists, and every [`CONFIG_POLL`] while it watches, reporting the whole set
+//! when it differs from the last one reported. The group filter does not apply to
+//! configuration items (their groups are not service groups).
+//!
+//! URL: `nacos://[user:password@]host:8848[,host:8848]?namespace=a,b&group=G&configs=true`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,11 +37,14 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::rest::{fetch_all, json_text, query, Reply, Rest};
 use crate::{
-    Filter, ServiceName, Services, Snapshot, Source, SourceError, SourceInstance, SourceUrl, Update,
+    Filter, ServiceName, Services, Snapshot, Source, SourceConfig, SourceError, SourceInstance,
+    SourceUrl, Update,
 };
 
 /// Time between two polls.
 const POLL: Duration = Duration::from_millis(2500);
+/// Time between two reads of the configuration items while watching.
+pub const CONFIG_POLL: Duration = Duration::from_secs(10);
 /// How long `watch` polls without finding a change before answering "nothing changed".
 const IDLE: Duration = Duration::from_secs(30);
 /// Timeout of one call.
@@ -71,6 +80,12 @@ pub struct NacosSource {
     known: Option<Services>,
     /// When the next poll is due.
     next_poll: Instant,
+    /// `configs=true`: the configuration items are read too.
+    configs: bool,
+    /// The configuration items last reported.
+    known_configs: Option<Vec<SourceConfig>>,
+    /// When the configuration items are read next while watching.
+    next_config_poll: Instant,
 }
 
 impl NacosSource {
@@ -89,6 +104,15 @@ impl NacosSource {
                 .map(|ns| namespace_id(&ns))
                 .collect()
         });
+        let configs = match url.param("configs") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(SourceError::Config(format!(
+                    "configs={other}: use configs=true or configs=false"
+                )))
+            }
+        };
         Ok(Self {
             api: Api::new(url, credentials)?,
             filter: filter.clone(),
@@ -96,15 +120,35 @@ impl NacosSource {
             groups: url.param("group").map(split_list),
             known: None,
             next_poll: Instant::now(),
+            configs,
+            known_configs: None,
+            next_config_poll: Instant::now(),
         })
+    }
+
+    /// The namespaces to read: the `namespace` parameter's, or every one.
+    async fn namespace_ids(&self) -> Result<Vec<String>, SourceError> {
+        match &self.namespaces {
+            Some(list) => Ok(list.clone()),
+            None => self.api.namespaces().await,
+        }
+    }
+
+    /// Every configuration item of the namespaces read, sorted.
+    async fn read_configs(&self) -> Result<Vec<SourceConfig>, SourceError> {
+        let mut all = Vec::new();
+        for ns in self.namespace_ids().await? {
+            all.extend(self.api.configs(&ns).await?);
+        }
+        all.sort_by(|a, b| {
+            (&a.namespace, &a.group, &a.data_id).cmp(&(&b.namespace, &b.group, &b.data_id))
+        });
+        Ok(all)
     }
 
     /// Every admitted service of the source with its instances.
     async fn read(&self) -> Result<Services, SourceError> {
-        let namespaces = match &self.namespaces {
-            Some(list) => list.clone(),
-            None => self.api.namespaces().await?,
-        };
+        let namespaces = self.namespace_ids().await?;
         let mut names = Vec::new();
         for ns in namespaces {
             for (group, name) in self.api.services(&ns, self.groups.as_deref()).await? {
@@ -131,12 +175,21 @@ impl NacosSource {
 impl Source for NacosSource {
     async fn list(&mut self) -> Result<Snapshot, SourceError> {
         self.known = None;
+        self.known_configs = None;
         let services = self.read().await?;
+        let configs = if self.configs {
+            Some(self.read_configs().await?)
+        } else {
+            None
+        };
         self.known = Some(services.clone());
+        self.known_configs = configs.clone();
         self.next_poll = Instant::now() + POLL;
+        self.next_config_poll = Instant::now() + CONFIG_POLL;
         Ok(Snapshot {
             services,
             partial: false,
+            configs,
         })
     }
 
@@ -148,6 +201,16 @@ impl Source for NacosSource {
             }
             sleep_until(self.next_poll).await;
             self.next_poll = Instant::now() + POLL;
+            // Configuration items first when due, so that services changing at every
+            // poll cannot starve them.
+            if self.configs && Instant::now() >= self.next_config_poll {
+                self.next_config_poll = Instant::now() + CONFIG_POLL;
+                let current = self.read_configs().await?;
+                if self.known_configs.as_ref() != Some(&current) {
+                    self.known_configs = Some(current.clone());
+                    return Ok(Update::Configs(current));
+                }
+            }
             let current = self.read().await?;
             let Some(known) = self.known.as_mut() else {
                 return Ok(Update::Resync);
@@ -390,6 +453,50 @@ impl Api {
         )))
     }
 
+    /// Every configuration item of namespace `ns`, content included.
+    async fn configs(&self, ns: &str) -> Result<Vec<SourceConfig>, SourceError> {
+        // Nacos 1.x and 2.x hold the public namespace's items under the empty tenant.
+        let tenant = if ns == PUBLIC_NAMESPACE { "" } else { ns };
+        let size = PAGE_SIZE.to_string();
+        let mut out = Vec::new();
+        for page_no in 1..=MAX_PAGES {
+            let page_text = page_no.to_string();
+            let reply = self
+                .get(
+                    "/nacos/v1/cs/configs",
+                    &[
+                        ("search", "accurate"),
+                        ("dataId", ""),
+                        ("group", ""),
+                        ("tenant", tenant),
+                        ("pageNo", &page_text),
+                        ("pageSize", &size),
+                    ],
+                )
+                .await?
+                .success()?;
+            let doc: Value = reply.json()?;
+            let items = doc
+                .get("pageItems")
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    SourceError::Invalid(format!("{}: not a configuration page", reply.what))
+                })?;
+            let total = doc
+                .get("totalCount")
+                .and_then(|c| c.as_u64().or_else(|| json_text(c).parse().ok()))
+                .map_or(usize::MAX, |c| c as usize);
+            let last = items.len() < PAGE_SIZE;
+            out.extend(items.iter().filter_map(|item| map_config(item, ns)));
+            if last || out.len() >= total {
+                return Ok(out);
+            }
+        }
+        Err(SourceError::Invalid(format!(
+            "/nacos/v1/cs/configs: more than {MAX_PAGES} pages of configuration items"
+        )))
+    }
+
     /// The instances of `service`, sorted by cluster, ip and port.
     async fn instances(&self, service: &ServiceName) -> Result<Vec<SourceInstance>, SourceError> {
         let ns = service.namespace.as_deref().unwrap_or(PUBLIC_NAMESPACE);
@@ -486,6 +593,26 @@ fn split_grouped(name: &str, group: &str) -> (String, String) {
         None if group.is_empty() => (DEFAULT_GROUP.to_string(), name.to_string()),
         None => (group.to_string(), name.to_string()),
     }
+}
+
+/// A configuration item of a search page, in namespace `ns`; `None` without a dataId.
+fn map_config(item: &Value, ns: &str) -> Option<SourceConfig> {
+    let text = |key: &str| item.get(key).map(json_text).unwrap_or_default();
+    let data_id = text("dataId");
+    if data_id.is_empty() {
+        return None;
+    }
+    let group = Some(text("group"))
+        .filter(|g| !g.is_empty())
+        .unwrap_or_else(|| DEFAULT_GROUP.to_string());
+    Some(SourceConfig {
+        namespace: ns.to_string(),
+        group,
+        data_id,
+        content: text("content"),
+        r#type: text("type"),
+        app_name: text("appName"),
+    })
 }
 
 /// The `instance/list` answer (the part used).

@@ -14,15 +14,18 @@ use tokio::sync::mpsc;
 use tokio::time::{sleep, sleep_until, timeout_at, Instant};
 
 use crate::{
-    is_copy, DryRunReport, Filter, Owned, ServiceName, Services, Sink, Snapshot, Source,
-    SourceError, SourceUrl, Target, TargetKey, TaskSpec, TaskState, TaskStatus, Update,
-    SOURCE_CLUSTER_ID_KEY, SOURCE_INSTANCE_ID_KEY, SYNC_SOURCE_KEY, TASK_KEY,
+    is_copy, ConfigTarget, ConfigTargetKey, DryRunReport, Filter, Owned, ServiceName, Services,
+    Sink, Snapshot, Source, SourceConfig, SourceError, SourceUrl, Target, TargetKey, TaskSpec,
+    TaskState, TaskStatus, Update, SOURCE_CLUSTER_ID_KEY, SOURCE_INSTANCE_ID_KEY, SYNC_SOURCE_KEY,
+    TASK_KEY,
 };
 
 /// How long changes to a service are gathered before they are applied.
 const DEBOUNCE: Duration = Duration::from_millis(200);
 /// Writes per sink call.
 const BATCH: usize = 500;
+/// Configuration items per sink call.
+const CONFIG_BATCH: usize = 50;
 /// A status that has not changed is still reported this often (its times move on).
 const REPORT_EVERY: Duration = Duration::from_secs(30);
 /// Longest wait between attempts to read a failing source.
@@ -42,6 +45,8 @@ enum Event {
     Full(Snapshot),
     /// Some services' complete lists.
     Changes(Services),
+    /// Every configuration item, changed since the last report.
+    Configs(Vec<SourceConfig>),
     /// The source could not be read.
     Failed(SourceError),
 }
@@ -92,6 +97,12 @@ struct Runner {
     reported: Option<(TaskStatus, Instant)>,
     /// Services whose deletions are held, since when (ms).
     holds: HashMap<TargetService, u64>,
+    /// Deletions of instances held by the last service pass, and why.
+    service_holds: (usize, Vec<String>),
+    /// Deletions of configuration items held by the last config pass, and why.
+    config_holds: (usize, Vec<String>),
+    /// Since when configuration deletions are held (ms).
+    config_hold_since: Option<u64>,
     cluster_id: String,
 }
 
@@ -116,6 +127,9 @@ impl Runner {
             sink,
             reported: None,
             holds: HashMap::new(),
+            service_holds: (0, Vec::new()),
+            config_holds: (0, Vec::new()),
+            config_hold_since: None,
         }
     }
 
@@ -160,7 +174,11 @@ impl Runner {
                         .count();
                     self.reconcile(&snapshot.services, true, snapshot.partial)
                         .await;
+                    if let Some(configs) = snapshot.configs {
+                        self.reconcile_configs(configs).await;
+                    }
                 }
+                Event::Configs(configs) => self.reconcile_configs(configs).await,
                 Event::Changes(changes) => {
                     pending.extend(changes);
                     deadline.get_or_insert_with(|| Instant::now() + DEBOUNCE);
@@ -334,8 +352,8 @@ impl Runner {
         }
         let owned_total: usize = owned_by.values().map(BTreeMap::len).sum();
         self.status.copies_ignored = copies;
-        self.status.held_deletions = held;
-        self.status.hold_reasons = reasons;
+        self.service_holds = (held, reasons);
+        self.set_holds();
         if self.spec.dry_run {
             self.status.instances = owned_total + report.would_add - report.would_remove;
             self.status.dry_run = Some(report);
@@ -357,16 +375,147 @@ impl Runner {
                 }
             }
         }
-        self.status.last_error = None;
-        self.status.state = if held > 0 {
-            TaskState::Holding
-        } else {
-            TaskState::Running
-        };
+        self.succeeded();
         if full {
             self.status.last_sync_ms = Some(now_ms());
         }
         self.report().await;
+    }
+
+    /// The held deletions of both passes (instances and configuration items) in the
+    /// status.
+    fn set_holds(&mut self) {
+        let (services, configs) = (&self.service_holds, &self.config_holds);
+        self.status.held_deletions = services.0 + configs.0;
+        self.status.hold_reasons = services.1.iter().chain(&configs.1).cloned().collect();
+    }
+
+    /// After a pass that wrote what it decided: running, or holding deletions back.
+    fn succeeded(&mut self) {
+        self.status.last_error = None;
+        self.set_holds();
+        self.status.state = if self.status.held_deletions > 0 {
+            TaskState::Holding
+        } else {
+            TaskState::Running
+        };
+    }
+
+    /// Brings the configuration items the task owns to the source's: `configs` is every
+    /// item the source has. Items held by roster itself (published through its API)
+    /// are left alone and counted as skipped; a mass vanishing is held back like
+    /// instances' (`hold_share`, `hold_min`, `hold_secs`).
+    async fn reconcile_configs(&mut self, configs: Vec<SourceConfig>) {
+        let desired: BTreeMap<ConfigTargetKey, ConfigTarget> = configs
+            .into_iter()
+            .map(|c| {
+                let namespace = self
+                    .spec
+                    .namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or(c.namespace);
+                let key = ConfigTargetKey {
+                    namespace,
+                    group: c.group,
+                    data_id: c.data_id,
+                };
+                let target = ConfigTarget {
+                    key: key.clone(),
+                    content: c.content,
+                    r#type: c.r#type,
+                    app_name: c.app_name,
+                };
+                (key, target)
+            })
+            .collect();
+        let owned = match self.sink.owned_configs(&self.spec.name).await {
+            Ok(o) => o,
+            Err(e) => {
+                self.write_failed(e.to_string()).await;
+                return;
+            }
+        };
+        let owned: BTreeMap<ConfigTargetKey, ConfigTarget> =
+            owned.into_iter().map(|t| (t.key.clone(), t)).collect();
+        let upserts: Vec<ConfigTarget> = desired
+            .values()
+            .filter(|t| owned.get(&t.key) != Some(*t))
+            .cloned()
+            .collect();
+        let added = desired.keys().filter(|k| !owned.contains_key(*k)).count();
+        let mut removals: Vec<ConfigTargetKey> = owned
+            .keys()
+            .filter(|k| !desired.contains_key(*k))
+            .cloned()
+            .collect();
+        let now = now_ms();
+        self.config_holds = (0, Vec::new());
+        let share = removals.len() as f64 / owned.len().max(1) as f64;
+        if removals.len() >= self.spec.hold_min.max(1) && share >= self.spec.hold_share {
+            let since = *self.config_hold_since.get_or_insert(now);
+            if now.saturating_sub(since) < self.spec.hold_secs * 1000 {
+                self.config_holds = (
+                    removals.len(),
+                    vec![format!(
+                        "configurations: {} of {} vanished at once",
+                        removals.len(),
+                        owned.len()
+                    )],
+                );
+                removals.clear();
+            } else {
+                self.config_hold_since = None;
+            }
+        } else {
+            self.config_hold_since = None;
+        }
+        let removed = removals.len();
+        if self.spec.dry_run {
+            self.status.configs = Some((owned.len() + added).saturating_sub(removed));
+        } else {
+            let changed = !upserts.is_empty() || removed > 0;
+            match self.apply_configs(upserts, removals).await {
+                Ok(skipped) => {
+                    self.status.configs_skipped = skipped;
+                    self.status.configs =
+                        Some((owned.len() + added).saturating_sub(removed + skipped));
+                    if changed {
+                        self.status.last_change_ms = Some(now);
+                    }
+                }
+                Err(e) => {
+                    self.write_failed(e).await;
+                    return;
+                }
+            }
+        }
+        self.succeeded();
+        self.report().await;
+    }
+
+    /// Writes configuration items in batches; returns how many upserts were skipped.
+    async fn apply_configs(
+        &self,
+        upserts: Vec<ConfigTarget>,
+        removals: Vec<ConfigTargetKey>,
+    ) -> Result<usize, String> {
+        let mut skipped = 0;
+        let mut upserts = upserts.into_iter().peekable();
+        let mut removals = removals.into_iter().peekable();
+        while upserts.peek().is_some() || removals.peek().is_some() {
+            // Items can be large: fewer per call than instances.
+            let up: Vec<ConfigTarget> = upserts.by_ref().take(CONFIG_BATCH).collect();
+            let rm: Vec<ConfigTargetKey> =
+                removals.by_ref().take(CONFIG_BATCH - up.len()).collect();
+            let applied = self
+                .sink
+                .apply_configs(&self.spec.name, up, rm)
+                .await
+                .map_err(|e| e.to_string())?;
+            skipped += applied.skipped;
+        }
+        Ok(skipped)
     }
 
     /// Writes in batches; returns how many upserts were skipped (native addresses).
@@ -484,6 +633,11 @@ async fn pump(
                 Err(_) | Ok(Ok(Update::Resync)) => break,
                 Ok(Ok(Update::Services(changes))) => {
                     if !changes.is_empty() && tx.send(Event::Changes(changes)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Ok(Update::Configs(configs))) => {
+                    if tx.send(Event::Configs(configs)).await.is_err() {
                         return;
                     }
                 }

@@ -51,7 +51,7 @@ impl SourceKind {
 
     fn allowed_params(self) -> &'static [&'static str] {
         match self {
-            Self::Nacos => &["namespace", "group", "username", "password"],
+            Self::Nacos => &["namespace", "group", "username", "password", "configs"],
             Self::Consul => &["dc", "ns", "token"],
             Self::Eureka => &["username", "password"],
             Self::Zookeeper => &["layout", "root"],

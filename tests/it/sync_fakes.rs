@@ -270,6 +270,7 @@ async fn consul_fake_server_error_fails_list_and_watch() {
             Err(_) => panic!("no error within {CHANGE_WITHIN:?}"),
             Ok(Ok(Update::Services(_))) => continue,
             Ok(Ok(Update::Resync)) => panic!("expected an error, got a resync"),
+            Ok(Ok(Update::Configs(_))) => panic!("expected an error, got configurations"),
             Ok(Err(e)) => break e,
         }
     };

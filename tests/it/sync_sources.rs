@@ -69,6 +69,7 @@ async fn watch_until(
                 }
             }
             Ok(Update::Resync) => panic!("unexpected Resync while waiting for {service}"),
+            Ok(Update::Configs(_)) => panic!("unexpected configurations from {service}'s source"),
             Err(e) => panic!("watch failed while waiting for {service}: {e}"),
         }
     }

@@ -109,6 +109,22 @@ pub struct ConfigItem {
     pub modified_by: String,
     /// Where the last change came from.
     pub src_ip: String,
+    /// The sync task that imported it and keeps it in step with its source; `None`
+    /// for items published through the API (a publication through the API takes an
+    /// item from its task).
+    #[serde(default)]
+    pub owner: Option<String>,
+}
+
+/// A configuration item a sync task imports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Imported {
+    /// Content.
+    pub content: String,
+    /// Content type; empty: kept (new items: `text`).
+    pub r#type: String,
+    /// Application.
+    pub app_name: String,
 }
 
 /// How many versions of a configuration item are kept, and for how long. Carried in
@@ -458,78 +474,17 @@ impl Configs {
         keys
     }
 
-    /// Publishes (applied by the state machine).
+    /// Publishes (applied by the state machine). Published through the API, an item
+    /// belongs to no sync task from then on.
     pub fn publish(&self, p: &Publish, at_ms: u64) -> Result<(), ConfigRejection> {
         {
-            let mut guard = self.0.state.write();
-            let state = &mut *guard;
-            let existing = state.items.get(&p.key);
+            let mut state = self.0.state.write();
             if let Some(cas) = &p.cas_md5 {
-                if existing.is_none_or(|i| &i.md5 != cas) {
+                if state.items.get(&p.key).is_none_or(|i| &i.md5 != cas) {
                     return Err(ConfigRejection::CasMismatch);
                 }
             }
-            let md5 = md5_hex(&p.content);
-            let content: Arc<str> = Arc::from(p.content.as_str());
-            let pick = |given: &Option<String>, stored: Option<&String>, default: &str| {
-                given
-                    .clone()
-                    .or_else(|| stored.cloned())
-                    .unwrap_or_else(|| default.to_string())
-            };
-            let r#type = pick(&p.r#type, existing.map(|i| &i.r#type), "text");
-            let app_name = pick(&p.app_name, existing.map(|i| &i.app_name), "");
-            let desc = pick(&p.desc, existing.map(|i| &i.desc), "");
-            let tags = pick(&p.tags, existing.map(|i| &i.tags), "");
-            let id = state.next_id + 1;
-            let (op, item) = match existing {
-                Some(old) => (
-                    Op::Update,
-                    ConfigItem {
-                        content: content.clone(),
-                        md5: md5.clone(),
-                        r#type: r#type.clone(),
-                        app_name: app_name.clone(),
-                        desc,
-                        tags,
-                        modified_ms: at_ms,
-                        modified_by: p.by.clone(),
-                        src_ip: p.src_ip.clone(),
-                        ..old.clone()
-                    },
-                ),
-                None => (
-                    Op::Insert,
-                    ConfigItem {
-                        id,
-                        content: content.clone(),
-                        md5: md5.clone(),
-                        r#type: r#type.clone(),
-                        app_name: app_name.clone(),
-                        desc,
-                        tags,
-                        created_ms: at_ms,
-                        modified_ms: at_ms,
-                        created_by: p.by.clone(),
-                        modified_by: p.by.clone(),
-                        src_ip: p.src_ip.clone(),
-                    },
-                ),
-            };
-            state.next_id = id;
-            state.items.insert(p.key.clone(), item);
-            let version = Version {
-                id,
-                op,
-                content,
-                md5,
-                r#type,
-                app_name,
-                by: p.by.clone(),
-                src_ip: p.src_ip.clone(),
-                at_ms,
-            };
-            record(state, &p.key, version, p.retention, at_ms);
+            put(&mut state, p, None, at_ms);
         }
         self.0.changes.mark([p.key.clone()]);
         Ok(())
@@ -545,27 +500,95 @@ impl Configs {
         retention: Retention,
         at_ms: u64,
     ) -> bool {
+        let removed = take(&mut self.0.state.write(), key, by, src_ip, retention, at_ms);
+        if removed {
+            self.0.changes.mark([key.clone()]);
+        }
+        removed
+    }
+
+    /// The items sync task `task` imported and still owns.
+    pub fn owned_by(&self, task: &str) -> Vec<(ConfigKey, ConfigItem)> {
+        let state = self.0.state.read();
+        state
+            .items
+            .iter()
+            .filter(|(_, i)| i.owner.as_deref() == Some(task))
+            .map(|(k, i)| (k.clone(), i.clone()))
+            .collect()
+    }
+
+    /// Whether `key` holds an item that is not sync task `task`'s (published through
+    /// the API, or another task's import).
+    pub fn held_by_other(&self, key: &ConfigKey, task: &str) -> bool {
+        let state = self.0.state.read();
+        state
+            .items
+            .get(key)
+            .is_some_and(|i| i.owner.as_deref() != Some(task))
+    }
+
+    /// A sync task's batch (applied by the state machine): `upserts` written unless the
+    /// key holds an item that is not the task's, `removals` removed if they are the
+    /// task's. Returns how many upserts were skipped.
+    pub fn apply_import(
+        &self,
+        task: &str,
+        upserts: &[(ConfigKey, Imported)],
+        removals: &[ConfigKey],
+        retention: Retention,
+        at_ms: u64,
+    ) -> usize {
+        let by = format!("sync:{task}");
+        let mut changed = Vec::new();
+        let mut skipped = 0;
         {
             let mut state = self.0.state.write();
-            let Some(old) = state.items.remove(key) else {
-                return false;
-            };
-            state.next_id += 1;
-            let version = Version {
-                id: state.next_id,
-                op: Op::Delete,
-                content: old.content,
-                md5: old.md5,
-                r#type: old.r#type,
-                app_name: old.app_name,
-                by: by.to_string(),
-                src_ip: src_ip.to_string(),
-                at_ms,
-            };
-            record(&mut state, key, version, retention, at_ms);
+            for (key, imported) in upserts {
+                let held = state
+                    .items
+                    .get(key)
+                    .is_some_and(|i| i.owner.as_deref() != Some(task));
+                if held {
+                    skipped += 1;
+                    continue;
+                }
+                let p = Publish {
+                    key: key.clone(),
+                    content: imported.content.clone(),
+                    r#type: Some(imported.r#type.clone()).filter(|t| !t.is_empty()),
+                    app_name: Some(imported.app_name.clone()),
+                    desc: None,
+                    tags: None,
+                    cas_md5: None,
+                    by: by.clone(),
+                    src_ip: String::new(),
+                    retention,
+                };
+                put(&mut state, &p, Some(task.to_string()), at_ms);
+                changed.push(key.clone());
+            }
+            for key in removals {
+                let mine = state
+                    .items
+                    .get(key)
+                    .is_some_and(|i| i.owner.as_deref() == Some(task));
+                if mine && take(&mut state, key, &by, "", retention, at_ms) {
+                    changed.push(key.clone());
+                }
+            }
         }
-        self.0.changes.mark([key.clone()]);
-        true
+        if !changed.is_empty() {
+            self.0.changes.mark(changed);
+        }
+        skipped
+    }
+
+    /// Removes every item sync task `task` owns (the task was deleted).
+    pub fn remove_owned(&self, task: &str, retention: Retention, at_ms: u64) -> usize {
+        let keys: Vec<ConfigKey> = self.owned_by(task).into_iter().map(|(k, _)| k).collect();
+        self.apply_import(task, &[], &keys, retention, at_ms);
+        keys.len()
     }
 
     /// The store's content, for a snapshot.
@@ -627,6 +650,103 @@ impl Configs {
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.0.changes.seq.subscribe()
     }
+}
+
+/// Writes `p` into `state` (its compare-and-set decided already), owned by `owner`,
+/// and records the version.
+fn put(state: &mut State, p: &Publish, owner: Option<String>, at_ms: u64) {
+    let existing = state.items.get(&p.key);
+    let md5 = md5_hex(&p.content);
+    let content: Arc<str> = Arc::from(p.content.as_str());
+    let pick = |given: &Option<String>, stored: Option<&String>, default: &str| {
+        given
+            .clone()
+            .or_else(|| stored.cloned())
+            .unwrap_or_else(|| default.to_string())
+    };
+    let r#type = pick(&p.r#type, existing.map(|i| &i.r#type), "text");
+    let app_name = pick(&p.app_name, existing.map(|i| &i.app_name), "");
+    let desc = pick(&p.desc, existing.map(|i| &i.desc), "");
+    let tags = pick(&p.tags, existing.map(|i| &i.tags), "");
+    let id = state.next_id + 1;
+    let (op, item) = match existing {
+        Some(old) => (
+            Op::Update,
+            ConfigItem {
+                content: content.clone(),
+                md5: md5.clone(),
+                r#type: r#type.clone(),
+                app_name: app_name.clone(),
+                desc,
+                tags,
+                modified_ms: at_ms,
+                modified_by: p.by.clone(),
+                src_ip: p.src_ip.clone(),
+                owner,
+                ..old.clone()
+            },
+        ),
+        None => (
+            Op::Insert,
+            ConfigItem {
+                id,
+                content: content.clone(),
+                md5: md5.clone(),
+                r#type: r#type.clone(),
+                app_name: app_name.clone(),
+                desc,
+                tags,
+                created_ms: at_ms,
+                modified_ms: at_ms,
+                created_by: p.by.clone(),
+                modified_by: p.by.clone(),
+                src_ip: p.src_ip.clone(),
+                owner,
+            },
+        ),
+    };
+    state.next_id = id;
+    state.items.insert(p.key.clone(), item);
+    let version = Version {
+        id,
+        op,
+        content,
+        md5,
+        r#type,
+        app_name,
+        by: p.by.clone(),
+        src_ip: p.src_ip.clone(),
+        at_ms,
+    };
+    record(state, &p.key, version, p.retention, at_ms);
+}
+
+/// Removes `key` from `state`, recording the deleted version; false if absent.
+fn take(
+    state: &mut State,
+    key: &ConfigKey,
+    by: &str,
+    src_ip: &str,
+    retention: Retention,
+    at_ms: u64,
+) -> bool {
+    let Some(old) = state.items.remove(key) else {
+        return false;
+    };
+    state.next_id += 1;
+    let version = Version {
+        id: state.next_id,
+        op: Op::Delete,
+        content: old.content,
+        md5: old.md5,
+        r#type: old.r#type,
+        app_name: old.app_name,
+        by: by.to_string(),
+        src_ip: src_ip.to_string(),
+        at_ms,
+    };
+    record(state, key, version, retention, at_ms);
+    true
 }
 
 /// Appends `version` to `key`'s history and prunes it to `retention` (always keeping

@@ -193,3 +193,50 @@ async fn changes_wake_the_consumer_and_every_waiter() {
         .unwrap_err();
     assert_eq!(*configs.watch().borrow(), before);
 }
+
+#[test]
+fn imports_own_their_items_and_leave_the_others_alone() {
+    let configs = Configs::new();
+    let mine = ConfigKey::new("", "G", "imported");
+    let theirs = ConfigKey::new("", "G", "local");
+    configs
+        .publish(&publish(&theirs, "roster's own", None), 1)
+        .unwrap();
+    let imported = |content: &str| Imported {
+        content: content.into(),
+        r#type: "yaml".into(),
+        app_name: "shop".into(),
+    };
+    let keep = Retention::default();
+    let skipped = configs.apply_import(
+        "t1",
+        &[
+            (mine.clone(), imported("a")),
+            (theirs.clone(), imported("b")),
+        ],
+        std::slice::from_ref(&theirs),
+        keep,
+        2,
+    );
+    assert_eq!(skipped, 1);
+    assert_eq!(&*configs.get(&theirs).unwrap().content, "roster's own");
+    let item = configs.get(&mine).unwrap();
+    assert_eq!(item.owner.as_deref(), Some("t1"));
+    assert_eq!(item.created_by, "sync:t1");
+    assert!(configs.held_by_other(&mine, "t2") && !configs.held_by_other(&mine, "t1"));
+    assert_eq!(configs.owned_by("t1").len(), 1);
+    // Publishing through the API takes the item from its task.
+    configs.publish(&publish(&mine, "edited", None), 3).unwrap();
+    assert_eq!(configs.get(&mine).unwrap().owner, None);
+    assert_eq!(
+        configs.apply_import("t1", &[(mine.clone(), imported("c"))], &[], keep, 4),
+        1
+    );
+    assert_eq!(&*configs.get(&mine).unwrap().content, "edited");
+    // A task's removal reaches only its own items.
+    let other = ConfigKey::new("dev", "G", "x");
+    configs.apply_import("t1", &[(other.clone(), imported("x"))], &[], keep, 5);
+    assert_eq!(configs.remove_owned("t1", keep, 6), 1);
+    assert!(configs.get(&other).is_none());
+    assert!(configs.get(&mine).is_some());
+}

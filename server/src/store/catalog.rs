@@ -65,7 +65,8 @@ impl CatalogChange {
             | CommandV1::RotateKey { .. }
             // The configuration store reports its changes itself.
             | CommandV1::PublishConfig { .. }
-            | CommandV1::RemoveConfig { .. } => return None,
+            | CommandV1::RemoveConfig { .. }
+            | CommandV1::SyncConfigs { .. } => return None,
         })
     }
 }

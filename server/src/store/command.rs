@@ -10,7 +10,7 @@ use roster_sync::{TaskSpec, TaskStatus};
 
 use crate::auth::permissions::Granted;
 use crate::auth::User;
-use crate::configs::{ConfigKey, ConfigRejection, Publish, Retention};
+use crate::configs::{ConfigKey, ConfigRejection, Imported, Publish, Retention};
 use crate::registry::namespace::NamespaceInfo;
 use crate::registry::service::{ClusterSettings, ServiceKey, ServiceSettings};
 use crate::registry::{InstancePatch, Registration, RegistryError};
@@ -248,6 +248,20 @@ pub enum CommandV1 {
         /// Proposal time.
         at_ms: u64,
     },
+    /// A sync task's batch of configuration imports: items owned by the task (items
+    /// held by the API or another task are left alone) and removals of its own.
+    SyncConfigs {
+        /// Task name; the batch is refused if the task no longer exists.
+        task: String,
+        /// Items to create or update.
+        upserts: Vec<(ConfigKey, Imported)>,
+        /// Items to remove.
+        removals: Vec<ConfigKey>,
+        /// History retention.
+        retention: Retention,
+        /// Proposal time.
+        at_ms: u64,
+    },
 }
 
 /// Why a command was refused when applied. Deterministic: every node refuses alike.
@@ -280,6 +294,14 @@ pub enum Rejection {
     /// A configuration rule.
     #[error(transparent)]
     Config(#[from] ConfigRejection),
+    /// A namespace to delete still holds configuration items.
+    #[error("namespace {id} still holds {configs} configuration(s); delete them first")]
+    NamespaceHoldsConfigs {
+        /// The namespace.
+        id: String,
+        /// How many items it holds.
+        configs: usize,
+    },
 }
 
 /// The result of applying a command.

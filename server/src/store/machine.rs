@@ -86,7 +86,15 @@ impl RegistryMachine {
             }
             CommandV1::CreateNamespace(info) => Ok(r.create_namespace(&info)?),
             CommandV1::UpdateNamespace(info) => Ok(r.update_namespace(&info)?),
-            CommandV1::DeleteNamespace { id } => Ok(r.delete_namespace(&id)?),
+            CommandV1::DeleteNamespace { id } => {
+                // Decided here too: an item may have been published since the face
+                // checked.
+                let configs = self.configs.count_in(&id);
+                if configs > 0 {
+                    return Err(Rejection::NamespaceHoldsConfigs { id, configs });
+                }
+                Ok(r.delete_namespace(&id)?)
+            }
             CommandV1::CreateService {
                 key,
                 settings,
@@ -182,6 +190,9 @@ impl RegistryMachine {
             CommandV1::DeleteSyncTask { name, at_ms } => {
                 self.tasks.delete(&name)?;
                 r.remove_all_owned(&name, at_ms);
+                // Its configuration imports go too (the history keeps them).
+                self.configs
+                    .remove_owned(&name, crate::configs::Retention::default(), at_ms);
                 Ok(())
             }
             CommandV1::SyncApply {
@@ -239,6 +250,20 @@ impl RegistryMachine {
                 }
                 Ok(())
             }),
+            CommandV1::SyncConfigs {
+                task,
+                upserts,
+                removals,
+                retention,
+                at_ms,
+            } => {
+                if !self.tasks.contains(&task) {
+                    return Err(Rejection::SyncTaskNotFound(task));
+                }
+                self.configs
+                    .apply_import(&task, &upserts, &removals, retention, at_ms);
+                Ok(())
+            }
             CommandV1::PublishConfig { publish, at_ms } => {
                 Ok(self.configs.publish(&publish, at_ms)?)
             }

@@ -123,6 +123,7 @@ impl Source for EtcdSource {
                     return Ok(Snapshot {
                         services: self.keyed.snapshot(),
                         partial: false,
+                        configs: None,
                     });
                 }
                 None => debug!(attempt, "etcd compacted the listed revision, listing again"),

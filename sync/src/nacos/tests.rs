@@ -97,6 +97,28 @@ fn listing_payloads() {
 }
 
 #[test]
+fn a_configuration_page_item_maps_with_its_namespace() {
+    // A page item of `GET /nacos/v1/cs/configs?search=accurate` (Nacos 2.x).
+    let item = json!({
+        "id": "1", "dataId": "app.yaml", "group": "DEFAULT_GROUP", "content": "a: 1",
+        "md5": null, "encryptedDataKey": null, "tenant": "", "appName": "shop", "type": "yaml"
+    });
+    let c = map_config(&item, "public").unwrap();
+    assert_eq!(
+        (c.namespace.as_str(), c.group.as_str(), c.data_id.as_str()),
+        ("public", "DEFAULT_GROUP", "app.yaml")
+    );
+    assert_eq!(
+        (c.content.as_str(), c.r#type.as_str(), c.app_name.as_str()),
+        ("a: 1", "yaml", "shop")
+    );
+    assert!(map_config(&json!({"group": "G"}), "public").is_none());
+    let url: SourceUrl = "nacos://127.0.0.1:8848?configs=maybe".parse().unwrap();
+    let refused = NacosSource::new(&url, &Filter::default()).err().unwrap();
+    assert!(refused.to_string().contains("configs=maybe"), "{refused}");
+}
+
+#[test]
 fn diff_reports_changed_and_gone_services() {
     let name = |n: &str| ServiceName {
         namespace: Some("public".into()),

@@ -4,7 +4,7 @@ use std::sync::Mutex;
 use tokio::sync::Notify;
 
 use super::*;
-use crate::{Applied, SinkError, SourceInstance};
+use crate::{Applied, SinkError, SourceConfig, SourceInstance};
 
 /// A source whose state the test sets; `poke` wakes its watch.
 #[derive(Clone, Default)]
@@ -13,6 +13,10 @@ struct Scripted {
     fail: Arc<AtomicBool>,
     partial: Arc<AtomicBool>,
     poke: Arc<Notify>,
+    /// `Some`: the source reports configuration items (`configs=true`).
+    configs: Arc<Mutex<Option<Vec<SourceConfig>>>>,
+    /// The next watch reports the configuration items rather than the services.
+    configs_changed: Arc<AtomicBool>,
 }
 
 impl Scripted {
@@ -21,6 +25,23 @@ impl Scripted {
             .lock()
             .unwrap()
             .insert(ServiceName::plain(name), instances);
+        self.poke.notify_one();
+    }
+
+    fn set_configs(&self, items: &[(&str, &str, &str)]) {
+        let list = items
+            .iter()
+            .map(|(group, data_id, content)| SourceConfig {
+                namespace: "public".into(),
+                group: group.to_string(),
+                data_id: data_id.to_string(),
+                content: content.to_string(),
+                r#type: "yaml".into(),
+                app_name: String::new(),
+            })
+            .collect();
+        *self.configs.lock().unwrap() = Some(list);
+        self.configs_changed.store(true, Ordering::SeqCst);
         self.poke.notify_one();
     }
 
@@ -36,9 +57,11 @@ impl Source for Scripted {
         if self.fail.load(Ordering::SeqCst) {
             return Err(SourceError::Unreachable("scripted outage".into()));
         }
+        self.configs_changed.store(false, Ordering::SeqCst);
         Ok(Snapshot {
             services: self.services.lock().unwrap().clone(),
             partial: self.partial.load(Ordering::SeqCst),
+            configs: self.configs.lock().unwrap().clone(),
         })
     }
 
@@ -46,6 +69,10 @@ impl Source for Scripted {
         self.poke.notified().await;
         if self.fail.load(Ordering::SeqCst) {
             return Err(SourceError::Unreachable("scripted outage".into()));
+        }
+        if self.configs_changed.swap(false, Ordering::SeqCst) {
+            let configs = self.configs.lock().unwrap().clone().unwrap_or_default();
+            return Ok(Update::Configs(configs));
         }
         Ok(Update::Services(self.services.lock().unwrap().clone()))
     }
@@ -57,6 +84,8 @@ struct Memory {
     instances: Mutex<BTreeMap<TargetKey, (Option<String>, Target)>>,
     status: Mutex<Option<TaskStatus>>,
     writes: Mutex<usize>,
+    /// Configuration items by key, with their owner (`None`: roster's own).
+    configs: Mutex<BTreeMap<ConfigTargetKey, (Option<String>, ConfigTarget)>>,
 }
 
 #[async_trait::async_trait]
@@ -106,6 +135,41 @@ impl Sink for Memory {
         *self.status.lock().unwrap() = Some(status.clone());
         Ok(())
     }
+
+    async fn owned_configs(&self, task: &str) -> Result<Vec<ConfigTarget>, SinkError> {
+        Ok(self
+            .configs
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|(owner, _)| owner.as_deref() == Some(task))
+            .map(|(_, t)| t.clone())
+            .collect())
+    }
+
+    async fn apply_configs(
+        &self,
+        task: &str,
+        upserts: Vec<ConfigTarget>,
+        removals: Vec<ConfigTargetKey>,
+    ) -> Result<Applied, SinkError> {
+        let mut map = self.configs.lock().unwrap();
+        let mut applied = Applied::default();
+        for t in upserts {
+            match map.get(&t.key) {
+                Some((owner, _)) if owner.as_deref() != Some(task) => applied.skipped += 1,
+                _ => {
+                    map.insert(t.key.clone(), (Some(task.into()), t));
+                }
+            }
+        }
+        for k in removals {
+            if map.get(&k).is_some_and(|(o, _)| o.as_deref() == Some(task)) {
+                map.remove(&k);
+            }
+        }
+        Ok(applied)
+    }
 }
 
 impl Memory {
@@ -126,6 +190,20 @@ impl Memory {
             .values()
             .find(|(_, t)| t.service == service && t.instance.ip == ip && t.instance.port == port)
             .map(|(_, t)| t.clone())
+    }
+
+    /// `group/dataId=content` of every configuration item, with `*` after the ones
+    /// roster holds itself.
+    fn config_items(&self) -> Vec<String> {
+        self.configs
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, (owner, t))| {
+                let mark = if owner.is_none() { "*" } else { "" };
+                format!("{}/{}={}{mark}", k.group, k.data_id, t.content)
+            })
+            .collect()
     }
 
     fn status(&self) -> TaskStatus {
@@ -363,4 +441,88 @@ async fn a_dry_run_reports_and_writes_nothing() {
     assert_eq!(report.sample[0], "public/DEFAULT_GROUP/svc 10.0.0.1:80");
     assert_eq!(*sink.writes.lock().unwrap(), 0);
     assert!(sink.addrs("svc").is_empty());
+}
+
+#[tokio::test]
+async fn configuration_items_follow_the_source_and_roster_own_stay() {
+    let source = Scripted::default();
+    source.set_configs(&[
+        ("DEFAULT_GROUP", "app.yaml", "a: 1"),
+        ("mapping", "org.demo.Api", "shop"),
+        ("DEFAULT_GROUP", "local.yaml", "from the source"),
+    ]);
+    let sink = Arc::new(Memory::default());
+    // roster holds its own item at one of the keys: it is left alone.
+    let local = ConfigTargetKey {
+        namespace: "public".into(),
+        group: "DEFAULT_GROUP".into(),
+        data_id: "local.yaml".into(),
+    };
+    sink.configs.lock().unwrap().insert(
+        local.clone(),
+        (
+            None,
+            ConfigTarget {
+                key: local,
+                content: "roster's own".into(),
+                r#type: "yaml".into(),
+                app_name: String::new(),
+            },
+        ),
+    );
+    let _run = start(spec("t1"), &source, &sink);
+    until("items imported", || {
+        sink.config_items()
+            == [
+                "DEFAULT_GROUP/app.yaml=a: 1",
+                "DEFAULT_GROUP/local.yaml=roster's own*",
+                "mapping/org.demo.Api=shop",
+            ]
+    })
+    .await;
+    until("status counts them", || {
+        let s = sink.status();
+        s.configs == Some(2) && s.configs_skipped == 1
+    })
+    .await;
+    // A change and a removal at the source follow.
+    source.set_configs(&[("DEFAULT_GROUP", "app.yaml", "a: 2")]);
+    until("changed and removed", || {
+        sink.config_items()
+            == [
+                "DEFAULT_GROUP/app.yaml=a: 2",
+                "DEFAULT_GROUP/local.yaml=roster's own*",
+            ]
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn configuration_items_vanishing_at_once_are_held() {
+    let source = Scripted::default();
+    source.set_configs(&[
+        ("G", "a", "1"),
+        ("G", "b", "1"),
+        ("G", "c", "1"),
+        ("G", "d", "1"),
+    ]);
+    let sink = Arc::new(Memory::default());
+    let _run = start(spec("t1"), &source, &sink);
+    until("imported", || sink.config_items().len() == 4).await;
+    // Every item gone at once: held back, and the status says so.
+    source.set_configs(&[]);
+    until("held", || {
+        let s = sink.status();
+        s.state == TaskState::Holding
+            && s.held_deletions == 4
+            && s.hold_reasons.iter().any(|r| r.contains("configurations"))
+    })
+    .await;
+    assert_eq!(sink.config_items().len(), 4, "nothing deleted");
+    // Most of them back: the hold ends, the one still gone is removed.
+    source.set_configs(&[("G", "a", "1"), ("G", "b", "1"), ("G", "c", "1")]);
+    until("released", || {
+        sink.config_items().len() == 3 && sink.status().state == TaskState::Running
+    })
+    .await;
 }

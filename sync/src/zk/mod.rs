@@ -284,6 +284,7 @@ impl Source for ZkSource {
         Ok(Snapshot {
             services: self.keyed.snapshot(),
             partial: false,
+            configs: None,
         })
     }
 

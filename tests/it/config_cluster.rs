@@ -1,0 +1,355 @@
+//! The configuration store as a cluster keeps it: acknowledged publications survive
+//! `kill -9` (from the log and from a snapshot), a publication through any node is read
+//! on every node, a node that was down catches up, and Dubbo 3's application-level
+//! discovery — mapping appended by compare-and-set from providers spread over three
+//! nodes, metadata report, consumer resolving interface → applications → instances →
+//! metadata — replayed through nacos-sdk-python 3.x.
+
+use std::process::Command;
+use std::time::Duration;
+
+use roster_tests::{enc, eventually, workspace_root, Cluster, Node, NodeOptions, ADMIN_PASSWORD};
+
+/// Publishes `content` at `data_id`/`group` in `tenant` over HTTP v1; 200 expected.
+fn publish(node: &Node, tenant: &str, group: &str, data_id: &str, content: &str) {
+    node.call_form(
+        "POST",
+        "/nacos/v1/cs/configs",
+        &format!(
+            "dataId={}&group={}&tenant={}&content={}",
+            enc(data_id),
+            enc(group),
+            enc(tenant),
+            enc(content)
+        ),
+    )
+    .expect(200);
+}
+
+/// The content at `data_id`/`group` in `tenant` as `node` answers it (None: 404).
+fn read(node: &Node, tenant: &str, group: &str, data_id: &str) -> Option<String> {
+    let path = format!(
+        "/nacos/v1/cs/configs?dataId={}&group={}&tenant={}&accessToken={}",
+        enc(data_id),
+        enc(group),
+        enc(tenant),
+        node.token()
+    );
+    let r = node.try_request("GET", &path, &[], None).expect("request");
+    match r.status {
+        200 => Some(r.body.clone()),
+        404 => None,
+        s => panic!("GET {path}: {s} {}", r.body),
+    }
+}
+
+fn md5_header(node: &Node, data_id: &str) -> String {
+    let r = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/cs/configs?dataId={data_id}&group=DEFAULT_GROUP"),
+        )
+        .expect(200);
+    r.header("Content-MD5").unwrap_or_default().to_string()
+}
+
+#[test]
+fn acknowledged_configs_survive_kill_9_from_the_log_and_from_a_snapshot() {
+    // A snapshot every 25 entries: the 70 writes below leave both a snapshot and a log
+    // tail to replay.
+    let mut node = Node::start_with(NodeOptions {
+        args: vec!["--raft-snapshot-logs".into(), "25".into()],
+        ..Default::default()
+    });
+    let mut want = Vec::new();
+    for i in 0..50 {
+        let tenant = if i % 2 == 0 { "" } else { "prod" };
+        let content = format!("key{i}=value-{i}\nname=çfg-{i}\n");
+        publish(
+            &node,
+            tenant,
+            "DEFAULT_GROUP",
+            &format!("app-{i}.properties"),
+            &content,
+        );
+        want.push((tenant, format!("app-{i}.properties"), Some(content)));
+    }
+    // Ten changed again, ten deleted.
+    for (i, (tenant, data_id, content)) in want.iter_mut().enumerate().take(10) {
+        let changed = format!("changed-{i}");
+        publish(&node, tenant, "DEFAULT_GROUP", data_id, &changed);
+        *content = Some(changed);
+    }
+    for (tenant, data_id, content) in want.iter_mut().skip(10).take(10) {
+        node.call(
+            "DELETE",
+            &format!("/nacos/v1/cs/configs?dataId={data_id}&group=DEFAULT_GROUP&tenant={tenant}"),
+        )
+        .expect(200);
+        *content = None;
+    }
+    let md5_before = md5_header(&node, "app-0.properties");
+    // A snapshot holds part of it, the log the rest.
+    eventually(Duration::from_secs(10), || {
+        match node.metric("roster_raft_snapshot_index") {
+            Some(i) if i >= 25.0 => Ok(()),
+            other => Err(format!("snapshot index {other:?}")),
+        }
+    });
+    node.restart();
+    for (tenant, data_id, content) in &want {
+        assert_eq!(
+            read(&node, tenant, "DEFAULT_GROUP", data_id).as_deref(),
+            content.as_deref(),
+            "{tenant}/{data_id} after kill -9"
+        );
+    }
+    assert_eq!(md5_header(&node, "app-0.properties"), md5_before);
+    // The history came back too: app-0 was published twice.
+    let history = node
+        .call(
+            "GET",
+            "/nacos/v1/cs/history?search=accurate&dataId=app-0.properties&group=DEFAULT_GROUP&pageNo=1&pageSize=10",
+        )
+        .expect(200)
+        .json();
+    assert_eq!(history["totalCount"], 2, "{history}");
+}
+
+#[test]
+fn a_publication_through_any_node_is_read_on_every_node_and_survives_losing_the_leader() {
+    let mut cluster = Cluster::start(3, &[]);
+    let follower = cluster.follower();
+    publish(
+        &cluster.nodes[follower],
+        "",
+        "DEFAULT_GROUP",
+        "shared.yaml",
+        "color: blue\n",
+    );
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        eventually(Duration::from_secs(10), || {
+            match read(node, "", "DEFAULT_GROUP", "shared.yaml") {
+                Some(c) if c == "color: blue\n" => Ok(()),
+                other => Err(format!("node {i} reads {other:?}")),
+            }
+        });
+    }
+    // The leader dies without warning; the others elect one and keep taking writes.
+    let leader = cluster.leader();
+    cluster.nodes[leader].kill();
+    let survivor = (0..3).find(|i| *i != leader).unwrap();
+    eventually(Duration::from_secs(30), || {
+        let r = cluster.nodes[survivor]
+            .try_request(
+                "POST",
+                "/nacos/v1/cs/configs",
+                &[("Content-Type", "application/x-www-form-urlencoded")],
+                Some(&format!(
+                    "dataId=shared.yaml&group=DEFAULT_GROUP&content=color%3A+green%0A&accessToken={}",
+                    cluster.nodes[survivor].token()
+                )),
+            )
+            .map_err(|e| e.to_string())?;
+        if r.status == 200 {
+            Ok(())
+        } else {
+            Err(format!("{} {}", r.status, r.body))
+        }
+    });
+    // The dead node comes back and catches up.
+    cluster.nodes[leader].start_again();
+    cluster.nodes[leader].wait_ready();
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        eventually(Duration::from_secs(20), || {
+            match read(node, "", "DEFAULT_GROUP", "shared.yaml") {
+                Some(c) if c == "color: green\n" => Ok(()),
+                other => Err(format!("node {i} reads {other:?}")),
+            }
+        });
+    }
+}
+
+#[test]
+fn dubbo_application_level_discovery_over_three_nodes() {
+    let cluster = Cluster::start(3, &[]);
+    let python = workspace_root().join("tests/clients/python3/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} missing: run scripts/test",
+        python.display()
+    );
+    let mut cmd = Command::new(&python);
+    cmd.arg(workspace_root().join("tests/clients/python3/dubbo_replay.py"));
+    for node in &cluster.nodes {
+        cmd.args(["--server", &node.addr()]);
+    }
+    cmd.args(["--username", "nacos", "--password", ADMIN_PASSWORD])
+        .args(["--providers", "8"]);
+    let out = cmd.output().expect("run dubbo_replay.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the Dubbo replay failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
+        out.status,
+        stderr
+            .chars()
+            .rev()
+            .take(6000)
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect::<String>()
+    );
+    for step in [
+        "consumer_listens",
+        "providers_done",
+        "consume",
+        "mapping_listener",
+        "done",
+    ] {
+        assert!(
+            stdout.contains(&format!("\"step\": \"{step}\"")),
+            "the replay ran step {step}:\n{stdout}"
+        );
+    }
+    // Every node holds the whole mapping: no provider's append was lost.
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        eventually(Duration::from_secs(10), || {
+            let mapping = read(node, "", "mapping", "org.apache.dubbo.demo.DemoService")
+                .ok_or("no mapping")?;
+            let mut apps: Vec<&str> = mapping.split(',').collect();
+            apps.sort();
+            let want: Vec<String> = (0..8).map(|p| format!("dubbo-demo-provider-{p}")).collect();
+            if apps == want {
+                Ok(())
+            } else {
+                Err(format!("node {i} holds {apps:?}"))
+            }
+        });
+    }
+}
+
+#[test]
+fn a_namespace_holding_configurations_is_not_deleted_and_counts_them() {
+    let node = Node::start();
+    node.call(
+        "POST",
+        "/nacos/v1/console/namespaces?customNamespaceId=cfg-ns&namespaceName=Cfg",
+    )
+    .expect(200);
+    publish(&node, "cfg-ns", "DEFAULT_GROUP", "a.yaml", "a: 1\n");
+    publish(&node, "cfg-ns", "DEFAULT_GROUP", "b.yaml", "b: 1\n");
+    let list = node
+        .call("GET", "/nacos/v1/console/namespaces")
+        .expect(200)
+        .json();
+    let row = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["namespace"] == "cfg-ns")
+        .cloned()
+        .unwrap_or_else(|| panic!("cfg-ns listed: {list}"));
+    assert_eq!(row["configCount"], 2, "{row}");
+    let refused = node
+        .call("DELETE", "/nacos/v1/console/namespaces?namespaceId=cfg-ns")
+        .expect(409);
+    assert!(
+        refused.body.contains("2 configuration(s)"),
+        "the refusal says why: {}",
+        refused.body
+    );
+    for data_id in ["a.yaml", "b.yaml"] {
+        node.call(
+            "DELETE",
+            &format!("/nacos/v1/cs/configs?dataId={data_id}&group=DEFAULT_GROUP&tenant=cfg-ns"),
+        )
+        .expect(200);
+    }
+    node.call("DELETE", "/nacos/v1/console/namespaces?namespaceId=cfg-ns")
+        .expect(200);
+}
+
+#[test]
+fn a_nacos_sync_task_with_configs_imports_them_and_follows_the_source() {
+    use crate::sync::{create_task, task};
+    use roster_tests::json;
+
+    let source = Node::start();
+    let node = Node::start();
+    publish(&source, "", "DEFAULT_GROUP", "app.yaml", "color: blue\n");
+    publish(&source, "dev", "mapping", "org.demo.Api", "shop,cart");
+    publish(
+        &source,
+        "",
+        "DEFAULT_GROUP",
+        "mine.yaml",
+        "from the source\n",
+    );
+    // roster's own item at one of the keys: the task leaves it alone.
+    publish(&node, "", "DEFAULT_GROUP", "mine.yaml", "roster's own\n");
+    let from = format!(
+        "nacos://{}?username=nacos&password={ADMIN_PASSWORD}&configs=true&namespace=public,dev",
+        source.addr()
+    );
+    create_task(&node, json!({"name": "cfg-sync", "source": from}));
+    let reads = |tenant: &str, group: &str, data_id: &str, want: Option<&str>| {
+        eventually(Duration::from_secs(30), || {
+            let got = read(&node, tenant, group, data_id);
+            if got.as_deref() == want {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{tenant}/{group}/{data_id}: {got:?}, want {want:?}"
+                ))
+            }
+        })
+    };
+    reads("", "DEFAULT_GROUP", "app.yaml", Some("color: blue\n"));
+    reads("dev", "mapping", "org.demo.Api", Some("shop,cart"));
+    assert_eq!(
+        read(&node, "", "DEFAULT_GROUP", "mine.yaml").as_deref(),
+        Some("roster's own\n")
+    );
+    eventually(Duration::from_secs(20), || {
+        let t = task(&node, "cfg-sync");
+        let s = &t["status"];
+        if s["configs"] == 2 && s["configsSkipped"] == 1 {
+            Ok(())
+        } else {
+            Err(format!("status: {s}"))
+        }
+    });
+    // Changes and removals at the source follow (read again every 10 s).
+    publish(&source, "", "DEFAULT_GROUP", "app.yaml", "color: green\n");
+    source
+        .call(
+            "DELETE",
+            "/nacos/v1/cs/configs?dataId=org.demo.Api&group=mapping&tenant=dev",
+        )
+        .expect(200);
+    reads("", "DEFAULT_GROUP", "app.yaml", Some("color: green\n"));
+    reads("dev", "mapping", "org.demo.Api", None);
+    // The history says who wrote it.
+    let history = node
+        .call(
+            "GET",
+            "/nacos/v1/cs/history?search=accurate&dataId=app.yaml&group=DEFAULT_GROUP&pageNo=1&pageSize=10",
+        )
+        .expect(200)
+        .json();
+    assert_eq!(
+        history["pageItems"][0]["srcUser"], "sync:cfg-sync",
+        "{history}"
+    );
+    // Deleting the task takes its imports with it; roster's own item stays.
+    node.call("DELETE", "/api/v1/sync/tasks/cfg-sync")
+        .expect(200);
+    reads("", "DEFAULT_GROUP", "app.yaml", None);
+    assert_eq!(
+        read(&node, "", "DEFAULT_GROUP", "mine.yaml").as_deref(),
+        Some("roster's own\n")
+    );
+}
