@@ -291,6 +291,8 @@ pub async fn run(
         })),
         balancers: Default::default(),
         grpc_subscribers: Arc::new(connections.clone()),
+        long_polls: Default::default(),
+        grpc_listeners: Arc::new(connections.clone()),
         events: Events::new(closing_rx),
         tasks: tasks.clone(),
         audit,

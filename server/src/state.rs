@@ -102,6 +102,10 @@ pub struct Shared {
     pub configs: Configs,
     /// The configuration API's limits and history retention.
     pub config_settings: configs::Settings,
+    /// The HTTP long polls this node holds.
+    pub long_polls: configs::listeners::LongPolls,
+    /// The gRPC connections' listens (the connections belong to the gRPC server).
+    pub grpc_listeners: Arc<dyn configs::listeners::ListenerList>,
 }
 
 impl AppState {

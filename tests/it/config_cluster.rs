@@ -50,7 +50,7 @@ fn md5_header(node: &Node, data_id: &str) -> String {
             &format!("/nacos/v1/cs/configs?dataId={data_id}&group=DEFAULT_GROUP"),
         )
         .expect(200);
-    r.header("Content-MD5").unwrap_or_default().to_string()
+    r.header("content-md5").expect("Content-MD5").to_string()
 }
 
 #[test]

@@ -581,3 +581,118 @@ fn a_listener_without_read_permission_is_refused() {
         );
     });
 }
+
+#[test]
+fn the_listener_query_names_the_long_polls_and_the_grpc_connections_listening() {
+    let node = Node::start();
+    let data_id = unique("listened");
+    node.call_form(
+        "POST",
+        "/nacos/v1/cs/configs",
+        &format!("dataId={data_id}&group={GROUP}&content=v%3D1"),
+    )
+    .expect(200);
+    let md5 = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/cs/configs?dataId={data_id}&group={GROUP}"),
+        )
+        .expect(200)
+        .header("content-md5")
+        .unwrap()
+        .to_string();
+    let query = format!("/nacos/v1/cs/configs/listener?dataId={data_id}&group={GROUP}");
+    let listeners = |protocol: &str| -> Vec<Value> {
+        let v = node.call("GET", &query).expect(200).json();
+        v["listeners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["protocol"] == protocol)
+            .cloned()
+            .collect()
+    };
+    assert!(listeners("http").is_empty() && listeners("grpc").is_empty());
+    let rt = runtime();
+    let client = rt.block_on(rust_client(&node));
+    rt.block_on(client.add_listener(data_id.clone(), GROUP.into(), Arc::new(Heard::default())))
+        .expect("add_listener");
+    std::thread::scope(|scope| {
+        let poll = scope.spawn(|| {
+            let form = format!(
+                "Listening-Configs={}",
+                enc(&format!("{data_id}\u{2}{GROUP}\u{2}{md5}\u{1}"))
+            );
+            node.try_request(
+                "POST",
+                &format!("/nacos/v1/cs/configs/listener?accessToken={}", node.token()),
+                &[
+                    ("Content-Type", "application/x-www-form-urlencoded"),
+                    ("Long-Pulling-Timeout", "20000"),
+                    ("User-Agent", "long-poller/1"),
+                ],
+                Some(&form),
+            )
+            .expect("long poll")
+        });
+        // Both are listed while they listen, with the md5 they hold.
+        eventually(Duration::from_secs(10), || {
+            let (http, grpc) = (listeners("http"), listeners("grpc"));
+            match (http.first(), grpc.first()) {
+                (Some(h), Some(g)) if h["md5"] == md5.as_str() && h["current"] == true => {
+                    assert_eq!(h["client"], "long-poller/1", "{h}");
+                    assert!(g["client"].as_str().unwrap_or("").contains("Rust"), "{g}");
+                    Ok(())
+                }
+                _ => Err(format!("http {http:?}, grpc {grpc:?}")),
+            }
+        });
+        let nacos_shape = node.call("GET", &query).expect(200).json();
+        assert_eq!(nacos_shape["collectStatus"], 200, "{nacos_shape}");
+        assert!(
+            nacos_shape["lisentersGroupkeyStatus"]
+                .as_object()
+                .is_some_and(|m| m.len() == 2),
+            "{nacos_shape}"
+        );
+        // A change answers the long poll, which is then no longer listed.
+        node.call_form(
+            "POST",
+            "/nacos/v1/cs/configs",
+            &format!("dataId={data_id}&group={GROUP}&content=v%3D2"),
+        )
+        .expect(200);
+        let answer = poll.join().unwrap();
+        assert!(answer.body.contains(&data_id), "{}", answer.body);
+    });
+    eventually(Duration::from_secs(5), || {
+        if listeners("http").is_empty() && listeners("grpc").len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{:?}", node.call("GET", &query).json()))
+        }
+    });
+    // Reading it is what the query needs: a user without a grant is refused.
+    node.call(
+        "POST",
+        "/nacos/v1/auth/users?username=nolisten&password=nolisten-pass-1",
+    )
+    .expect(200);
+    let token = node
+        .raw(
+            "POST",
+            "/nacos/v1/auth/login?username=nolisten&password=nolisten-pass-1",
+            &[],
+            None,
+        )
+        .expect(200)
+        .json()["accessToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refused = node
+        .raw("GET", &format!("{query}&accessToken={token}"), &[], None)
+        .status;
+    assert_eq!(refused, 403);
+    drop(client);
+}

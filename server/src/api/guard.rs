@@ -261,6 +261,11 @@ fn need(method: &Method, path: &str, params: &Params) -> Need {
         },
         // Filtered to the items the caller may read.
         "/nacos/v1/cs/history/configs" if reading => Need::ConfigNamespace,
+        // Who listens to an item: reading it.
+        "/nacos/v1/cs/configs/listener" if reading => Need::Config {
+            action: Action::Read,
+            tenant: "tenant",
+        },
         // The handler checks every item listened to (it parses the list anyway).
         "/nacos/v1/cs/configs/listener" => Need::Caller,
         // The handler lets users change their own password (with the old one).

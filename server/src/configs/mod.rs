@@ -11,6 +11,7 @@
 //! (HTTP long poll, gRPC) makes; [`writes`] the write path every face takes (Raft).
 
 pub mod listen;
+pub mod listeners;
 pub mod validate;
 pub mod writes;
 

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::connection::{Connection, Pushed};
+use super::connection::{Connection, Listening, Pushed};
 use super::proto::Payload;
 use super::{respond, GrpcServer};
 use crate::auth::permissions::{Action, Resource, DENIED};
@@ -354,11 +354,14 @@ impl GrpcServer {
             conn.unlisten(&keys);
             return Ok(json!({ "changedConfigs": [] }));
         }
-        let spelled = |c: &ListenContext| c.tenant.clone().unwrap_or_default();
+        let listening = |c: &ListenContext| Listening {
+            tenant: c.tenant.clone().unwrap_or_default(),
+            md5: c.md5.clone().unwrap_or_default(),
+        };
         let items = keys
             .iter()
             .cloned()
-            .zip(contexts.iter().map(spelled))
+            .zip(contexts.iter().map(listening))
             .collect();
         // Listening first, then comparing: a change either lands after the listen (and
         // is pushed) or before the comparison (and is answered).
@@ -369,7 +372,7 @@ impl GrpcServer {
             .zip(contexts)
             .filter(|(key, c)| configs.is_changed(key, c.md5.as_deref().unwrap_or("")))
             .map(|(key, c)| {
-                json!({ "dataId": key.data_id, "group": key.group, "tenant": spelled(c) })
+                json!({ "dataId": key.data_id, "group": key.group, "tenant": c.tenant.clone().unwrap_or_default() })
             })
             .collect();
         Ok(json!({ "changedConfigs": changed }))

@@ -34,6 +34,7 @@ use tonic::Status;
 use super::proto::Payload;
 use super::tls::{GrpcStream, GrpcTls};
 use crate::clock::now_ms;
+use crate::configs::listeners::{ListenerList, ListenerView};
 use crate::configs::ConfigKey;
 use crate::listen::{accept, Gate, Permit};
 use crate::push::{SubscriberList, SubscriberView};
@@ -50,6 +51,16 @@ pub struct Setup {
     pub labels: HashMap<String, String>,
     /// The client's own idea of its IP.
     pub client_ip: String,
+}
+
+/// How a connection listens to a configuration item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listening {
+    /// The tenant as the client spelled it (`""` or `public` for the public namespace),
+    /// which its pushes repeat: clients key their caches by it.
+    pub tenant: String,
+    /// The md5 it said it holds when it last listened (empty: none).
+    pub md5: String,
 }
 
 /// What a push told the client about.
@@ -90,11 +101,10 @@ pub struct Connection {
     detection_sent: AtomicU64,
     /// Subscriptions: service → the `clusters` string the client gave.
     pub subscriptions: Mutex<HashMap<ServiceKey, String>>,
-    /// Listened configuration items → the tenant as the client spelled it (`""` or
-    /// `public` for the public namespace), which its pushes repeat: clients key their
-    /// caches by it. Filled and emptied by `ConfigBatchListenRequest`s, at most
-    /// `--config-max-listeners` items; gone with the connection.
-    pub listens: Mutex<HashMap<ConfigKey, String>>,
+    /// Listened configuration items, with the tenant as the client spelled it and the
+    /// md5 it last said it holds. Filled and emptied by `ConfigBatchListenRequest`s, at
+    /// most `--config-max-listeners` items; gone with the connection.
+    pub listens: Mutex<HashMap<ConfigKey, Listening>>,
     /// Pushes awaiting acks, by request id.
     pending: Mutex<HashMap<String, PendingPush>>,
 }
@@ -159,10 +169,10 @@ impl Connection {
         late.iter().filter_map(|id| pending.remove(id)).collect()
     }
 
-    /// Adds `items` (key, tenant as spelled) to the listen set, unless the set would then
+    /// Adds `items` to the listen set (or refreshes them), unless the set would then
     /// hold more than `max`: then nothing is added, and the size it would have had is
     /// the error.
-    pub fn listen(&self, items: Vec<(ConfigKey, String)>, max: usize) -> Result<(), usize> {
+    pub fn listen(&self, items: Vec<(ConfigKey, Listening)>, max: usize) -> Result<(), usize> {
         let mut listens = self.listens.lock();
         let added = items
             .iter()
@@ -188,7 +198,7 @@ impl Connection {
 
     /// The tenant spelling `key` is listened to with, if it is.
     pub fn listens_to(&self, key: &ConfigKey) -> Option<String> {
-        self.listens.lock().get(key).cloned()
+        self.listens.lock().get(key).map(|l| l.tenant.clone())
     }
 
     /// Those of `keys` listened to.
@@ -434,6 +444,33 @@ impl Connections {
 impl SubscriberList for Connections {
     fn subscribers(&self, key: &ServiceKey) -> Vec<SubscriberView> {
         Connections::subscribers(self, key)
+    }
+}
+
+impl ListenerList for Connections {
+    fn listeners(&self, key: &ConfigKey) -> Vec<ListenerView> {
+        let mut all: Vec<ListenerView> = self
+            .shared
+            .by_remote
+            .iter()
+            .filter_map(|conn| {
+                let md5 = conn.listens.lock().get(key)?.md5.clone();
+                let setup = conn.setup.lock();
+                let ip = if setup.client_ip.is_empty() {
+                    conn.remote.ip().to_string()
+                } else {
+                    setup.client_ip.clone()
+                };
+                Some(ListenerView {
+                    address: format!("{ip}:{}", conn.remote.port()),
+                    protocol: "grpc",
+                    client: setup.client_version.clone(),
+                    md5,
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| a.address.cmp(&b.address));
+        all
     }
 }
 

@@ -29,6 +29,7 @@ use super::json_of;
 use crate::api::guard::{forbidden, Caller};
 use crate::api::params::Params;
 use crate::configs::listen::{self, Listened};
+use crate::configs::listeners::ListenerList;
 use crate::configs::validate::{
     check_config_group, check_content, check_data_id, check_tags, check_tenant, check_text,
     check_type, MAX_APP_NAME, MAX_DESC,
@@ -383,6 +384,7 @@ fn hold_of(headers: &HeaderMap) -> Result<Duration, Error> {
 pub async fn listener(
     State(state): State<AppState>,
     caller: Caller,
+    Source(address): Source,
     headers: HeaderMap,
     params: Params,
 ) -> Result<Response, Error> {
@@ -397,6 +399,22 @@ pub async fn listener(
     if !keys.iter().all(|key| caller.may_read_config(&state, key)) {
         return Err(forbidden());
     }
+    // Listed while held, for the listener query (and the console).
+    let _held = (!hold.is_zero()).then(|| {
+        let client = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .chars()
+            .take(128)
+            .collect();
+        let items = keys
+            .iter()
+            .cloned()
+            .zip(listened.iter().map(|l| l.md5.clone()))
+            .collect();
+        state.long_polls.hold(address, client, items)
+    });
     // Subscribed before the first look, so that no change falls between the two.
     let mut changes = state.configs.watch();
     let mut closing = state.events.closing();
@@ -419,6 +437,40 @@ pub async fn listener(
         }
     }
     Ok(poll_answer(String::new()))
+}
+
+/// `GET /nacos/v1/cs/configs/listener?dataId&group&tenant`: who listens to the item on
+/// this node — the HTTP long polls held now and the gRPC connections that listen — in
+/// Nacos' shape (`lisentersGroupkeyStatus`: address → md5 held, Nacos' spelling) and as
+/// roster's `listeners` list (address, protocol, client, md5, whether it is current).
+/// Per node: a client listens on the node it is connected to.
+pub async fn listeners(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
+    let key = named(&params, "tenant")?;
+    let current = state.configs.md5(&key).unwrap_or_default();
+    let mut all = state.long_polls.listeners(&key);
+    all.extend(state.grpc_listeners.listeners(&key));
+    let by_address: serde_json::Map<String, Value> = all
+        .iter()
+        .map(|l| (l.address.clone(), Value::String(l.md5.clone())))
+        .collect();
+    let list: Vec<Value> = all
+        .iter()
+        .map(|l| {
+            json!({
+                "address": l.address,
+                "protocol": l.protocol,
+                "client": l.client,
+                "md5": l.md5,
+                "current": l.md5 == current,
+            })
+        })
+        .collect();
+    Ok(json_of(&json!({
+        "collectStatus": 200,
+        "queryType": "config",
+        "lisentersGroupkeyStatus": by_address,
+        "listeners": list,
+    })))
 }
 
 /// A long poll's answer: the changed items, URL-encoded (empty: none), not cached.

@@ -62,7 +62,10 @@ pub fn routes() -> Router<AppState> {
             "/nacos/v1/cs/configs",
             get(config::get).post(config::post).delete(config::delete),
         )
-        .route("/nacos/v1/cs/configs/listener", post(config::listener))
+        .route(
+            "/nacos/v1/cs/configs/listener",
+            post(config::listener).get(config::listeners),
+        )
         .route("/nacos/v1/cs/history", get(config_history::get))
         .route(
             "/nacos/v1/cs/history/previous",
