@@ -353,3 +353,150 @@ fn a_nacos_sync_task_with_configs_imports_them_and_follows_the_source() {
         Some("roster's own\n")
     );
 }
+
+/// A multipart body holding `archive` as the field `file`, and its content type.
+fn multipart(archive: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "roster-test-boundary-7MA4YWxkTrZu0gW";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"export.zip\"\r\n\
+         Content-Type: application/zip\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(archive);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+#[test]
+fn an_export_imports_elsewhere_with_each_policy_and_bad_archives_change_nothing() {
+    let from = Node::start();
+    let to = Node::start();
+    publish(&from, "", "DEFAULT_GROUP", "app.yaml", "color: blue\n");
+    publish(&from, "", "mapping", "org.demo.Api", "shop,cart");
+    publish(&from, "dev", "DEFAULT_GROUP", "dev-only.yaml", "x: 1\n");
+    // The public namespace's items, in Nacos 2.x's format.
+    let (status, archive) = from.binary(
+        "GET",
+        "/nacos/v1/cs/configs?exportV2=true&tenant=",
+        None,
+        Vec::new(),
+    );
+    assert_eq!(status, 200);
+    assert!(archive.starts_with(b"PK"), "a zip archive");
+
+    // The target already holds one of them: ABORT imports nothing and says which.
+    publish(&to, "", "DEFAULT_GROUP", "app.yaml", "color: red\n");
+    let (content_type, body) = multipart(&archive);
+    let (status, answer) = to.binary(
+        "POST",
+        "/nacos/v1/cs/configs?import=true&namespace=",
+        Some(&content_type),
+        body.clone(),
+    );
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    assert_eq!(status, 409, "{answer}");
+    assert!(answer.contains("DEFAULT_GROUP/app.yaml"), "{answer}");
+    assert_eq!(
+        read(&to, "", "mapping", "org.demo.Api"),
+        None,
+        "nothing imported"
+    );
+    // SKIP leaves it, imports the other.
+    let (status, answer) = to.binary(
+        "POST",
+        "/nacos/v1/cs/configs?import=true&namespace=&policy=SKIP",
+        Some(&content_type),
+        body.clone(),
+    );
+    let answer: roster_tests::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (
+            answer["data"]["succCount"].as_u64(),
+            answer["data"]["skipCount"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{answer}"
+    );
+    assert_eq!(
+        read(&to, "", "DEFAULT_GROUP", "app.yaml").as_deref(),
+        Some("color: red\n")
+    );
+    assert_eq!(
+        read(&to, "", "mapping", "org.demo.Api").as_deref(),
+        Some("shop,cart")
+    );
+    // OVERWRITE replaces, as the whole body too (application/zip), into another namespace.
+    let (status, _) = to.binary(
+        "POST",
+        "/nacos/v1/cs/configs?import=true&namespace=&policy=OVERWRITE",
+        Some("application/zip"),
+        archive.clone(),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        read(&to, "", "DEFAULT_GROUP", "app.yaml").as_deref(),
+        Some("color: blue\n")
+    );
+    let detail = to
+        .call(
+            "GET",
+            "/nacos/v1/cs/configs?dataId=app.yaml&group=DEFAULT_GROUP&show=all",
+        )
+        .expect(200)
+        .json();
+    assert_eq!(
+        detail["type"], "text",
+        "the type travels in .metadata.yml: {detail}"
+    );
+    assert_eq!(
+        read(&to, "dev", "DEFAULT_GROUP", "dev-only.yaml"),
+        None,
+        "another namespace's item stays out"
+    );
+
+    // A damaged archive, or an item the API would refuse, changes nothing.
+    let (status, answer) = to.binary(
+        "POST",
+        "/nacos/v1/cs/configs?import=true&namespace=fresh&policy=OVERWRITE",
+        Some("application/zip"),
+        b"PK\x03\x04 not really".to_vec(),
+    );
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&answer));
+    assert!(String::from_utf8_lossy(&answer).contains("'file'"));
+    let listing = to
+        .call(
+            "GET",
+            "/nacos/v1/cs/configs?search=accurate&tenant=fresh&pageNo=1&pageSize=10",
+        )
+        .expect(200)
+        .json();
+    assert_eq!(listing["totalCount"], 0, "{listing}");
+    // Importing is for admins.
+    to.call(
+        "POST",
+        "/nacos/v1/auth/users?username=importer&password=importer-pass-1",
+    )
+    .expect(200);
+    let token = to
+        .raw(
+            "POST",
+            "/nacos/v1/auth/login?username=importer&password=importer-pass-1",
+            &[],
+            None,
+        )
+        .expect(200)
+        .json()["accessToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refused = to
+        .try_request(
+            "POST",
+            &format!("/nacos/v1/cs/configs?import=true&namespace=&accessToken={token}"),
+            &[("Content-Type", "application/zip")],
+            None,
+        )
+        .unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.body);
+}

@@ -427,6 +427,42 @@ impl Node {
         })
     }
 
+    /// A request with the admin's token and a binary body (`content_type`, or none),
+    /// answered with the status and the raw body bytes: archives go both ways.
+    pub fn binary(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> (u16, Vec<u8>) {
+        let sep = if path_and_query.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        let path = format!("{path_and_query}{sep}accessToken={}", self.token());
+        addresses::check_request(&path, None);
+        let url = format!("http://{}{}", self.addr(), path);
+        let mut builder = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(ct) = content_type {
+            builder = builder.header("content-type", ct);
+        }
+        let req = builder.body(body).expect("request");
+        let mut resp = self
+            .agent
+            .run(req)
+            .unwrap_or_else(|e| panic!("{method} {path_and_query}: {e}"));
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024 * 1024)
+            .read_to_vec()
+            .unwrap_or_else(|e| panic!("{method} {path_and_query}: {e}"));
+        (status, bytes)
+    }
+
     /// A request without credentials (panics on transport errors). A pooled keep-alive
     /// connection found closed is retried once on a fresh one, as HTTP clients do.
     pub fn raw(

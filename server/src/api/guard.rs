@@ -52,6 +52,21 @@ pub fn body_limit(state: &AppState, path: &str) -> usize {
     )
 }
 
+/// The largest body a request to `path` with `query` may stream to its handler (a body
+/// that is not a form, which the guard does not read): [`body_limit`], and for a
+/// configuration import (`POST /nacos/v1/cs/configs?import=true`, admins only) the
+/// largest archive.
+pub fn streamed_limit(state: &AppState, path: &str, query: Option<&str>) -> usize {
+    let import = path == "/nacos/v1/cs/configs"
+        && query.is_some_and(|q| q.split('&').any(|p| p == "import=true"));
+    let limit = body_limit(state, path);
+    if import {
+        limit.max(super::nacos::config_zip::MAX_ARCHIVE_BYTES)
+    } else {
+        limit
+    }
+}
+
 /// [`body_limit`] from the two settings.
 fn limit_of(path: &str, max_body: usize, max_content: usize) -> usize {
     if path.starts_with("/nacos/v1/cs/") || path.starts_with("/nacos/v2/cs/") {
@@ -116,7 +131,14 @@ impl Admitted {
 pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response> {
     let (parts, body) = req.into_parts();
     let query = parts.uri.query();
-    let limit = body_limit(state, parts.uri.path());
+    let form = is_form(&parts.headers);
+    // A form is read here, before authentication: the small limit. Other bodies stream
+    // to the handler once the caller is known.
+    let limit = if form {
+        body_limit(state, parts.uri.path())
+    } else {
+        streamed_limit(state, parts.uri.path(), query)
+    };
     let too_large = || {
         Error::new(
             ErrorKind::TooLarge,
@@ -133,7 +155,7 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
     if announced.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    let (params, body) = if is_form(&parts.headers) {
+    let (params, body) = if form {
         match to_bytes(body, limit).await {
             Ok(bytes) => (Params::parse(query, Some(&bytes)), Body::from(bytes)),
             Err(_) => return Err(too_large()),
@@ -246,6 +268,21 @@ fn need(method: &Method, path: &str, params: &Params) -> Need {
         // A listing (`search`), filtered to the items the caller may read; else one item.
         "/nacos/v1/cs/configs" if reading && params.optional("search").is_some() => {
             Need::ConfigNamespace
+        }
+        // An export: filtered to the items the caller may read.
+        "/nacos/v1/cs/configs"
+            if reading
+                && ["export", "exportV2"]
+                    .iter()
+                    .any(|k| params.optional(k) == Some("true")) =>
+        {
+            Need::ConfigNamespace
+        }
+        // An import writes many items at once, from a large body: admins.
+        "/nacos/v1/cs/configs"
+            if *method == Method::POST && params.optional("import") == Some("true") =>
+        {
+            Need::Admin
         }
         "/nacos/v1/cs/configs" => Need::Config {
             action: by_method,

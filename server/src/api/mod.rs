@@ -156,7 +156,7 @@ impl Parts {
         let response = match Hot::route(admitted.req.method(), uri.path()) {
             Some(hot) => self.serve_hot(hot, admitted, peer).await,
             None => {
-                let limit = guard::body_limit(&self.state, uri.path());
+                let limit = guard::streamed_limit(&self.state, uri.path(), uri.query());
                 // A body the guard buffered is within the limit already, and an empty one
                 // needs no wrapper; any other is cut at the limit as it is read (413).
                 let mut req = admitted.into_request();

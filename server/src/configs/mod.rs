@@ -10,6 +10,7 @@
 //! listener wire format (`Listening-Configs`) and the md5 comparison every listener
 //! (HTTP long poll, gRPC) makes; [`writes`] the write path every face takes (Raft).
 
+pub mod archive;
 pub mod listen;
 pub mod listeners;
 pub mod validate;

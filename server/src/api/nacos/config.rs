@@ -104,6 +104,9 @@ pub async fn get(
     if let Some(mode) = params.optional("search") {
         return search(&state, &caller, &params, mode);
     }
+    if super::config_zip::is_export(&params) {
+        return super::config_zip::export(&state, &caller, &params);
+    }
     let key = named(&params, "tenant")?;
     let item = state
         .configs
@@ -327,7 +330,7 @@ pub async fn remove(
 }
 
 /// `POST /nacos/v1/cs/configs`: publishes; `true`. A `casMd5` the stored md5 is not is
-/// a 409.
+/// a 409. With `import=true`, imports an archive ([`super::config_zip`]).
 #[tracing::instrument(skip_all)]
 pub async fn post(
     State(state): State<AppState>,
@@ -335,9 +338,14 @@ pub async fn post(
     source: Source,
     headers: HeaderMap,
     params: Params,
-) -> Result<&'static str, Error> {
+    request: axum::extract::Request,
+) -> Result<Response, Error> {
+    if super::config_zip::is_import(&params) {
+        let body = request.into_body();
+        return super::config_zip::import(&state, &caller, &source, &params, &headers, body).await;
+    }
     publish(&state, &caller, &source, &params, &headers, "tenant").await?;
-    Ok("true")
+    Ok("true".into_response())
 }
 
 /// `DELETE /nacos/v1/cs/configs`: removes; `true`.

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod config_history;
+pub mod config_zip;
 pub mod instance;
 pub mod namespace;
 pub mod operator;
