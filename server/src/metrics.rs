@@ -119,6 +119,8 @@ pub struct Metrics {
     instances: Gauge,
     healthy_instances: Gauge,
     subscribers: Gauge,
+    configs: Gauge,
+    config_long_polls: Gauge,
     raft_term: Gauge,
     raft_is_leader: Gauge,
     raft_last_log_index: Gauge,
@@ -223,6 +225,16 @@ impl Metrics {
             "udp_subscribers",
             "Registered UDP push subscribers",
         );
+        let configs = gauge(
+            &mut registry,
+            "configs",
+            "Configuration items in every namespace",
+        );
+        let config_long_polls = gauge(
+            &mut registry,
+            "config_long_polls",
+            "HTTP long polls of configuration listeners held by this node",
+        );
         let raft_term = gauge(&mut registry, "raft_term", "Current Raft term");
         let raft_is_leader = gauge(&mut registry, "raft_is_leader", "1 if this node leads");
         let raft_last_log_index = gauge(
@@ -307,6 +319,8 @@ impl Metrics {
             instances,
             healthy_instances,
             subscribers,
+            configs,
+            config_long_polls,
             raft_term,
             raft_is_leader,
             raft_last_log_index,
@@ -427,6 +441,8 @@ impl Metrics {
         self.instances.set(instances as i64);
         self.healthy_instances.set(healthy as i64);
         self.subscribers.set(figures.udp_subscribers as i64);
+        self.configs.set(figures.configs as i64);
+        self.config_long_polls.set(figures.config_long_polls as i64);
         let raft = &figures.raft;
         self.raft_term.set(raft.term as i64);
         self.raft_is_leader
@@ -470,6 +486,10 @@ pub struct NodeFigures {
     pub totals: (usize, usize, usize),
     /// UDP push subscriptions.
     pub udp_subscribers: usize,
+    /// Configuration items.
+    pub configs: usize,
+    /// HTTP long polls held.
+    pub config_long_polls: usize,
     /// Raft's state on this node.
     pub raft: roster_raft::RaftStatus,
 }

@@ -141,6 +141,8 @@ impl AppState {
             guard_engaged: self.guard.engaged().len(),
             totals: self.registry.totals(),
             udp_subscribers: self.push.subscriber_count(),
+            configs: self.configs.len(),
+            config_long_polls: self.long_polls.count(),
             raft: self.store.status(),
         }
     }

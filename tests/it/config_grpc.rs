@@ -647,6 +647,7 @@ fn the_listener_query_names_the_long_polls_and_the_grpc_connections_listening() 
                 _ => Err(format!("http {http:?}, grpc {grpc:?}")),
             }
         });
+        assert_eq!(node.metric("roster_config_long_polls"), Some(1.0));
         let nacos_shape = node.call("GET", &query).expect(200).json();
         assert_eq!(nacos_shape["collectStatus"], 200, "{nacos_shape}");
         assert!(
