@@ -1,6 +1,7 @@
 //! The Nacos v1 calls the bench makes itself (both systems answer them alike):
-//! registration, lists and instance counts, and bulk registration to a count with
-//! bounded concurrency, for what wrk does not fit.
+//! registration, lists and instance counts, bulk registration to a count with bounded
+//! concurrency, and configuration items (publish, read, form bodies), for what wrk does
+//! not fit.
 
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -80,9 +81,20 @@ pub struct Bulk {
 impl Api {
     /// A client for the server at `addr`.
     pub fn new(addr: SocketAddr) -> Self {
+        Self::with(addr, BULK_CONCURRENCY * 2, Duration::from_secs(10))
+    }
+
+    /// A client of its own for the server at `addr` that keeps at most one idle
+    /// connection, as one application's client does, with `timeout` per request (a long
+    /// poll needs more than [`Api::new`]'s 10 s).
+    pub fn dedicated(addr: SocketAddr, timeout: Duration) -> Self {
+        Self::with(addr, 1, timeout)
+    }
+
+    fn with(addr: SocketAddr, idle: usize, timeout: Duration) -> Self {
         let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(BULK_CONCURRENCY * 2)
-            .timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(idle)
+            .timeout(timeout)
             .build()
             .expect("an HTTP client without TLS always builds");
         Self {
@@ -116,6 +128,61 @@ impl Api {
     pub async fn put(&self, path: &str) -> Result<Answer> {
         self.send(self.http.put(format!("{}{path}", self.base)))
             .await
+    }
+
+    /// `POST path` with `form` as an `application/x-www-form-urlencoded` body (as the
+    /// Nacos clients send it) and extra headers.
+    pub async fn post_form(
+        &self,
+        path: &str,
+        form: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> Result<Answer> {
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded; charset=UTF-8",
+            )
+            .body(form_body(form));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.send(request).await
+    }
+
+    /// Publishes a configuration item (`POST /nacos/v1/cs/configs`, namespace
+    /// `public`); Ok only for 200 `true`.
+    pub async fn publish_config(&self, data_id: &str, group: &str, content: &str) -> Result<()> {
+        let answer = self
+            .post_form(
+                CONFIGS_PATH,
+                &[("dataId", data_id), ("group", group), ("content", content)],
+                &[],
+            )
+            .await?;
+        if answer.status != 200 || answer.body != b"true" {
+            bail!(
+                "publishing {group}/{data_id} answered {} {}",
+                answer.status,
+                answer.text()
+            );
+        }
+        Ok(())
+    }
+
+    /// The content of a configuration item (`GET /nacos/v1/cs/configs`); Ok only for 200.
+    pub async fn config(&self, data_id: &str, group: &str) -> Result<Vec<u8>> {
+        let answer = self.get(&config_path(data_id, group)).await?;
+        if answer.status != 200 {
+            bail!(
+                "reading {group}/{data_id} answered {} {}",
+                answer.status,
+                answer.text()
+            );
+        }
+        Ok(answer.body)
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer> {
@@ -247,6 +314,67 @@ impl Api {
     }
 }
 
+/// The v1 configuration path.
+pub const CONFIGS_PATH: &str = "/nacos/v1/cs/configs";
+
+/// `GET` path and query of one configuration item (namespace `public`).
+pub fn config_path(data_id: &str, group: &str) -> String {
+    format!(
+        "{CONFIGS_PATH}?dataId={}&group={}",
+        encode(data_id),
+        encode(group)
+    )
+}
+
+/// Percent-encodes everything but unreserved characters (for queries and form values).
+pub fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 3);
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Decodes `%XX` escapes and `+` (a form's space); a malformed escape stays as it is.
+pub fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `name=value&...`, every name and value percent-encoded.
+pub fn form_body(form: &[(&str, &str)]) -> String {
+    form.iter()
+        .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
 /// A response: status, content type and body.
 #[derive(Clone, Debug)]
 pub struct Answer {
@@ -267,5 +395,22 @@ impl Answer {
     /// The body as JSON.
     pub fn json(&self) -> Result<Value> {
         serde_json::from_slice(&self.body).with_context(|| format!("not JSON: {}", self.text()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_and_decoding_round_trip() {
+        let text = "a\u{2}DEFAULT_GROUP\u{2}0cc1\u{1} x+y/é";
+        assert_eq!(decode(&encode(text)), text);
+        assert_eq!(encode("a b\u{1}"), "a%20b%01");
+        assert_eq!(decode("a+b%02c%0"), "a b\u{2}c%0");
+        assert_eq!(
+            form_body(&[("dataId", "x.y"), ("content", "k=v\n")]),
+            "dataId=x.y&content=k%3Dv%0A"
+        );
     }
 }

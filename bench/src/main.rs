@@ -8,10 +8,12 @@
 //! bulk registration), `wrk` (the load generator and its report), `machine` (CPU,
 //! kernel, versions, RSS), `report` (rows, targets, markdown and JSON), and one module
 //! per metric group: `list` (with the bare-axum ceiling), `writes` (registrations and
-//! beats), `memory`, `cluster`, `push`.
+//! beats), `memory`, `cluster`, `push`, `configs` (config reads and long-poll
+//! notifications).
 
 mod api;
 mod cluster;
+mod configs;
 mod list;
 mod machine;
 mod memory;
@@ -45,7 +47,8 @@ struct Args {
     /// with a full run.
     #[arg(long)]
     quick: bool,
-    /// Rounds of the list, register, beat and rss groups (default 3, 1 with --quick):
+    /// Rounds of the list, register, beat, rss groups and config reads (default 3, 1 with
+    /// --quick):
     /// the systems alternate within them, and each figure is the median over them.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=9))]
     rounds: Option<u64>,
@@ -72,16 +75,20 @@ enum Group {
     Cluster,
     /// UDP push latency to 100 subscribers (roster only).
     Push,
+    /// Config reads per second, and change → long-poll notification latency with
+    /// 10,000 items listened to over 1,000 connections.
+    Config,
 }
 
 impl Group {
-    const ALL: [Group; 6] = [
+    const ALL: [Group; 7] = [
         Group::List,
         Group::Register,
         Group::Beat,
         Group::Rss,
         Group::Cluster,
         Group::Push,
+        Group::Config,
     ];
 
     fn name(self) -> &'static str {
@@ -92,6 +99,7 @@ impl Group {
             Group::Rss => "rss",
             Group::Cluster => "cluster",
             Group::Push => "push",
+            Group::Config => "config",
         }
     }
 }
@@ -113,6 +121,8 @@ pub struct Plan {
     pub push_rounds: usize,
     /// UDP subscribers.
     pub push_subscribers: usize,
+    /// Config changes whose long-poll notification is timed, per system.
+    pub config_rounds: usize,
     /// How long a cluster may take to hold every acknowledged write after the run.
     pub converge: Duration,
 }
@@ -136,6 +146,7 @@ impl Plan {
                 rss_counts: [10_000, 30_000],
                 push_rounds: 5,
                 push_subscribers: 100,
+                config_rounds: 10,
                 converge: Duration::from_secs(20),
             }
         } else {
@@ -147,6 +158,7 @@ impl Plan {
                 rss_counts: [10_000, 100_000],
                 push_rounds: 20,
                 push_subscribers: 100,
+                config_rounds: 100,
                 converge: Duration::from_secs(60),
             }
         }
@@ -337,6 +349,7 @@ async fn run(args: Args) -> Result<()> {
             Group::Rss => memory::run(&bench, &mut report).await,
             Group::Cluster => cluster::run(&bench, &mut report).await,
             Group::Push => push::run(&bench, &mut report).await,
+            Group::Config => configs::run(&bench, &mut report).await,
         };
         // One group failing does not lose the others' figures.
         if let Err(e) = outcome {
@@ -398,5 +411,21 @@ fn notes(plan: &Plan) -> Vec<String> {
         "Persistent list instances point at TCP listeners the driver keeps open, so both \
          systems' TCP health checks pass and the lists stay complete."
             .to_string(),
+        format!(
+            "config: one server of each system holds a 1 KiB properties item and 10,000 more \
+             items published beforehand; reads (`GET /nacos/v1/cs/configs`, the same wrk load) \
+             alternate between them in the rounds as list does. Notifications run once per \
+             system, roster first: 1,000 connections, one HTTP client each (like 1,000 client \
+             applications), listen to 10 distinct items each through the v1 HTTP long poll \
+             (`POST /nacos/v1/cs/configs/listener`, `Long-Pulling-Timeout: 30000`), polling \
+             again right after every answer and reading a changed item first, as Nacos 1.x \
+             clients do; once all 1,000 polls are in flight on established connections, {} \
+             rounds each publish a new content for one item (the same distinct items, in the \
+             same order, for both systems) and time from the publish's `true` to the answer \
+             of the poll naming it (a miss after 5 s). The HTTP long poll is what both \
+             systems and Nacos 1.x clients speak; Nacos 2.x clients get gRPC pushes instead, \
+             which roster's tests cover and this bench does not time.",
+            plan.config_rounds
+        ),
     ]
 }
