@@ -86,6 +86,8 @@ const CFG_V1 = 'server:\n  port: 8080\nfeature:\n  search: false\n';
 const CFG_V2 = 'server:\n  port: 9090\nfeature:\n  search: false\n  cart: true\n';
 const CFG_API = 'server:\n  port: 7070\nfeature:\n  search: false\n';
 const CFG_V3 = 'server:\n  port: 6060\nfeature:\n  search: true\n';
+// The user agents of the long polls the listeners dialog lists.
+const POLL_AGENTS = ['console-test-poll-1', 'console-test-poll-2'];
 const STATE_MS = 30_000;
 const ACTION_MS = 10_000;
 fs.mkdirSync(args.shots, { recursive: true });
@@ -253,6 +255,48 @@ async function storedConfig() {
   if (r.status === 404) return null;
   check(r.status === 200 && r.json, `GET the configuration ${CFG} answered ${r.status}: ${r.text}`);
   return r.json;
+}
+
+/**
+ * Starts a long poll on CFG of NSID holding `md5` (Nacos' v1 HTTP listener, as a Java or
+ * Python client sends it) as `agent`; the server holds it for up to 20 s. Resolves to a
+ * handle whose `end()` aborts it and waits for it to finish.
+ */
+function holdLongPoll(md5, agent) {
+  const aborter = new AbortController();
+  const body = new URLSearchParams({ 'Listening-Configs': `${CFG}\x02${GROUP}\x02${md5}\x02${NS}\x01` });
+  const done = fetch(`${BASE}/nacos/v1/cs/configs/listener?accessToken=${encodeURIComponent(apiToken)}`, {
+    method: 'POST',
+    headers: { 'Long-Pulling-Timeout': '20000', 'User-Agent': agent },
+    body,
+    signal: aborter.signal,
+  })
+    .then((r) => r.text())
+    .catch(() => null);
+  return {
+    end: async () => {
+      aborter.abort();
+      await done;
+    },
+  };
+}
+
+/** The clients listening to CFG of NSID, as the listener query lists them. */
+async function listenerClients() {
+  const r = await api('GET', '/nacos/v1/cs/configs/listener', { dataId: CFG, group: GROUP, tenant: NS });
+  return (r.json?.listeners ?? []).map((l) => l.client);
+}
+
+/** Waits until the listener query lists every one of `agents`. */
+async function expectListening(agents) {
+  const deadline = Date.now() + ACTION_MS;
+  let clients = [];
+  while (Date.now() < deadline) {
+    clients = await listenerClients();
+    if (agents.every((a) => clients.includes(a))) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new CheckFailed(`the listener query lists ${JSON.stringify(clients)}, expected ${JSON.stringify(agents)}`);
 }
 
 async function listHosts() {
@@ -513,6 +557,32 @@ async function historyRows() {
   return page.locator('[data-testid="cfg-history-table"] tbody tr.ant-table-row').evaluateAll((rows) =>
     rows.map((r) => ({ id: r.getAttribute('data-row-key'), op: r.querySelector('[data-testid="cfg-op"]')?.getAttribute('data-op') })),
   );
+}
+
+/** The rows of the listeners dialog: protocol, client, whether current, the tag's colours. */
+async function listenerRows() {
+  return page.locator('[data-testid="cfg-listeners-table"] tbody tr.ant-table-row').evaluateAll((rows) =>
+    rows.map((r) => {
+      const state = r.querySelector('[data-testid="cfg-listener-state"]');
+      return {
+        protocol: r.querySelector('[data-testid="cfg-listener-protocol"]')?.getAttribute('data-protocol'),
+        client: r.querySelector('[data-testid="cfg-listener-client"]')?.textContent,
+        current: state?.getAttribute('data-current'),
+        colors: [...(state?.className ?? '').matchAll(/ant-tag-(\w+)/g)].map((m) => m[1]),
+      };
+    }),
+  );
+}
+
+/** Clicks `button` and resolves to the download it starts: its bytes, name and request URL. */
+async function downloadThrough(button) {
+  const [download, request] = await Promise.all([
+    page.waitForEvent('download', { timeout: ACTION_MS }),
+    page.waitForRequest((r) => new URL(r.url()).searchParams.get('exportV2') === 'true', { timeout: ACTION_MS }),
+    button.click(),
+  ]);
+  const file = await download.path();
+  return { bytes: fs.readFileSync(file), name: download.suggestedFilename(), url: new URL(request.url()) };
 }
 
 /** Waits until the content field of the open editor holds `content` (it loads the stored item). */
@@ -1035,6 +1105,76 @@ async function main() {
     await expectHidden(tid('cfg-editor'), 'the edit dialog after publishing');
     check((await storedConfig())?.content === CFG_V3, 'the edit compared again was not published');
 
+    // Export: the namespace, as Nacos' zip holding the item (`group/dataId` and metadata).
+    const exported = await downloadThrough(tid('cfg-export'));
+    check(exported.bytes.subarray(0, 2).toString('latin1') === 'PK', `the export ${exported.name} is not a zip`);
+    check(
+      exported.bytes.includes(CFG_KEY) && exported.bytes.includes('.metadata.yml') && /\.zip$/.test(exported.name),
+      `the export ${exported.name} does not hold ${CFG_KEY} and its metadata`,
+    );
+    check(!exported.url.searchParams.has('ids') && exported.url.searchParams.get('tenant') === NS, `the export asked ${exported.url}`);
+    // The selected rows only: asked for by id.
+    stored = await storedConfig();
+    await row(CFG_KEY).locator('.ant-table-selection-column input[type="checkbox"]').check();
+    await expectText(tid('cfg-export'), 'Export selected (1)', 'the export button with a row selected');
+    const picked = await downloadThrough(tid('cfg-export'));
+    check(picked.url.searchParams.get('ids') === String(stored.id), `the export of the selection asked ${picked.url} (the item is ${stored.id})`);
+    check(picked.bytes.subarray(0, 2).toString('latin1') === 'PK' && picked.bytes.includes(CFG_KEY), 'the export of the selection');
+    await tid('cfg-selection-clear').click();
+    await expectText(tid('cfg-export'), 'Export', 'the export button once the selection is cleared');
+
+    // Import the export back: ABORT refuses (naming the item), SKIP leaves it as it is.
+    const archive = { name: exported.name, mimeType: 'application/zip', buffer: exported.bytes };
+    await tid('cfg-import-open').click();
+    await expectVisible(tid('cfg-import'), 'the import dialog');
+    await page.locator('[data-testid="cfg-import-file"] input[type="file"]').setInputFiles(archive);
+    await expectVisible(page.locator('[data-testid="cfg-import-file"] .ant-upload-list-item'), 'the picked file');
+    await clickInDialog(tid('cfg-import-submit'));
+    const aborted = await expectText(tid('cfg-import-error'), /exist already/, 'importing with ABORT');
+    check(aborted.includes(CFG_KEY), `the ABORT refusal does not name ${CFG_KEY}: ${aborted}`);
+    await tid('cfg-import-policy-SKIP').check();
+    await expectHidden(tid('cfg-import-error'), 'the refusal once the policy changed');
+    await clickInDialog(tid('cfg-import-submit'));
+    const imported = await expectText(tid('cfg-import-result'), /Imported 0, skipped 1\./, 'importing with SKIP');
+    check(imported.includes(CFG_KEY), `the SKIP result does not name ${CFG_KEY}: ${imported}`);
+    check((await storedConfig())?.md5 === stored.md5, 'importing with SKIP changed the item');
+    await shot('config-import');
+    await clickInDialog(tid('cfg-import-close'));
+    await expectHidden(tid('cfg-import'), 'the import dialog');
+
+    // Listeners: long polls held on the item (v1 HTTP clients) are listed, and Refresh
+    // shows one that came after the dialog opened.
+    const polls = [holdLongPoll(stored.md5, POLL_AGENTS[0])];
+    await expectListening(POLL_AGENTS.slice(0, 1));
+    await tid(`cfg-listeners-${CFG_KEY}`).click();
+    await expectVisible(page.locator('[data-testid="cfg-listeners-table"] tbody tr.ant-table-row'), 'the listeners');
+    let listening = await listenerRows();
+    check(
+      listening.length === 1 &&
+        listening[0].protocol === 'http' &&
+        listening[0].client === POLL_AGENTS[0] &&
+        listening[0].current === 'true' &&
+        listening[0].colors.includes('green'),
+      `the listeners dialog lists ${JSON.stringify(listening)}`,
+    );
+    polls.push(holdLongPoll(stored.md5, POLL_AGENTS[1]));
+    await expectListening(POLL_AGENTS);
+    await clickInDialog(tid('cfg-listeners-refresh'));
+    const refreshed = Date.now() + ACTION_MS;
+    do {
+      listening = await listenerRows();
+      if (listening.length === 2) break;
+      await page.waitForTimeout(100);
+    } while (Date.now() < refreshed);
+    check(
+      JSON.stringify(listening.map((l) => l.client).sort()) === JSON.stringify(POLL_AGENTS) &&
+        listening.every((l) => l.protocol === 'http' && l.current === 'true'),
+      `after Refresh the listeners dialog lists ${JSON.stringify(listening)}`,
+    );
+    await shot('config-listeners');
+    await clickInDialog(tid('cfg-listeners-close'));
+    await expectHidden(tid('cfg-listeners'), 'the listeners dialog');
+
     // 中文
     await tid('lang-zh').click();
     await expectText(tid('nav-configs'), '配置管理', 'the configurations menu item in Chinese');
@@ -1043,6 +1183,21 @@ async function main() {
     await page.mouse.move(0, 600);
     await expectHidden(page.locator('.ant-tooltip:not(.ant-tooltip-hidden)'), "the language switch's tooltip");
     await shot('configs-zh');
+    // the two dialogs too (the long polls are still held)
+    await tid(`cfg-listeners-${CFG_KEY}`).click();
+    await expectText(page.locator('.ant-modal:has([data-testid="cfg-listeners"]) .ant-modal-title'), `${CFG} 的监听者`, 'the listeners dialog in Chinese');
+    await expectVisible(page.locator('[data-testid="cfg-listeners-table"] tbody tr.ant-table-row'), 'the listeners in Chinese');
+    await shot('config-listeners-zh');
+    await clickInDialog(tid('cfg-listeners-close'));
+    await expectHidden(tid('cfg-listeners'), 'the listeners dialog');
+    await tid('cfg-import-open').click();
+    await expectText(page.locator('.ant-modal:has([data-testid="cfg-import"]) .ant-modal-title'), `导入配置到 ${NS}`, 'the import dialog in Chinese');
+    await page.locator('[data-testid="cfg-import-file"] input[type="file"]').setInputFiles(archive);
+    await tid('cfg-import-policy-OVERWRITE').check();
+    await shot('config-import-zh');
+    await clickInDialog(tid('cfg-import-cancel'));
+    await expectHidden(tid('cfg-import'), 'the import dialog');
+    await Promise.all(polls.map((p) => p.end()));
     await tid('lang-en').click();
     await expectText(tid('nav-configs'), 'Configurations', 'the configurations menu item back in English');
 
@@ -1052,7 +1207,7 @@ async function main() {
     check(refused === null, `deleting ${CFG} was refused: ${refused}`);
     await expectHidden(row(CFG_KEY), `the row of ${CFG}`);
     check((await storedConfig()) === null, `the API still has ${CFG}`);
-    return { diff, conflict };
+    return { diff, conflict, exported: exported.bytes.length, imported, listening };
   });
 
   await step('nav-refetch', async () => {
@@ -1315,6 +1470,8 @@ async function main() {
     await page.locator(`.ant-select-dropdown [data-testid="ns-switcher-option-${NS_RO}"]`).click();
     await expectUrl(new RegExp(`#/configs\\?namespaceId=${NS_RO}$`), 'the configurations of the read-only namespace');
     await expectVisible(tid('empty-state'), `the configurations of ${NS_RO}`);
+    await expectVisible(tid('cfg-export'), 'the export button');
+    check((await tid('cfg-import-open').count()) === 0, 'the import button shows to a user who is not an admin');
     await tid('cfg-create').click();
     await expectVisible(tid('cfg-form-data-id'), 'the create-configuration dialog');
     await tid('cfg-form-data-id').fill(CFG);

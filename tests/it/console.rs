@@ -5,9 +5,10 @@
 //! `tests/console/` (playwright-core): log in, namespaces, a live registration, edits
 //! read back through the API, Chinese, refusals, sync tasks, changes made through the
 //! API showing up without a reload, navigation refetching, configurations (created,
-//! edited through a diff, rolled back, a stale edit refused, deleted), roles and
-//! permissions granted in the UI, the audit page, and the console of a user who is not
-//! an admin. Screenshots land in `target/console-screenshots/`.
+//! edited through a diff, rolled back, a stale edit refused, exported as a zip and
+//! imported back, their long-poll listeners listed, deleted), roles and permissions
+//! granted in the UI, the audit page, and the console of a user who is not an admin.
+//! Screenshots land in `target/console-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -575,7 +576,8 @@ fn the_console_works_in_a_real_browser() {
         .iter()
         .map(|v| v["opType"].as_str().unwrap())
         .collect();
-    // created, edited, rolled back, changed through the API, edited again, deleted
+    // created, edited, rolled back, changed through the API, edited again, deleted (the
+    // imports, ABORT refused and SKIP, wrote nothing)
     assert_eq!(ops, ["D", "U", "U", "U", "U", "I"], "{history}");
     for page in [
         "login",
@@ -584,6 +586,8 @@ fn the_console_works_in_a_real_browser() {
         "service-detail",
         "configs",
         "config-diff",
+        "config-import",
+        "config-listeners",
         "sync",
         "cluster",
         "users",

@@ -1,7 +1,8 @@
 // Thin fetch wrapper for roster's HTTP API.
 //
 // Every call carries the session token as `Authorization: Bearer`. Parameters go
-// in the query (GET, DELETE) or as a form body; `json` sends a JSON body instead.
+// in the query (GET, DELETE) or as a form body; `json` sends a JSON body instead, `form`
+// a multipart one (a file). `fetchFile` answers the body as a file (an export).
 // Errors are thrown as ApiError whose message is the server's plain-text body, verbatim.
 // A 401, or a 403 that says the token is invalid or expired, ends the session.
 
@@ -57,19 +58,23 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** a JSON request body (roster's own API); `params` then only go in the query */
   json?: unknown;
+  /** a multipart request body (a file upload); `params` then only go in the query */
+  form?: FormData;
 }
 
-export async function call<T = unknown>(
+/** Sends a request; answers the response when it succeeded, else throws its ApiError. */
+async function send(
   method: 'GET' | 'POST' | 'PUT' | 'DELETE',
   path: string,
-  params?: Params,
-  opts: CallOptions = {},
-): Promise<T> {
+  params: Params | undefined,
+  opts: CallOptions,
+  accept: string,
+): Promise<Response> {
   const qs = encode(params);
   let url = path;
-  let body: URLSearchParams | string | undefined;
-  const headers: Record<string, string> = { Accept: 'application/json, text/plain;q=0.9' };
-  if (method === 'GET' || method === 'DELETE' || opts.json !== undefined) {
+  let body: URLSearchParams | FormData | string | undefined;
+  const headers: Record<string, string> = { Accept: accept };
+  if (method === 'GET' || method === 'DELETE' || opts.json !== undefined || opts.form !== undefined) {
     const s = qs.toString();
     if (s) url += (url.includes('?') ? '&' : '?') + s;
   } else {
@@ -79,6 +84,8 @@ export async function call<T = unknown>(
     body = JSON.stringify(opts.json);
     headers['Content-Type'] = 'application/json';
   }
+  // the browser writes the multipart Content-Type, with its boundary
+  if (opts.form !== undefined) body = opts.form;
   const token = opts.anonymous ? null : hooks.token();
   if (token) headers.Authorization = `Bearer ${token}`;
 
@@ -89,15 +96,24 @@ export async function call<T = unknown>(
     if (e instanceof DOMException && e.name === 'AbortError') throw e;
     throw new ApiError(0, e instanceof Error ? e.message : String(e), { network: true });
   }
+  if (res.ok) return res;
   const text = await res.text();
-  if (!res.ok) {
-    const message = text.trim() || `HTTP ${res.status} ${res.statusText}`.trim();
-    if (!opts.anonymous && token && isTokenRejection(res.status, text)) {
-      if (token) hooks.expired(token);
-      throw new ApiError(res.status, message, { sessionExpired: true });
-    }
-    throw new ApiError(res.status, message);
+  const message = text.trim() || `HTTP ${res.status} ${res.statusText}`.trim();
+  if (!opts.anonymous && token && isTokenRejection(res.status, text)) {
+    hooks.expired(token);
+    throw new ApiError(res.status, message, { sessionExpired: true });
   }
+  throw new ApiError(res.status, message);
+}
+
+export async function call<T = unknown>(
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  path: string,
+  params?: Params,
+  opts: CallOptions = {},
+): Promise<T> {
+  const res = await send(method, path, params, opts, 'application/json, text/plain;q=0.9');
+  const text = await res.text();
   if (!text) return undefined as T;
   let parsed: unknown = text;
   try {
@@ -114,6 +130,20 @@ export async function call<T = unknown>(
     }
   }
   return parsed as T;
+}
+
+/** A file the server answers: its bytes, and the name its `Content-Disposition` gives. */
+export interface FetchedFile {
+  blob: Blob;
+  filename: string | null;
+}
+
+/** GETs `path` as a file (an export), with the session's token as every call has. */
+export async function fetchFile(path: string, params?: Params): Promise<FetchedFile> {
+  const res = await send('GET', path, params, {}, '*/*');
+  const disposition = res.headers.get('Content-Disposition') ?? '';
+  const name = /filename="?([^";]+)"?/i.exec(disposition)?.[1]?.trim();
+  return { blob: await res.blob(), filename: name || null };
 }
 
 // ---------------------------------------------------------------- shapes
@@ -392,4 +422,26 @@ export interface ConfigPage<T> {
   pageNumber?: number;
   pagesAvailable?: number;
   pageItems: T[];
+}
+
+/** A client listening to a configuration item, from `GET /nacos/v1/cs/configs/listener`. */
+export interface ConfigListener {
+  /** `ip:port` (gRPC) or the peer's IP (HTTP) */
+  address: string;
+  /** `http`: a long poll held now; `grpc`: a connection that listens */
+  protocol: 'http' | 'grpc' | string;
+  /** what the client says it is (gRPC client version, HTTP User-Agent) */
+  client: string;
+  /** the md5 of the content it holds (empty: none) */
+  md5: string;
+  /** it holds the current content */
+  current: boolean;
+}
+
+/** What an import did (`data` of `POST /nacos/v1/cs/configs?import=true`). */
+export interface ConfigImportResult {
+  succCount: number;
+  skipCount: number;
+  /** the items left alone (policy SKIP) */
+  skipData?: { dataId: string; group: string }[];
 }

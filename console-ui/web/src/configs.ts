@@ -1,6 +1,18 @@
-// Configuration items through Nacos' v1 config API (`/nacos/v1/cs/configs`, `/history`):
-// what the console reads and writes, and the rules a form checks before the server does.
-import { ApiError, call, type ConfigDetail, type ConfigPage, type ConfigVersion, type Instant, type Params } from './api';
+// Configuration items through Nacos' v1 config API (`/nacos/v1/cs/configs`, `/history`,
+// `/listener`): what the console reads and writes, exports and imports (Nacos' zip), who
+// listens, and the rules a form checks before the server does.
+import {
+  ApiError,
+  call,
+  fetchFile,
+  type ConfigDetail,
+  type ConfigImportResult,
+  type ConfigListener,
+  type ConfigPage,
+  type ConfigVersion,
+  type Instant,
+  type Params,
+} from './api';
 import type { Translate } from './i18n';
 
 const CONFIGS = '/nacos/v1/cs/configs';
@@ -102,6 +114,58 @@ export function fetchHistory(ref: ConfigRef, pageNo: number, pageSize: number): 
 /** One version, with its content. */
 export function fetchVersion(ref: ConfigRef, id: number | string): Promise<ConfigVersion> {
   return call<ConfigVersion>('GET', HISTORY, { nid: id, ...keyParams(ref) });
+}
+
+/**
+ * Downloads the export of `namespaceId` (Nacos 2.x's zip), or of the items `ids` of it:
+ * fetched with the session's token, then saved through a temporary link to a blob. Resolves
+ * to the file's name.
+ */
+export async function downloadExport(namespaceId: string, ids: (number | string)[]): Promise<string> {
+  const file = await fetchFile(CONFIGS, {
+    exportV2: true,
+    tenant: tenantOf(namespaceId),
+    ids: ids.length > 0 ? ids.join(',') : undefined,
+  });
+  const name = file.filename ?? `config_export_${namespaceId}.zip`;
+  const url = URL.createObjectURL(file.blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  link.style.display = 'none';
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  // revoked once the browser has surely started saving it
+  window.setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return name;
+}
+
+/** What to do with an imported item that exists already. */
+export type ImportPolicy = 'ABORT' | 'SKIP' | 'OVERWRITE';
+
+export const IMPORT_POLICIES: ImportPolicy[] = ['ABORT', 'SKIP', 'OVERWRITE'];
+
+/**
+ * Imports a zip (Nacos' export format) into `namespaceId` (admins). Refused as a whole
+ * when an item is invalid (400, naming it) or, with ABORT, exists already (409, naming them).
+ */
+export async function importConfigs(namespaceId: string, file: File, policy: ImportPolicy): Promise<ConfigImportResult> {
+  const form = new FormData();
+  form.append('file', file, file.name);
+  const r = await call<{ data?: ConfigImportResult }>(
+    'POST',
+    CONFIGS,
+    { import: true, namespace: tenantOf(namespaceId), policy },
+    { form },
+  );
+  return r?.data ?? { succCount: 0, skipCount: 0 };
+}
+
+/** Who listens to the item through the node the console talks to. */
+export async function fetchListeners(ref: ConfigRef): Promise<ConfigListener[]> {
+  const r = await call<{ listeners?: ConfigListener[] }>('GET', `${CONFIGS}/listener`, keyParams(ref));
+  return r?.listeners ?? [];
 }
 
 /** Whether `e` is the server refusing a compare-and-set: the item changed meanwhile. */

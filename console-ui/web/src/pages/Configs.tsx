@@ -1,23 +1,38 @@
 // Configuration items of a namespace (Nacos' config API): search by dataId and group,
 // exactly or by pattern; create; edit with a diff against the stored version before
 // publishing (compare-and-set, so a concurrent change is refused, not overwritten);
-// delete; history with rollback. Config changes have no event stream yet: the list
-// loads when the page opens, after the page's own writes, and on Refresh.
+// delete; history with rollback; who listens (on this node). Export downloads the
+// namespace, or the rows selected, as Nacos' zip; import (admins) takes one. Config
+// changes have no event stream yet: the list loads when the page opens, after the page's
+// own writes, and on Refresh.
 import { App, Button, Card, Input, Space, Switch, Table, Tag, Tooltip, Typography } from 'antd';
-import { DeleteOutlined, EditOutlined, HistoryOutlined, PlusOutlined, ReloadOutlined, SearchOutlined } from '@ant-design/icons';
+import {
+  DeleteOutlined,
+  DownloadOutlined,
+  EditOutlined,
+  HistoryOutlined,
+  PlusOutlined,
+  ReloadOutlined,
+  SearchOutlined,
+  UploadOutlined,
+  WifiOutlined,
+} from '@ant-design/icons';
 import { useEffect, useState } from 'react';
 import { isForbidden, type ConfigDetail } from '../api';
+import { useAuth } from '../auth';
 import { useT } from '../i18n';
 import { useDebounced, useDialog, usePaging, useResource } from '../hooks';
 import type { Route } from '../router';
 import { KEYS, load, save } from '../storage';
-import { configKey, instant, removeConfig, searchConfigs, type ConfigRef } from '../configs';
-import { dateTime } from '../format';
+import { configKey, downloadExport, instant, removeConfig, searchConfigs, type ConfigRef } from '../configs';
+import { dateTime, errorMessage } from '../format';
 import { ConfirmDialog } from '../components/FormModal';
 import { EmptyState, LoadError, PageTitle, RefreshError } from '../components/bits';
 import { NamespaceBar, PickNamespace } from '../components/NamespaceBar';
 import { ConfigEditor, type EditorTarget } from '../components/ConfigEditor';
 import { ConfigHistory } from '../components/ConfigHistory';
+import { ConfigImport } from '../components/ConfigImport';
+import { ConfigListeners } from '../components/ConfigListeners';
 import { fetchNamespaces } from './Namespaces';
 
 export function ConfigsPage({ route }: { route: Route }) {
@@ -33,6 +48,8 @@ export function ConfigsPage({ route }: { route: Route }) {
 function ConfigsOf({ namespaceId }: { namespaceId: string }) {
   const t = useT();
   const { message } = App.useApp();
+  const { session } = useAuth();
+  const isAdmin = !!session?.globalAdmin;
   const [dataId, setDataId] = useState('');
   const [group, setGroup] = useState('');
   const [blur, setBlur] = useState(() => load(KEYS.configBlur) !== 'false');
@@ -61,6 +78,11 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
   const editor = useDialog<EditorTarget>();
   const history = useDialog<ConfigRef>();
   const del = useDialog<ConfigDetail>();
+  const listeners = useDialog<ConfigRef>();
+  const importer = useDialog<true>();
+  // Rows ticked for export, kept across pages and searches until cleared.
+  const [selected, setSelected] = useState<ConfigDetail[]>([]);
+  const [exporting, setExporting] = useState(false);
   const refOf = (r: { group: string; dataId: string }): ConfigRef => ({ namespaceId, group: r.group, dataId: r.dataId });
   const reload = () => res.reload({ silent: true });
   const filtered = qDataId !== '' || qGroup !== '';
@@ -70,11 +92,23 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
     if (!r) return;
     await removeConfig(refOf(r));
     message.success(t('cfg.deleted', { dataId: r.dataId }));
+    setSelected((rows) => rows.filter((x) => configKey(x) !== configKey(r)));
     del.hide();
     await reload();
   };
 
   const edit = (r: ConfigDetail) => editor.show({ mode: 'edit', group: r.group, dataId: r.dataId });
+
+  const exportItems = async () => {
+    setExporting(true);
+    try {
+      const file = await downloadExport(namespaceId, selected.map((r) => r.id));
+      message.success(t('cfg.exported', { file }));
+    } catch (e) {
+      message.error(errorMessage(e, t));
+    }
+    setExporting(false);
+  };
 
   const columns = [
     {
@@ -132,7 +166,7 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
     {
       title: t('common.actions'),
       key: 'actions',
-      width: 280,
+      width: 370,
       render: (_: unknown, r: ConfigDetail) => (
         <Space size={0}>
           <Button type="link" size="small" icon={<EditOutlined />} data-testid={`cfg-edit-${configKey(r)}`} onClick={() => edit(r)}>
@@ -146,6 +180,15 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
             onClick={() => history.show(refOf(r))}
           >
             {t('cfg.history')}
+          </Button>
+          <Button
+            type="link"
+            size="small"
+            icon={<WifiOutlined />}
+            data-testid={`cfg-listeners-${configKey(r)}`}
+            onClick={() => listeners.show(refOf(r))}
+          >
+            {t('cfg.listeners')}
           </Button>
           <Button
             type="link"
@@ -172,6 +215,16 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
             <Button icon={<ReloadOutlined />} onClick={() => res.reload()} data-testid="cfg-refresh">
               {t('common.refresh')}
             </Button>
+            <Tooltip title={t(selected.length > 0 ? 'cfg.exportSelectedHint' : 'cfg.exportHint')}>
+              <Button icon={<DownloadOutlined />} loading={exporting} onClick={exportItems} data-testid="cfg-export">
+                {selected.length > 0 ? t('cfg.exportSelected', { count: selected.length }) : t('cfg.export')}
+              </Button>
+            </Tooltip>
+            {isAdmin && (
+              <Button icon={<UploadOutlined />} onClick={() => importer.show(true)} data-testid="cfg-import-open">
+                {t('cfg.import')}
+              </Button>
+            )}
             <Button type="primary" icon={<PlusOutlined />} onClick={() => editor.show({ mode: 'create' })} data-testid="cfg-create">
               {t('cfg.create')}
             </Button>
@@ -213,6 +266,14 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
               <span>{t('cfg.blur')}</span>
             </label>
           </Tooltip>
+          {selected.length > 0 && (
+            <span className="cfg-selection" data-testid="cfg-selection">
+              <Typography.Text type="secondary">{t('cfg.selected', { count: selected.length })}</Typography.Text>
+              <Button type="link" size="small" onClick={() => setSelected([])} data-testid="cfg-selection-clear">
+                {t('cfg.clearSelection')}
+              </Button>
+            </span>
+          )}
         </div>
         <RefreshError error={res.data !== undefined && !forbidden ? res.error : undefined} />
         {res.error !== undefined && (res.data === undefined || forbidden) ? (
@@ -221,6 +282,11 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
           <Table<ConfigDetail>
             data-testid="cfg-table"
             rowKey={configKey}
+            rowSelection={{
+              selectedRowKeys: selected.map(configKey),
+              preserveSelectedRowKeys: true,
+              onChange: (_, rows) => setSelected(rows.filter((r): r is ConfigDetail => r !== undefined)),
+            }}
             columns={columns}
             dataSource={res.data?.pageItems}
             loading={res.loading}
@@ -259,6 +325,10 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
 
       <ConfigEditor open={editor.open} namespaceId={namespaceId} target={editor.target} onClose={editor.hide} onPublished={reload} />
       <ConfigHistory open={history.open} item={history.target} onClose={history.hide} onChanged={reload} />
+      <ConfigListeners open={listeners.open} item={listeners.target} onClose={listeners.hide} />
+      {isAdmin && (
+        <ConfigImport open={importer.open} namespaceId={namespaceId} onClose={importer.hide} onImported={reload} />
+      )}
       <ConfirmDialog
         open={del.open}
         title={t('cfg.deleteTitle', { dataId: del.target?.dataId ?? '' })}
