@@ -447,6 +447,18 @@ async fn load_listened(api: &Api, count: usize) -> Result<(usize, f64)> {
     Ok((published, started.elapsed().as_secs_f64()))
 }
 
+/// The content of `data_id`, retried for up to 3 s while the server answers an error.
+async fn settled(api: &Api, data_id: &str) -> Result<Vec<u8>> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match api.config(data_id, GROUP).await {
+            Ok(bytes) => return Ok(bytes),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 /// Publishes the read item and the listened ones on `node`, and checks them.
 async fn load(node: &Node, report: &mut Report) -> Result<()> {
     let api = node.api();
@@ -454,7 +466,10 @@ async fn load(node: &Node, report: &mut Report) -> Result<()> {
     api.publish_config(READ_ID, GROUP, &content).await?;
     let (published, secs) = load_listened(&api, LISTENED).await?;
     // Spot checks: the read item as wrk will read it, and the first and last listened.
-    let read = api.config(READ_ID, GROUP).await?;
+    // r-nacos answered a 404 for an item it had just acknowledged once (its reads
+    // follow its writes a moment later): a setup check, so give both systems a few
+    // seconds.
+    let read = settled(&api, READ_ID).await?;
     if read != content.as_bytes() {
         bail!(
             "{}: the read item answered {} bytes, not the {} published",
@@ -464,7 +479,7 @@ async fn load(node: &Node, report: &mut Report) -> Result<()> {
         );
     }
     for k in [0, LISTENED - 1] {
-        let held = api.config(&listened_id(k), GROUP).await?;
+        let held = settled(&api, &listened_id(k)).await?;
         if held != listened_content(k, 0).as_bytes() {
             bail!("{}: item {k} answered other content", node.system);
         }

@@ -373,6 +373,11 @@ impl Configs {
         self.0.state.read().items.get(key).cloned()
     }
 
+    /// What `f` makes of item `key`, read in place (no copy of the item), if stored.
+    pub fn with<R>(&self, key: &ConfigKey, f: impl FnOnce(&ConfigItem) -> R) -> Option<R> {
+        self.0.state.read().items.get(key).map(f)
+    }
+
     /// The md5 of item `key`, if stored.
     pub fn md5(&self, key: &ConfigKey) -> Option<String> {
         self.0.state.read().items.get(key).map(|i| i.md5.clone())

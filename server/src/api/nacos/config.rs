@@ -108,19 +108,29 @@ pub async fn get(
         return super::config_zip::export(&state, &caller, &params);
     }
     let key = named(&params, "tenant")?;
-    let item = state
-        .configs
-        .get(&key)
-        .ok_or_else(|| Error::not_found(NOT_FOUND))?;
-    if params.optional("show") == Some("all") {
-        return Ok(json_of(&detail(&key, &item)));
+    let answer = if params.optional("show") == Some("all") {
+        state
+            .configs
+            .with(&key, |item| json_of(&detail(&key, item)))
+    } else {
+        state.configs.with(&key, content)
+    };
+    answer.ok_or_else(|| Error::not_found(NOT_FOUND))
+}
+
+/// An item's content as a body, sharing the stored text rather than copying it.
+struct Shared(std::sync::Arc<str>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
     }
-    Ok(content(&item))
 }
 
 /// The content as text, with the type, md5 and time of the last change in headers.
 fn content(item: &ConfigItem) -> Response {
-    let mut response = item.content.to_string().into_response();
+    let body = axum::body::Body::from(bytes::Bytes::from_owner(Shared(item.content.clone())));
+    let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
