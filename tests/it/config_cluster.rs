@@ -105,7 +105,11 @@ fn acknowledged_configs_survive_kill_9_from_the_log_and_from_a_snapshot() {
         );
     }
     assert_eq!(md5_header(&node, "app-0.properties"), md5_before);
-    assert_eq!(node.metric("roster_configs"), Some(40.0), "50 published, 10 deleted");
+    assert_eq!(
+        node.metric("roster_configs"),
+        Some(40.0),
+        "50 published, 10 deleted"
+    );
     // The history came back too: app-0 was published twice.
     let history = node
         .call(

@@ -210,8 +210,9 @@ impl Parts {
                         .into_response()
                 }
                 // The guard authenticates every caller of this path.
-                None => crate::error::Error::unauthenticated("authentication required")
-                    .into_response(),
+                None => {
+                    crate::error::Error::unauthenticated("authentication required").into_response()
+                }
             },
         }
     }
