@@ -24,7 +24,7 @@ function parseArgs(argv) {
     namespace: 'console-test',
     service: 'console-svc',
     shots: 'console-shots',
-    watchdog: 180,
+    watchdog: 240,
     chromium: process.env.CHROMIUM ?? '/usr/bin/chromium',
   };
   for (let i = 2; i < argv.length; i++) {
@@ -89,6 +89,8 @@ const CFG_V3 = 'server:\n  port: 6060\nfeature:\n  search: true\n';
 // The user agents of the long polls the listeners dialog lists.
 const POLL_AGENTS = ['console-test-poll-1', 'console-test-poll-2'];
 const STATE_MS = 30_000;
+/** The screen the console has to fit, every action visible: a common laptop's. */
+const VIEWPORT = { width: 1366, height: 768 };
 const ACTION_MS = 10_000;
 fs.mkdirSync(args.shots, { recursive: true });
 
@@ -136,7 +138,9 @@ async function step(name, fn) {
   emit({ step: name, ok: true, ms: Date.now() - t0, ...detail });
 }
 
-async function shot(name) {
+async function shot(name, { fits = true } = {}) {
+  // every picture of the console is also a check that it fits the screen
+  if (fits) await expectFits(`the page of screenshot ${name}`);
   const file = path.join(args.shots, `${name}.png`);
   // toasts come and go with timing; keep them out of the page pictures
   await page.screenshot({
@@ -522,6 +526,86 @@ async function confirmInUi(what) {
   return outcome === 'error' ? ((await tid('confirm-error').textContent()) ?? '').trim() : null;
 }
 
+/**
+ * Checks that the page fits the viewport's width with every action visible: nothing
+ * scrolls sideways (the page, a table), and each visible button outside a dialog lies
+ * inside the viewport, is not cut by a container that hides overflow, is not cut to
+ * part of its label, and is not covered by something else (a long tag spilling over).
+ */
+async function expectFits(what) {
+  const problems = await fitProblems();
+  check(problems.length === 0, `${what} does not fit ${VIEWPORT.width} × ${VIEWPORT.height}: ${problems.join('; ')}`);
+}
+
+/** What `expectFits` finds wrong with the page as it is: one sentence each. */
+async function fitProblems() {
+  return page.evaluate(() => {
+    const out = [];
+    const vw = document.documentElement.clientWidth;
+    const vh = window.innerHeight;
+    const name = (el) => (el.dataset.testid || el.innerText || el.getAttribute('aria-label') || el.className || '').toString().trim().slice(0, 40);
+    const root = document.documentElement;
+    if (root.scrollWidth > root.clientWidth + 1) out.push(`the page scrolls sideways (${root.scrollWidth} > ${root.clientWidth})`);
+    for (const el of document.querySelectorAll('.ant-table-content, .ant-table-body, .ant-table-container, .ant-card-body')) {
+      if (el.closest('.ant-modal-root') || el.getClientRects().length === 0) continue;
+      if (el.scrollWidth > el.clientWidth + 1) {
+        const owner = el.closest('[data-testid]');
+        out.push(`${el.className.split(' ')[0]} of ${owner ? owner.dataset.testid : 'the page'} scrolls sideways (${el.scrollWidth} > ${el.clientWidth})`);
+      }
+    }
+    const buttons = [...document.querySelectorAll('button, a.ant-btn')].filter(
+      (b) => b.getClientRects().length > 0 && !b.closest('.ant-modal-root, .ant-select-dropdown, .ant-picker-dropdown, .ant-tooltip, .ant-popover') && !b.hidden,
+    );
+    for (const b of buttons) {
+      const r = b.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0) continue;
+      const label = name(b);
+      if (r.left < -0.5 || r.right > vw + 0.5) out.push(`button "${label}" is outside the viewport (${Math.round(r.left)}..${Math.round(r.right)} of ${vw})`);
+      if (b.scrollWidth > b.clientWidth + 1) out.push(`button "${label}" shows part of its label (${b.scrollWidth} > ${b.clientWidth})`);
+      for (let p = b.parentElement; p && p !== document.body; p = p.parentElement) {
+        if (getComputedStyle(p).overflowX === 'visible') continue;
+        const pr = p.getBoundingClientRect();
+        if (r.left < pr.left - 0.5 || r.right > pr.right + 0.5) {
+          out.push(`button "${label}" is cut by ${p.className.toString().split(' ')[0] || p.tagName}`);
+          break;
+        }
+      }
+      // covered: what is on top at the button's middle is the button (or a wrapper of a
+      // disabled one, which takes no pointer events)
+      const cx = (r.left + r.right) / 2;
+      const cy = (r.top + r.bottom) / 2;
+      if (cy > 0 && cy < vh && cx > 0 && cx < vw) {
+        const hit = document.elementFromPoint(cx, cy);
+        // a dialog, toast or pop-up on top is not the layout's doing
+        const overlay = '.ant-modal-root, .ant-drawer, .ant-message, .ant-notification, .ant-tooltip, .ant-popover, .ant-select-dropdown, .ant-dropdown, .ant-picker-dropdown';
+        if (hit && !b.contains(hit) && !hit.contains(b) && !hit.closest(overlay)) out.push(`button "${label}" is covered by ${hit.className.toString().split(' ')[0] || hit.tagName}`);
+      }
+    }
+    // a tag in a table row that reaches into a button of the row
+    for (const tr of document.querySelectorAll('tr.ant-table-row')) {
+      const rowButtons = [...tr.querySelectorAll('button')].map((b) => b.getBoundingClientRect());
+      for (const tag of tr.querySelectorAll('.ant-tag')) {
+        const t = tag.getBoundingClientRect();
+        if (t.width === 0) continue;
+        if (rowButtons.some((b) => t.right > b.left + 0.5 && t.left < b.right - 0.5 && t.bottom > b.top && t.top < b.bottom)) {
+          out.push(`tag "${tag.innerText.slice(0, 40)}" overlaps a button of its row`);
+        }
+      }
+    }
+    return out;
+  });
+}
+
+/** Goes to a page by its address and waits for what shows it is there. */
+async function visit(hash, shown, what) {
+  await page.evaluate((h) => {
+    window.location.hash = h;
+  }, hash);
+  await expectVisible(shown, what);
+  // tables fill in, fonts settle
+  await page.waitForFunction(() => !document.querySelector('.ant-spin-spinning, .ant-skeleton-active'), null, { timeout: ACTION_MS });
+}
+
 /** The rows of the audit table: action, resource, status, and the status tag's colour. */
 async function auditRows() {
   return page.locator('[data-testid="audit-table"] tbody tr.ant-table-row').evaluateAll((rows) =>
@@ -686,7 +770,7 @@ async function main() {
         '--disable-sync',
       ],
     });
-    const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'en-US' });
+    const context = await browser.newContext({ viewport: VIEWPORT, locale: 'en-US' });
     page = await context.newPage();
     page.setDefaultTimeout(ACTION_MS);
     page.setDefaultNavigationTimeout(ACTION_MS);
@@ -698,6 +782,8 @@ async function main() {
     await page.goto(BASE + '/');
     await expectUrl(/#\/login/, 'opening / without a session');
     await expectVisible(tid('login-username'), 'the login form');
+    await expectText(tid('login-first-password'), /initial-admin-password.*ROSTER_ADMIN_PASSWORD/, 'where the first password is');
+    await expectFits('the login page');
     await shot('login');
     await tid('login-username').fill(args.username);
     await tid('login-password').fill(args.password);
@@ -1378,6 +1464,135 @@ async function main() {
     return { rowsOnFirstPage: rows.length, entriesOfUser: r.json.entries.length, truncated: shown };
   });
 
+  await step('layout', async () => {
+    // An instance as a sync task imports it (its five provenance keys, long values) and a
+    // dry-run task with a report, on a 1366 × 768 screen, in both languages.
+    const imported = {
+      syncSource: 'etcd://etcd-0.prod.internal:2379?layout=go-micro&prefix=/micro/registry/',
+      sourceClusterId: 'etcd-prod-cluster-7f3a9c2e-4b1d-4e8a-9f6b-2c5d8e1a3b7f',
+      'sync.taskId': 'import-prod-etcd',
+      'sync.sourceInstanceId': 'helloworld-3f2a9c1e-7b4d-4e8a-9f6b-2c5d8e1a3b7f-127.0.44.17-9090',
+      'sync.instance.tag': 'go-micro/v4 helloworld 1.2.3 region=eu-west-1 zone=eu-west-1a',
+      version: '1.2.3',
+    };
+    await api('POST', '/nacos/v1/ns/instance', {
+      namespaceId: NS,
+      serviceName: SVC,
+      ip: '127.0.0.2',
+      port: PORT,
+      ephemeral: false,
+      metadata: JSON.stringify(imported),
+    });
+    await apiJson('POST', '/api/v1/sync/tasks', { name: TASK_DRY, source: SOURCE, dryRun: true });
+    const pages = [
+      { name: 'namespaces', hash: '#/namespaces', shown: () => row(NS) },
+      { name: 'services', hash: `#/services?namespaceId=${NS}`, shown: () => tid(`svc-link-${GROUP}-${SVC}`) },
+      { name: 'service-detail', hash: `#/service/${NS}/${GROUP}/${SVC}`, shown: () => tid(`inst-edit-127.0.0.2:${PORT}`) },
+      { name: 'configs', hash: `#/configs?namespaceId=${NS}`, shown: () => tid('cfg-table') },
+      { name: 'sync', hash: '#/sync', shown: () => row(TASK_DRY) },
+      { name: 'cluster', hash: '#/cluster', shown: () => page.locator('[data-testid="cluster-table"] tbody tr.ant-table-row') },
+      { name: 'users', hash: '#/users', shown: () => row(RBAC_USER) },
+      { name: 'roles', hash: '#/roles', shown: () => row(`${ROLE}/${RBAC_USER}`) },
+      { name: 'permissions', hash: '#/permissions', shown: () => tid('perm-table') },
+      { name: 'audit', hash: '#/audit', shown: () => tid('audit-table') },
+    ];
+    const seen = {};
+    // every page in both languages before failing: one run shows all that does not fit
+    const misfits = [];
+    for (const lang of ['en', 'zh']) {
+      await tid(`lang-${lang}`).click();
+      for (const p of pages) {
+        await visit(p.hash, p.shown(), `the ${p.name} page in ${lang}`);
+        if (p.name === 'sync') {
+          // the dry run's report, with its apply button beside it
+          if ((await tid(`sync-apply-${TASK_DRY}`).count()) === 0) await row(TASK_DRY).locator('.ant-table-row-expand-icon').click();
+          await expectVisible(tid(`sync-apply-${TASK_DRY}`), `the apply button of ${TASK_DRY} in ${lang}`);
+        }
+        if (p.name === 'service-detail') {
+          // one badge instead of the provenance tags; the rest of the metadata as chips
+          const cell = row(`127.0.0.2:${PORT}`);
+          await expectText(cell.locator('[data-testid="meta-imported"]'), /import-prod-etcd/, `the imported-by badge in ${lang}`);
+          const chips = await cell.locator('.meta-k').allTextContents();
+          check(chips.join() === 'version', `the imported instance shows metadata chips ${JSON.stringify(chips)}, expected only version`);
+        }
+        // the language switch's tooltip out of the picture
+        await page.mouse.move(0, VIEWPORT.height - 1);
+        const problems = await fitProblems();
+        if (problems.length) misfits.push(`the ${p.name} page in ${lang}: ${problems.join('; ')}`);
+        // (checked above, with the other pages)
+        if (lang === 'zh') await shot(`${p.name}-zh`, { fits: false });
+        else if (p.name === 'service-detail' || p.name === 'sync') await shot(`${p.name}-1366`, { fits: false });
+      }
+      // Users: the only admin, who is also the one logged in, cannot be deleted, and the
+      // page says why; another user can.
+      await visit('#/users', row(RBAC_USER), `the users page in ${lang}`);
+      check(await tid(`user-delete-${args.username}`).isDisabled(), `deleting ${args.username} (the only admin, yourself) is offered in ${lang}`);
+      check(await tid(`user-delete-${RBAC_USER}`).isEnabled(), `deleting ${RBAC_USER} is not offered in ${lang}`);
+      await tid(`user-delete-why-${args.username}`).hover();
+      const why = page.locator('.ant-tooltip:not(.ant-tooltip-hidden) .ant-tooltip-inner');
+      await expectText(why, lang === 'en' ? /cannot delete yourself/ : /不能删除自己/, `why ${args.username} cannot be deleted, in ${lang}`);
+      seen[lang] = { whyNotDelete: ((await why.first().textContent()) ?? '').trim() };
+      await page.mouse.move(0, VIEWPORT.height - 1);
+      await expectHidden(why, 'the tooltip');
+      // Cluster: the role in the console's language
+      await visit('#/cluster', page.locator('[data-testid="cluster-table"] tbody tr.ant-table-row'), `the cluster page in ${lang}`);
+      const role = ((await page.locator('[data-testid="cluster-table"] tbody [data-role]').first().textContent()) ?? '').trim();
+      check(lang === 'en' ? role === 'leader' : role === '领导者', `the cluster page shows role ${JSON.stringify(role)} in ${lang}`);
+      seen[lang].role = role;
+    }
+    check(misfits.length === 0, `not everything fits ${VIEWPORT.width} × ${VIEWPORT.height}: ${misfits.join(' | ')}`);
+    // A server error in the Chinese console: a Chinese sentence, the server's text as detail.
+    await visit('#/roles', row(`${ROLE}/${RBAC_USER}`), 'the roles page in zh');
+    await tid('role-create').click();
+    await expectVisible(tid('role-form-role'), 'the bind-role dialog');
+    await tid('role-form-role').fill(ROLE);
+    await clickInDialog(tid('role-form-user'));
+    await page.keyboard.type(RBAC_USER);
+    await tid(`role-form-user-option-${RBAC_USER}`).click();
+    const conflict = await submitForm('role-form');
+    check(conflict && /冲突/.test(conflict) && /already bound/.test(conflict), `a 409 in the Chinese console reads ${JSON.stringify(conflict)}`);
+    seen.zh.conflict = conflict;
+    await shot('error-zh');
+    await clickInDialog(tid('role-form-cancel'));
+    await expectHidden(tid('role-form-form'), 'the bind-role dialog');
+    await tid('lang-en').click();
+
+    // The dry run becomes a real import, from the button beside its report.
+    await visit('#/sync', row(TASK_DRY), 'the sync page');
+    if ((await tid(`sync-apply-${TASK_DRY}`).count()) === 0) await row(TASK_DRY).locator('.ant-table-row-expand-icon').click();
+    await tid(`sync-apply-${TASK_DRY}`).click();
+    await expectText(tid('confirm-dialog'), /starts writing/, 'what applying the dry run does');
+    const refused = await confirmInUi(`applying ${TASK_DRY}`);
+    check(refused === null, `applying ${TASK_DRY} was refused: ${refused}`);
+    await expectHidden(tid(`sync-dry-${TASK_DRY}`), `the dry-run mark of the applied ${TASK_DRY}`);
+    check((await syncTask(TASK_DRY))?.dryRun === false, `the API still shows ${TASK_DRY} as a dry run`);
+    // applied again (through the API, the page's copy is gone): the server's 409
+    const again = await api('POST', `${taskPath(TASK_DRY)}/apply`, {}, { allowError: true });
+    check(again.status === 409, `applying a real import: ${again.status} ${again.text}`);
+
+    await api('DELETE', taskPath(TASK_DRY));
+    await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC, ip: '127.0.0.2', port: PORT, ephemeral: false });
+    return seen;
+  });
+
+  // The login page, in Chinese, in a context of its own (no session).
+  await step('login-zh', async () => {
+    const context = await browser.newContext({ viewport: VIEWPORT, locale: 'zh-CN' });
+    const main = page;
+    page = await context.newPage();
+    try {
+      await page.goto(BASE + '/');
+      await expectVisible(tid('login-username'), 'the login form');
+      await expectText(tid('login-first-password'), /initial-admin-password.*ROSTER_ADMIN_PASSWORD/, 'where the first password is, in Chinese');
+      await expectFits('the login page in zh');
+      await shot('login-zh');
+    } finally {
+      await context.close();
+      page = main;
+    }
+    return {};
+  });
+
   await step('non-admin', async () => {
     // As the admin, through the API: an instance in the namespace the user may only read.
     await api('POST', '/nacos/v1/ns/instance', { namespaceId: NS_RO, serviceName: SVC_RO, ip: '127.0.0.1', port: PORT, ephemeral: false });
@@ -1560,7 +1775,7 @@ async function fail(e) {
   if (page) {
     console.error(`page: ${page.url()}`);
     try {
-      shotFile = await shot(`failure-${currentStep}`);
+      shotFile = await shot(`failure-${currentStep}`, { fits: false });
       console.error(`screenshot: ${shotFile}`);
     } catch {
       /* the page may be gone */

@@ -7,7 +7,10 @@
 //! API showing up without a reload, navigation refetching, configurations (created,
 //! edited through a diff, rolled back, a stale edit refused, exported as a zip and
 //! imported back, their long-poll listeners listed, deleted), roles and permissions
-//! granted in the UI, the audit page, and the console of a user who is not an admin.
+//! granted in the UI, the audit page, every page fitting a 1366 × 768 screen with all its
+//! actions visible in English and Chinese (an imported instance's badge, the users page's
+//! disabled Delete, translated errors and roles, a dry run applied from its report), and
+//! the console of a user who is not an admin.
 //! Screenshots land in `target/console-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -596,6 +599,20 @@ fn the_console_works_in_a_real_browser() {
         "audit",
         "non-admin-namespaces",
         "non-admin-refused",
+        "service-detail-1366",
+        "sync-1366",
+        "namespaces-zh",
+        "services-zh",
+        "service-detail-zh",
+        "configs-zh",
+        "sync-zh",
+        "cluster-zh",
+        "users-zh",
+        "roles-zh",
+        "permissions-zh",
+        "audit-zh",
+        "error-zh",
+        "login-zh",
     ] {
         let shot = shots.join(format!("{page}.png"));
         assert!(

@@ -1,12 +1,30 @@
 import { ApiError } from './api';
 import type { Translate } from './i18n';
 
+/**
+ * What went wrong, for the person at the console. Known answers of the server (by status,
+ * and for a 400 or 503 by the shape of its text) become a sentence in the console's
+ * language that keeps the server's own English text as detail; the English dictionary
+ * words them as that text alone, so the English console shows the server's text verbatim.
+ */
 export function errorMessage(e: unknown, t: Translate): string {
   if (e instanceof ApiError) {
-    if (e.network) return t('common.networkError', { message: e.message });
+    const message = e.message;
+    if (e.network) return t('common.networkError', { message });
+    if (e.sessionExpired) return t('err.session', { message });
     // "authorization failed!": say what it means for the person at the console
-    if (e.status === 403 && !e.sessionExpired) return t('common.forbidden', { message: e.message });
-    return e.message;
+    if (e.status === 403) return t('common.forbidden', { message });
+    if (e.status === 400) {
+      const param = /Param '([^']+)' is illegal/i.exec(message)?.[1];
+      return param ? t('err.illegalParam', { param, message }) : t('err.badRequest', { message });
+    }
+    if (e.status === 401) return t('err.unauthorized', { message });
+    if (e.status === 404) return t('err.notFound', { message });
+    if (e.status === 409) return t('err.conflict', { message });
+    if (e.status === 429) return t('err.tooMany', { message });
+    if (e.status === 503) return /leader/i.test(message) ? t('err.noLeader', { message }) : t('err.unavailable', { message });
+    if (e.status >= 500) return t('err.server', { message });
+    return message;
   }
   if (e instanceof Error) return e.message;
   return String(e);

@@ -52,3 +52,19 @@ export function metadataRule(t: Translate) {
     },
   };
 }
+
+/** The metadata keys a sync task writes on each instance it imports (their provenance). */
+export const PROVENANCE_KEYS = ['syncSource', 'sourceClusterId', 'sync.taskId', 'sync.sourceInstanceId', 'sync.instance.tag'];
+
+/**
+ * An imported instance's task and the rest of its metadata: the provenance keys shown as
+ * one badge rather than five chips. `task` is null for an instance nobody imported.
+ */
+export function splitProvenance(m: Record<string, string> | undefined): { task: string | null; rest: Record<string, string> } {
+  const meta = m ?? {};
+  const task = meta['sync.taskId'] ?? null;
+  if (task === null) return { task: null, rest: meta };
+  const rest: Record<string, string> = {};
+  for (const [k, v] of Object.entries(meta)) if (!PROVENANCE_KEYS.includes(k)) rest[k] = v;
+  return { task, rest };
+}

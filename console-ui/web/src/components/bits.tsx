@@ -1,9 +1,10 @@
 import { Alert, Badge, Button, Empty, Popover, Space, Tag, Tooltip, Typography } from 'antd';
-import { ExclamationCircleFilled, StopOutlined, QuestionCircleOutlined } from '@ant-design/icons';
+import { ExclamationCircleFilled, ImportOutlined, StopOutlined, QuestionCircleOutlined } from '@ant-design/icons';
 import type { ReactNode } from 'react';
 import { useT } from '../i18n';
 import type { LiveMode } from '../live';
 import { errorMessage } from '../format';
+import { splitProvenance } from '../metadata';
 import { isForbidden } from '../api';
 
 export function MetaChips({ meta, max = 4 }: { meta?: Record<string, string>; max?: number }) {
@@ -27,6 +28,38 @@ export function MetaChips({ meta, max = 4 }: { meta?: Record<string, string>; ma
           </Tag>
         </Popover>
       )}
+    </span>
+  );
+}
+
+/**
+ * An instance's metadata in a table cell: an imported instance shows one "imported by task
+ * X" badge (its provenance keys in the badge's tooltip) and the rest of its metadata as chips.
+ * The edit dialog shows every key.
+ */
+export function InstanceMeta({ meta, max = 3 }: { meta?: Record<string, string>; max?: number }) {
+  const t = useT();
+  const { task, rest } = splitProvenance(meta);
+  if (task === null) return <MetaChips meta={meta} max={max} />;
+  const provenance = Object.entries(meta ?? {}).filter(([k]) => !(k in rest));
+  return (
+    <span className="meta-chips">
+      <Tooltip
+        title={
+          <div className="mono meta-provenance">
+            {provenance.map(([k, v]) => (
+              <div key={k}>
+                {k}={v}
+              </div>
+            ))}
+          </div>
+        }
+      >
+        <Tag color="geekblue" bordered={false} icon={<ImportOutlined />} className="meta-imported" data-testid="meta-imported" data-task={task}>
+          {t('meta.importedBy', { task })}
+        </Tag>
+      </Tooltip>
+      {Object.keys(rest).length > 0 && <MetaChips meta={rest} max={Math.max(1, max - 1)} />}
     </span>
   );
 }

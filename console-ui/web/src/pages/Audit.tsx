@@ -109,33 +109,44 @@ export function AuditPage() {
       title: t('audit.time'),
       dataIndex: 'time',
       key: 'time',
-      width: 170,
+      width: 160,
       render: (ms: number) => <span className="nowrap">{dateTime(new Date(ms))}</span>,
     },
     {
       title: t('audit.user'),
       dataIndex: 'user',
       key: 'user',
-      render: (u: string) => (u === 'anonymous' ? secondary(t('audit.anonymous')) : <Typography.Text strong>{u}</Typography.Text>),
+      width: 90,
+      render: (u: string) =>
+        u === 'anonymous' ? (
+          secondary(t('audit.anonymous'))
+        ) : (
+          <Typography.Text strong ellipsis={{ tooltip: u }}>
+            {u}
+          </Typography.Text>
+        ),
     },
     {
       title: t('audit.address'),
       dataIndex: 'address',
       key: 'address',
-      render: (a?: string | null) => (a ? <span className="mono">{a}</span> : secondary('—')),
+      width: 100,
+      render: (a?: string | null) => (a ? <span className="mono cell-clip audit-small" title={a}>{a}</span> : secondary('—')),
     },
     {
       title: t('audit.face'),
       dataIndex: 'face',
       key: 'face',
+      width: 80,
       render: (f: string) => <Tag bordered={false}>{f}</Tag>,
     },
     {
       title: t('audit.action'),
       dataIndex: 'action',
       key: 'action',
+      width: 260,
       render: (a: string) => (
-        <span className="mono nowrap" data-testid="audit-action">
+        <span className="mono cell-clip audit-small" title={a} data-testid="audit-action">
           {a}
         </span>
       ),
@@ -144,7 +155,8 @@ export function AuditPage() {
       title: t('audit.namespace'),
       dataIndex: 'namespaceId',
       key: 'namespace',
-      render: (ns?: string | null) => (ns ? <span className="mono">{ns}</span> : secondary('—')),
+      width: 110,
+      render: (ns?: string | null) => (ns ? <span className="mono cell-clip audit-small" title={ns}>{ns}</span> : secondary('—')),
     },
     {
       title: t('audit.resource'),
@@ -163,7 +175,7 @@ export function AuditPage() {
       title: t('audit.status'),
       dataIndex: 'status',
       key: 'status',
-      width: 90,
+      width: 70,
       render: (s: number) => <StatusTag status={s} />,
     },
   ];
@@ -249,6 +261,7 @@ export function AuditPage() {
           <Table<Row>
             data-testid="audit-table"
             size="middle"
+            tableLayout="fixed"
             rowKey="key"
             columns={columns}
             dataSource={entries}

@@ -2,7 +2,7 @@ import { Badge, Button, Card, Descriptions, Skeleton, Space, Switch, Table, Tag,
 import { CrownOutlined, InfoCircleOutlined, ReloadOutlined } from '@ant-design/icons';
 import { useState } from 'react';
 import { call, type ClusterMember, type ClusterStatus } from '../api';
-import { useT } from '../i18n';
+import { useT, type MessageKey } from '../i18n';
 import { useInterval, useResource } from '../hooks';
 import { LoadError, PageTitle, RefreshError } from '../components/bits';
 import { clock, num } from '../format';
@@ -13,6 +13,19 @@ const roleColor: Record<string, string> = {
   candidate: 'orange',
   learner: 'cyan',
 };
+
+/** A Raft role as a coloured tag, in the console's language (the raw word as a tooltip). */
+function RoleTag({ role }: { role?: string | null }) {
+  const t = useT();
+  if (!role) return <>—</>;
+  const r = role.toLowerCase();
+  const known = r === 'leader' || r === 'follower' || r === 'candidate' || r === 'learner' || r === 'shutdown';
+  return (
+    <Tag color={roleColor[r] ?? 'default'} title={role} data-role={r}>
+      {known ? t(`cluster.role.${r}` as MessageKey) : role}
+    </Tag>
+  );
+}
 
 export function ClusterPage() {
   const t = useT();
@@ -52,7 +65,7 @@ export function ClusterPage() {
       title: t('cluster.role'),
       dataIndex: 'role',
       key: 'role',
-      render: (r?: string) => (r ? <Tag color={roleColor[r] ?? 'default'}>{r}</Tag> : '—'),
+      render: (r?: string) => <RoleTag role={r} />,
     },
     {
       title: t('cluster.voter'),
@@ -82,6 +95,8 @@ export function ClusterPage() {
       dataIndex: 'matchIndex',
       key: 'match',
       align: 'right' as const,
+      width: 100,
+      className: 'wrap-head',
       render: (v?: number | null) => num(v),
     },
     {
@@ -95,6 +110,8 @@ export function ClusterPage() {
       title: t('cluster.owned'),
       key: 'owned',
       align: 'right' as const,
+      width: 110,
+      className: 'wrap-head',
       render: (_: unknown, m: ClusterMember) => num(s?.distroOwned?.[String(m.id)]),
     },
     { title: t('cluster.version'), dataIndex: 'version', key: 'version', render: (v?: string) => v ?? '—' },
@@ -144,7 +161,7 @@ export function ClusterPage() {
                 {
                   key: 'state',
                   label: t('cluster.state'),
-                  children: s.state ? <Tag color={roleColor[s.state] ?? 'default'}>{s.state}</Tag> : '—',
+                  children: <RoleTag role={s.state} />,
                 },
                 { key: 'term', label: t('cluster.term'), children: num(s.term) },
                 {

@@ -125,7 +125,12 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
       title: t('cfg.group'),
       dataIndex: 'group',
       key: 'group',
-      render: (g: string) => <Typography.Text type="secondary">{g}</Typography.Text>,
+      // a group name is one word: never broken over lines (DEFAULT_GROUP)
+      render: (g: string) => (
+        <Typography.Text type="secondary" className="nowrap">
+          {g}
+        </Typography.Text>
+      ),
     },
     {
       title: t('cfg.app'),
@@ -137,7 +142,7 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
       title: t('cfg.type'),
       dataIndex: 'type',
       key: 'type',
-      width: 120,
+      width: 90,
       render: (ty: string | undefined, r: ConfigDetail) => (
         <Tag bordered={false} data-testid={`cfg-type-${configKey(r)}`}>
           {ty || 'text'}
@@ -147,7 +152,7 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
     {
       title: t('cfg.modified'),
       key: 'modified',
-      width: 190,
+      width: 180,
       render: (_: unknown, r: ConfigDetail) => {
         const d = instant(r.modifyTime ?? r.lastModifiedTime);
         if (!d) return <Typography.Text type="secondary">—</Typography.Text>;
@@ -166,9 +171,9 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
     {
       title: t('common.actions'),
       key: 'actions',
-      width: 370,
+      width: 340,
       render: (_: unknown, r: ConfigDetail) => (
-        <Space size={0}>
+        <Space size={0} className="nowrap">
           <Button type="link" size="small" icon={<EditOutlined />} data-testid={`cfg-edit-${configKey(r)}`} onClick={() => edit(r)}>
             {t('common.edit')}
           </Button>

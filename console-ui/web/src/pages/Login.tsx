@@ -78,6 +78,15 @@ export function LoginPage() {
             {t('login.submit')}
           </Button>
         </Form>
+        <Typography.Paragraph type="secondary" className="login-first" data-testid="login-first-password">
+          {t('login.firstPassword.before')}
+          <Typography.Text code>{'<data-dir>/initial-admin-password'}</Typography.Text>
+          {t('login.firstPassword.middle')}
+          <Typography.Text code>./roster-data</Typography.Text>
+          {t('login.firstPassword.or')}
+          <Typography.Text code>ROSTER_ADMIN_PASSWORD</Typography.Text>
+          {t('login.firstPassword.after')}
+        </Typography.Paragraph>
       </Card>
     </div>
   );

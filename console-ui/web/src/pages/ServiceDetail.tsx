@@ -31,7 +31,7 @@ import { useDialog, usePaging, useResource } from '../hooks';
 import { useLive, type ServiceEvent } from '../live';
 import { href, navigate, type Route } from '../router';
 import { FormModal } from '../components/FormModal';
-import { EmptyState, LiveBadge, LoadError, MetaChips, Notice, RefreshError } from '../components/bits';
+import { EmptyState, InstanceMeta, LiveBadge, LoadError, MetaChips, Notice, RefreshError } from '../components/bits';
 import { ServiceFormFields, serviceInitial, serviceParams, type ServiceValues } from '../components/ServiceForm';
 import { errorMessage, num, threshold } from '../format';
 import { formatMetadata, metadataRule, parseMetadata } from '../metadata';
@@ -419,10 +419,10 @@ function ClusterSection({
       title: t('detail.ip'),
       dataIndex: 'ip',
       key: 'ip',
-      width: 150,
+      width: 130,
       render: (ip: string) => <span className="mono">{ip}</span>,
     },
-    { title: t('detail.port'), dataIndex: 'port', key: 'port', width: 80, render: (p: number) => <span className="mono">{p}</span> },
+    { title: t('detail.port'), dataIndex: 'port', key: 'port', width: 72, render: (p: number) => <span className="mono">{p}</span> },
     {
       title: t('detail.health'),
       dataIndex: 'healthy',
@@ -446,7 +446,7 @@ function ClusterSection({
       title: t('detail.enabled'),
       dataIndex: 'enabled',
       key: 'enabled',
-      width: 100,
+      width: 90,
       render: (e: boolean, i: Instance) => (
         <Tag color={e ? 'green' : 'default'} data-testid={`inst-enabled-${addr(i)}`} data-enabled={String(e)}>
           {e ? t('detail.online') : t('detail.offline')}
@@ -457,7 +457,7 @@ function ClusterSection({
       title: t('detail.ephemeral'),
       dataIndex: 'ephemeral',
       key: 'ephemeral',
-      width: 100,
+      width: 96,
       render: (e: boolean) => (
         <Tag bordered={false} color={e ? 'gold' : 'purple'}>
           {e ? t('detail.kindEphemeral') : t('detail.kindPersistent')}
@@ -468,7 +468,8 @@ function ClusterSection({
       title: t('detail.metadata'),
       dataIndex: 'metadata',
       key: 'metadata',
-      render: (m: Record<string, string> | undefined) => <MetaChips meta={m} />,
+      className: 'meta-cell',
+      render: (m: Record<string, string> | undefined) => <InstanceMeta meta={m} />,
     },
     {
       title: t('common.actions'),
@@ -523,7 +524,6 @@ function ClusterSection({
         <Table<Instance>
           size="middle"
           tableLayout="fixed"
-          scroll={{ x: 1100 }}
           rowKey={(i) => addr(i)}
           columns={columns}
           dataSource={res.data?.list}

@@ -98,14 +98,24 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
         </a>
       ),
     },
-    { title: t('svc.group'), dataIndex: 'groupName', key: 'group', render: (g: string) => <Typography.Text type="secondary">{g}</Typography.Text> },
-    { title: t('svc.clusters'), dataIndex: 'clusterCount', key: 'clusters', align: 'right' as const, width: 100, render: num },
+    {
+      title: t('svc.group'),
+      dataIndex: 'groupName',
+      key: 'group',
+      // a group name is one word: never broken over lines (DEFAULT_GROUP)
+      render: (g: string) => (
+        <Typography.Text type="secondary" className="nowrap">
+          {g}
+        </Typography.Text>
+      ),
+    },
+    { title: t('svc.clusters'), dataIndex: 'clusterCount', key: 'clusters', align: 'right' as const, width: 90, render: num },
     {
       title: t('svc.instances'),
       dataIndex: 'ipCount',
       key: 'ips',
       align: 'right' as const,
-      width: 110,
+      width: 100,
       render: (n: number, r: ServiceRow) => <span data-testid={`svc-ips-${r.groupName}-${r.name}`}>{num(n)}</span>,
     },
     {
@@ -113,7 +123,7 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
       dataIndex: 'healthyInstanceCount',
       key: 'healthy',
       align: 'right' as const,
-      width: 130,
+      width: 100,
       render: (n: number, r: ServiceRow) => (
         <span className={r.ipCount > 0 && n < r.ipCount ? (n === 0 ? 'num-bad' : 'num-warn') : undefined}>{num(n)}</span>
       ),
@@ -123,14 +133,16 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
       dataIndex: 'protectThreshold',
       key: 'threshold',
       align: 'right' as const,
-      width: 150,
+      width: 130,
+      className: 'wrap-head',
       render: (n: number) => threshold(n, t),
     },
     {
       title: t('svc.triggered'),
       dataIndex: 'triggerFlag',
       key: 'trigger',
-      width: 150,
+      width: 130,
+      className: 'wrap-head',
       render: (f: string | boolean) =>
         truthy(f) ? <Tag color="red">{t('svc.triggeredYes')}</Tag> : <Typography.Text type="secondary">{t('svc.triggeredNo')}</Typography.Text>,
     },
@@ -139,7 +151,7 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
       key: 'actions',
       width: 190,
       render: (_: unknown, r: ServiceRow) => (
-        <Space size={0}>
+        <Space size={0} className="nowrap">
           <Button
             type="link"
             size="small"

@@ -19,6 +19,7 @@ import {
   PlayCircleOutlined,
   PlusOutlined,
   ReloadOutlined,
+  CloudUploadOutlined,
 } from '@ant-design/icons';
 import { useState } from 'react';
 import { call, type SyncState, type SyncTask } from '../api';
@@ -86,6 +87,7 @@ export function SyncPage() {
   const [form] = Form.useForm<TaskValues>();
   const create = useDialog<true>();
   const del = useDialog<SyncTask>();
+  const apply = useDialog<SyncTask>();
   // the task whose pause/resume is on its way
   const [acting, setActing] = useState<string | null>(null);
 
@@ -131,6 +133,17 @@ export function SyncPage() {
     await res.reload({ silent: true });
   };
 
+  // A dry run becomes a real import: the runner restarts and writes what it reported.
+  const submitApply = async () => {
+    const task = apply.target;
+    if (!task) return;
+    const updated = await call<SyncTask>('POST', `${taskPath(task.name)}/apply`);
+    if (updated && res.data) res.setData(res.data.map((x) => (x.name === updated.name ? updated : x)));
+    message.success(t('sync.applied', { name: task.name }));
+    apply.hide();
+    await res.reload({ silent: true });
+  };
+
   const secondary = (text: string) => <Typography.Text type="secondary">{text}</Typography.Text>;
 
   const holdTip = (r: SyncTask) => {
@@ -146,7 +159,7 @@ export function SyncPage() {
       render: (n: string, r: SyncTask) => (
         <div className="cell-lines">
           <Space size={6}>
-            <Typography.Text strong className="nowrap">
+            <Typography.Text strong className="sync-name" ellipsis={{ tooltip: n }}>
               {n}
             </Typography.Text>
             {r.dryRun && (
@@ -166,7 +179,7 @@ export function SyncPage() {
       key: 'target',
       render: (_: unknown, r: SyncTask) => (
         <div className="cell-lines">
-          <span className="mono nowrap">
+          <span className="mono sync-target">
             {r.namespace ?? secondary(t('sync.default'))} / {r.group ?? secondary(t('sync.default'))}
           </span>
           {r.services ? (
@@ -256,8 +269,9 @@ export function SyncPage() {
     {
       title: t('common.actions'),
       key: 'actions',
+      width: 170,
       render: (_: unknown, r: SyncTask) => (
-        <Space size={0}>
+        <Space size={0} className="nowrap">
           {r.paused ? (
             <Button
               type="link"
@@ -328,7 +342,7 @@ export function SyncPage() {
             dataSource={res.data}
             loading={res.loading}
             pagination={false}
-            expandable={{ rowExpandable: (r) => r.dryRun, expandedRowRender: (r) => <DryRunReport task={r} /> }}
+            expandable={{ rowExpandable: (r) => r.dryRun, expandedRowRender: (r) => <DryRunReport task={r} onApply={() => apply.show(r)} /> }}
             rowClassName={(r) => (r.paused ? 'row-offline' : '')}
             locale={{
               emptyText: res.loading ? (
@@ -362,6 +376,14 @@ export function SyncPage() {
         <TaskFormFields form={form} />
       </FormModal>
 
+      <ConfirmDialog
+        open={apply.open}
+        title={t('sync.applyTitle', { name: apply.target?.name ?? '' })}
+        body={t('sync.applyBody', { name: apply.target?.name ?? '' })}
+        okText={t('sync.applyOk')}
+        onCancel={apply.hide}
+        onConfirm={submitApply}
+      />
       <ConfirmDialog
         open={del.open}
         title={t('sync.deleteTitle', { name: del.target?.name ?? '' })}
@@ -454,14 +476,22 @@ function LastSync({ name, ms }: { name: string; ms: number }) {
 }
 
 /** The findings of a dry-run task, in its expanded row. */
-function DryRunReport({ task }: { task: SyncTask }) {
+function DryRunReport({ task, onApply }: { task: SyncTask; onApply(): void }) {
   const t = useT();
   const report = task.status?.dryRun;
+  const applyButton = (
+    <Button size="small" type="primary" icon={<CloudUploadOutlined />} onClick={onApply} data-testid={`sync-apply-${task.name}`}>
+      {t('sync.apply')}
+    </Button>
+  );
   if (!report) {
     return (
-      <Typography.Text type="secondary" data-testid={`sync-report-${task.name}`}>
-        {t('sync.noReport')}
-      </Typography.Text>
+      <Space size="large" wrap>
+        <Typography.Text type="secondary" data-testid={`sync-report-${task.name}`}>
+          {t('sync.noReport')}
+        </Typography.Text>
+        {applyButton}
+      </Space>
     );
   }
   return (
@@ -480,6 +510,7 @@ function DryRunReport({ task }: { task: SyncTask }) {
             {num(report.wouldRemove)}
           </Typography.Text>
         </span>
+        {applyButton}
       </Space>
       <div className="sync-sample-title">
         <Typography.Text type="secondary">{t('sync.sample', { count: report.sample.length })}</Typography.Text>

@@ -1,4 +1,4 @@
-import { App, Button, Card, Form, Input, Space, Table, Tag, Typography } from 'antd';
+import { App, Button, Card, Form, Input, Space, Table, Tag, Tooltip, Typography } from 'antd';
 import { DeleteOutlined, KeyOutlined, PlusOutlined, ReloadOutlined, UserOutlined } from '@ant-design/icons';
 import { call, type UserRow, type UsersPage as UsersAnswer } from '../api';
 import { useAuth } from '../auth';
@@ -101,16 +101,7 @@ export function UsersPage() {
           <Button type="link" size="small" icon={<KeyOutlined />} data-testid={`user-password-${u.username}`} onClick={() => pw.show(u)}>
             {t('users.changePassword')}
           </Button>
-          <Button
-            type="link"
-            size="small"
-            danger
-            icon={<DeleteOutlined />}
-            data-testid={`user-delete-${u.username}`}
-            onClick={() => del.show(u)}
-          >
-            {t('common.delete')}
-          </Button>
+          <DeleteUserButton user={u} self={u.username === session?.username} onClick={() => del.show(u)} />
         </Space>
       ),
     },
@@ -184,6 +175,38 @@ export function UsersPage() {
         onConfirm={submitDelete}
       />
     </div>
+  );
+}
+
+/**
+ * Delete, or why not: the server refuses to delete an admin (ROLE_ADMIN has to be taken
+ * from them first, on the roles page, and the last admin keeps it) and the user logged in.
+ */
+function DeleteUserButton({ user, self, onClick }: { user: UserRow; self: boolean; onClick(): void }) {
+  const t = useT();
+  const why = self ? t('users.cannotDeleteSelf') : user.admin ? t('users.cannotDeleteAdmin') : null;
+  const button = (
+    <Button
+      type="link"
+      size="small"
+      danger
+      icon={<DeleteOutlined />}
+      disabled={why !== null}
+      data-testid={`user-delete-${user.username}`}
+      data-disabled-reason={why ?? undefined}
+      onClick={onClick}
+    >
+      {t('common.delete')}
+    </Button>
+  );
+  if (why === null) return button;
+  // a disabled button gets no pointer events: the tooltip hangs on a wrapper
+  return (
+    <Tooltip title={why}>
+      <span className="disabled-action" data-testid={`user-delete-why-${user.username}`}>
+        {button}
+      </span>
+    </Tooltip>
   );
 }
 
