@@ -131,6 +131,10 @@ pub struct RaftStatus {
     pub voters: BTreeSet<NodeId>,
     /// Members (voters and learners) with their peer addresses.
     pub members: BTreeMap<NodeId, String>,
+    /// Index of the log entry that set [`RaftStatus::members`] (`None`: none yet; a new
+    /// cluster's first membership is at index 0). The membership is the last one
+    /// appended, committed once `last_applied` reaches it.
+    pub membership_index: Option<u64>,
     /// On the leader: each follower's last replicated index.
     pub replication: BTreeMap<NodeId, u64>,
     /// Milliseconds since the leader last heard from a quorum (leader only).
@@ -546,6 +550,7 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
                 .nodes()
                 .map(|(id, node)| (*id, node.addr.clone()))
                 .collect(),
+            membership_index: m.membership_config.log_id().map(|l| l.index),
             replication: m
                 .replication
                 .as_ref()
@@ -565,6 +570,15 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
         &self,
     ) -> tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, BasicNode>> {
         self.raft.metrics()
+    }
+
+    /// Stops this node from starting elections (and from sending heartbeats): for a node
+    /// removed from the cluster that may never receive the membership without it, and
+    /// would otherwise keep campaigning as a voter of the joint one.
+    pub fn stop_campaigning(&self) {
+        let runtime = self.raft.runtime_config();
+        runtime.elect(false);
+        runtime.heartbeat(false);
     }
 
     /// Stops Raft and waits for its tasks to finish.

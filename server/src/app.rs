@@ -249,6 +249,7 @@ pub async fn run(
             peer_addr: plan.advertised_peer.clone(),
             http_addr: advertised_http(http_addr, &plan.advertised_peer),
             version: env!("CARGO_PKG_VERSION").into(),
+            membership: None,
         },
         &plan.members,
     );
@@ -426,14 +427,28 @@ pub async fn run(
         let data_dir = args.data_dir.clone();
         let failed = failed.clone();
         let plan = plan.clone();
+        let mut stopping = stopping.clone();
         workers.spawn(async move {
-            if let Err(e) = start_up(&state, &plan, &data_dir).await {
+            // Startup waits as long as peers take (for ever, for a node never added):
+            // shutdown must not wait for it.
+            let outcome = tokio::select! {
+                outcome = start_up(&state, &plan, &data_dir) => outcome,
+                _ = stopping.wait_for(|stop| *stop) => return,
+            };
+            if let Err(e) = outcome {
                 tracing::error!(error = %format!("{e:#}"), "startup failed");
                 failed.send_replace(Some(format!("{e:#}")));
             }
         });
     }
     workers.spawn(raft_watchdog(store.clone(), failed, stopping.clone()));
+    workers.spawn(crate::cluster::watch::run(
+        store.clone(),
+        members.clone(),
+        state.ready.clone(),
+        plan.join,
+        stopping.clone(),
+    ));
 
     if let Some(tls) = &http_tls {
         workers.spawn(
@@ -552,6 +567,9 @@ fn advertised_http(bound: std::net::SocketAddr, advertised_peer: &str) -> String
 async fn start_up(state: &AppState, plan: &ClusterPlan, data_dir: &Path) -> anyhow::Result<()> {
     let store = &state.store;
     let me = store.id();
+    if store.is_initialized().await? {
+        warn_of_changed_addresses(store, plan);
+    }
     if !plan.join && plan.founder() == me && !store.is_initialized().await? {
         // Form the cluster once a majority answers, so that it can elect at once.
         let majority = plan.members.len() / 2 + 1;
@@ -604,6 +622,28 @@ async fn start_up(state: &AppState, plan: &ClusterPlan, data_dir: &Path) -> anyh
         "roster node ready"
     );
     Ok(())
+}
+
+/// Warns, loudly, when the command line gives a member (this node's `--peer`, or an
+/// entry of `--members`) another address than the stored Raft membership. Decided: warn
+/// and keep the stored address rather than refuse to start. The stored one is what the
+/// other members dial, and the node may well still be reachable there (a bind address
+/// changed to `0.0.0.0`, say); refusing would turn a restart into an outage. Changing a
+/// member's address is a membership change: remove it, wipe its data dir, and add it
+/// again with the new address.
+fn warn_of_changed_addresses(store: &Store, plan: &ClusterPlan) {
+    let stored = store.status().members;
+    for (id, stored, given) in crate::cluster::changed_addresses(&stored, &plan.members) {
+        tracing::warn!(
+            node_id = id,
+            stored = %stored,
+            given = %given,
+            "the command line gives member {id} another peer address than the stored cluster membership; \
+             the stored {stored} stays in use (peers dial it). To change a member's address, remove it \
+             (roster cluster remove {id}), delete its data dir, and add it with the new address \
+             (roster cluster add {id} {given})"
+        );
+    }
 }
 
 /// First start of a cluster: generates the token signing key and creates the admin,

@@ -1,6 +1,6 @@
 //! Client subcommands: `roster cluster status|add|remove`, `roster sync
-//! add|list|status|pause|resume|delete` and `roster auth rotate-key` talk to a node's
-//! HTTP API with the given credentials and print text or JSON.
+//! add|list|status|pause|resume|apply|delete` and `roster auth rotate-key` talk to a
+//! node's HTTP API with the given credentials and print text or JSON.
 //!
 //! The node is reached over plaintext HTTP (`HOST:PORT`, `http://...`) or HTTPS
 //! (`https://...`, trusting `--cacert` or the system's CAs), one kept-alive connection
@@ -9,6 +9,7 @@
 //! crypto provider is installed, and features unify across the workspace, so the sync
 //! sources' clients (in the node and in the tests' process) would have to install one.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,24 @@ use tokio_rustls::TlsConnector;
 
 use crate::cluster::view::ClusterView;
 use crate::config::{AuthAction, ClientArgs, ClusterAction, OutputFormat, SyncAction};
+
+/// Writes a line to stdout, returning the error instead of panicking as `println!`
+/// does: stdout may be a pipe its reader closed (`roster sync list | head -1`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    };
+}
+
+/// Whether `e` is a write to a closed pipe (the reader, e.g. `head`, has what it
+/// wanted): the command ends quietly.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
 
 /// How long one exchange with the node may take, connecting included.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -300,6 +319,11 @@ impl Api {
         let mut call = self.request(Method::POST, "/nacos/v1/auth/login");
         call.form = Some(form);
         let (status, text) = self.exchange(call).await?;
+        // Nacos answers a bad user and a bad password alike, in words that name only the
+        // first ("user not found!"); the wire keeps them, the CLI says what it means.
+        if matches!(status.as_u16(), 401 | 403) && text.contains("user not found") {
+            bail!("login failed: wrong username or password (user {username})");
+        }
         if !status.is_success() {
             bail!("login failed: {status}: {text}");
         }
@@ -360,8 +384,8 @@ pub async fn cluster(action: ClusterAction, client: ClientArgs) -> anyhow::Resul
     let body = api.send(request).await?;
     let view: ClusterView = serde_json::from_str(&body).context("unexpected answer")?;
     match client.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&view)?),
-        OutputFormat::Text => print_view(&view),
+        OutputFormat::Json => out!("{}", serde_json::to_string_pretty(&view)?),
+        OutputFormat::Text => print_view(&view)?,
     }
     Ok(())
 }
@@ -412,22 +436,23 @@ pub async fn sync(action: SyncAction, client: ClientArgs) -> anyhow::Result<()> 
         SyncAction::Status { name } => api.request(Method::GET, &task_path(name, "")),
         SyncAction::Pause { name } => api.request(Method::POST, &task_path(name, "/pause")),
         SyncAction::Resume { name } => api.request(Method::POST, &task_path(name, "/resume")),
+        SyncAction::Apply { name } => api.request(Method::POST, &task_path(name, "/apply")),
         SyncAction::Delete { name } => api.request(Method::DELETE, &task_path(name, "")),
     };
     let body = api.send(request).await?;
     let value: serde_json::Value = serde_json::from_str(&body).context("unexpected answer")?;
     if client.output == OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        out!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
     match &action {
-        SyncAction::List => print_tasks(&value),
-        SyncAction::Delete { .. } => println!(
+        SyncAction::List => print_tasks(&value)?,
+        SyncAction::Delete { .. } => out!(
             "deleted {} and its {} imported instance(s)",
             value["deleted"].as_str().unwrap_or("?"),
             value["removedInstances"]
         ),
-        _ => print_task(&value),
+        _ => print_task(&value)?,
     }
     Ok(())
 }
@@ -444,10 +469,10 @@ pub async fn auth(action: AuthAction, client: ClientArgs) -> anyhow::Result<()> 
     let body = api.send(call).await?;
     let value: serde_json::Value = serde_json::from_str(&body).context("unexpected answer")?;
     if client.output == OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        out!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
-    println!(
+    out!(
         "rotated the token signing key: new key {}",
         value["keyId"].as_str().unwrap_or("?")
     );
@@ -455,64 +480,139 @@ pub async fn auth(action: AuthAction, client: ClientArgs) -> anyhow::Result<()> 
     match value["previousValidUntil"].as_u64() {
         Some(until) => {
             let left = until.saturating_sub(crate::clock::now_ms() / 1000);
-            println!(
+            out!(
                 "tokens signed by key {previous} are accepted for {left} s more, until they expire"
             );
         }
-        None => println!("tokens signed by key {previous} or older are no longer accepted"),
+        None => out!("tokens signed by key {previous} or older are no longer accepted"),
     }
     Ok(())
 }
 
-fn print_tasks(value: &serde_json::Value) {
-    println!(
-        "{:<20} {:<9} {:>8} {:>9} {:>5} {:>7}  {:<20} SOURCE",
-        "NAME", "STATE", "SERVICES", "INSTANCES", "HELD", "SKIPPED", "LAST SYNC"
-    );
-    for t in value["tasks"].as_array().into_iter().flatten() {
-        let s = &t["status"];
-        println!(
-            "{:<20} {:<9} {:>8} {:>9} {:>5} {:>7}  {:<20} {}",
-            t["name"].as_str().unwrap_or("?"),
-            state_label(t),
-            s["services"],
-            s["instances"],
-            s["heldDeletions"],
-            s["skipped"],
-            age(&s["lastSyncMs"]),
-            t["source"].as_str().unwrap_or("?"),
-        );
+fn print_tasks(value: &serde_json::Value) -> anyhow::Result<()> {
+    let rows: Vec<Vec<String>> = value["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let s = &t["status"];
+            vec![
+                t["name"].as_str().unwrap_or("?").to_string(),
+                state_label(t),
+                s["services"].to_string(),
+                s["instances"].to_string(),
+                s["heldDeletions"].to_string(),
+                s["skipped"].to_string(),
+                age(&s["lastSyncMs"]),
+                target(t, "namespace", roster_sync::runner::DEFAULT_NAMESPACE),
+                target(t, "group", roster_sync::runner::DEFAULT_GROUP),
+                t["source"].as_str().unwrap_or("?").to_string(),
+            ]
+        })
+        .collect();
+    let header = [
+        "NAME",
+        "STATE",
+        "SERVICES",
+        "INSTANCES",
+        "HELD",
+        "SKIPPED",
+        "LAST SYNC",
+        "NAMESPACE",
+        "GROUP",
+        "SOURCE",
+    ];
+    // Counts are right-aligned, text left.
+    let numeric = [
+        false, false, true, true, true, true, false, false, false, false,
+    ];
+    write!(
+        std::io::stdout().lock(),
+        "{}",
+        table(&header, &rows, &numeric)
+    )?;
+    Ok(())
+}
+
+/// Rows under a header, each column as wide as its widest cell, two spaces apart; the
+/// last column is not padded (no trailing blanks).
+fn table(header: &[&str], rows: &[Vec<String>], right_aligned: &[bool]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            if i > 0 {
+                out.push_str("  ");
+            }
+            if right_aligned.get(i) == Some(&true) {
+                out.extend(std::iter::repeat_n(' ', pad));
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                if i < last {
+                    out.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// A task's target namespace or group as it takes effect: the one it names, else the
+/// default — for a Nacos source the source's own, else `fallback`.
+fn target(t: &serde_json::Value, field: &str, fallback: &str) -> String {
+    if let Some(v) = t[field].as_str().filter(|v| !v.is_empty()) {
+        return v.to_string();
+    }
+    let source = t["source"].as_str().unwrap_or("");
+    if source.starts_with("nacos://") {
+        format!("(source's, else {fallback})")
+    } else {
+        fallback.to_string()
     }
 }
 
-fn print_task(t: &serde_json::Value) {
+fn print_task(t: &serde_json::Value) -> anyhow::Result<()> {
     let s = &t["status"];
     let text = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| "-".into());
-    println!("name:       {}", text(&t["name"]));
-    println!("source:     {}", text(&t["source"]));
-    println!(
+    out!("name:       {}", text(&t["name"]));
+    out!("source:     {}", text(&t["source"]));
+    out!(
         "target:     namespace {} group {} services {}",
-        text(&t["namespace"]),
-        text(&t["group"]),
-        text(&t["services"])
+        target(t, "namespace", roster_sync::runner::DEFAULT_NAMESPACE),
+        target(t, "group", roster_sync::runner::DEFAULT_GROUP),
+        t["services"].as_str().unwrap_or("all")
     );
-    println!("state:      {}", state_label(t));
-    println!(
+    out!("state:      {}", state_label(t));
+    out!(
         "counts:     {} service(s), {} instance(s), {} held deletion(s), {} skipped, {} copies ignored",
         s["services"], s["instances"], s["heldDeletions"], s["skipped"], s["copiesIgnored"]
     );
     if let Some(configs) = s["configs"].as_u64() {
-        println!(
+        out!(
             "configs:    {configs} configuration item(s), {} skipped (roster's own)",
             s["configsSkipped"]
         );
     }
     for reason in s["holdReasons"].as_array().into_iter().flatten() {
-        println!("held:       {}", reason.as_str().unwrap_or("?"));
+        out!("held:       {}", reason.as_str().unwrap_or("?"));
     }
-    println!("last sync:  {}", age(&s["lastSyncMs"]));
-    println!("last error: {}", text(&s["lastError"]));
-    println!(
+    out!("last sync:  {}", age(&s["lastSyncMs"]));
+    out!("last error: {}", text(&s["lastError"]));
+    out!(
         "runner:     {}",
         s["runner"]
             .as_u64()
@@ -520,14 +620,23 @@ fn print_task(t: &serde_json::Value) {
             .unwrap_or_else(|| "-".into())
     );
     if let Some(report) = s["dryRun"].as_object() {
-        println!(
+        out!(
             "dry run:    would add {}, update {}, remove {}",
-            report["wouldAdd"], report["wouldUpdate"], report["wouldRemove"]
+            report["wouldAdd"],
+            report["wouldUpdate"],
+            report["wouldRemove"]
         );
         for line in report["sample"].as_array().into_iter().flatten() {
-            println!("            {}", line.as_str().unwrap_or("?"));
+            out!("            {}", line.as_str().unwrap_or("?"));
+        }
+        if t["dryRun"].as_bool() == Some(true) {
+            out!(
+                "            to import for real: roster sync apply {}",
+                text(&t["name"])
+            );
         }
     }
+    Ok(())
 }
 
 fn state_label(t: &serde_json::Value) -> String {
@@ -548,12 +657,12 @@ fn age(ms: &serde_json::Value) -> String {
     format!("{secs}s ago")
 }
 
-fn print_view(view: &ClusterView) {
+fn print_view(view: &ClusterView) -> anyhow::Result<()> {
     let leader = view
         .leader
         .map(|l| l.to_string())
         .unwrap_or_else(|| "none".into());
-    println!(
+    out!(
         "node {} ({}) term {} leader {} applied {} snapshot {}{}",
         view.node_id,
         view.state,
@@ -563,13 +672,20 @@ fn print_view(view: &ClusterView) {
         view.snapshot_index,
         if view.ready { "" } else { " (not ready)" }
     );
-    println!(
+    out!(
         "{:<4} {:<9} {:<5} {:<5} {:<22} {:<22} {:>8} {:>6}",
-        "ID", "ROLE", "VOTER", "LIVE", "PEER", "HTTP", "MATCH", "LAG"
+        "ID",
+        "ROLE",
+        "VOTER",
+        "LIVE",
+        "PEER",
+        "HTTP",
+        "MATCH",
+        "LAG"
     );
     for m in &view.members {
         let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-        println!(
+        out!(
             "{:<4} {:<9} {:<5} {:<5} {:<22} {:<22} {:>8} {:>6}",
             m.id,
             m.role,
@@ -581,6 +697,7 @@ fn print_view(view: &ClusterView) {
             opt(m.lag)
         );
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -616,6 +733,25 @@ mod tests {
         ] {
             assert!(Target::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn table_columns_fit_their_widest_cell() {
+        let rows = vec![
+            vec![
+                "a-long-task-name".to_string(),
+                "7".into(),
+                "etcd://h:1".into(),
+            ],
+            vec!["b".to_string(), "12345".into(), "x".into()],
+        ];
+        let out = table(&["NAME", "N", "SOURCE"], &rows, &[false, true, false]);
+        assert_eq!(
+            out,
+            "NAME                  N  SOURCE\n\
+             a-long-task-name      7  etcd://h:1\n\
+             b                 12345  x\n"
+        );
     }
 
     #[test]

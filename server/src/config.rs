@@ -10,7 +10,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// roster: a clustered service registry that speaks the Nacos naming protocol.
 #[derive(Debug, Parser)]
-#[command(name = "roster", version, about, long_about = None)]
+#[command(name = "roster", version, about, long_about = None, after_help = AFTER_HELP)]
 pub struct Cli {
     /// Read defaults for every flag from this TOML file (keys are flag names, e.g.
     /// `http = "0.0.0.0:8848"`, `data-dir = "/var/lib/roster"`).
@@ -25,6 +25,18 @@ pub struct Cli {
     #[command(flatten)]
     pub node: NodeArgs,
 }
+
+/// The end of `roster --help`: what a first start needs to know beyond the flags.
+const AFTER_HELP: &str = "\
+First start: the admin user is `nacos`, with the password in ROSTER_ADMIN_PASSWORD if that \
+is set, else a generated one written to <data-dir>/initial-admin-password (mode 0600).
+
+Ports: HTTP --http (127.0.0.1:8848), gRPC --grpc (default: the HTTP port + 1000, 9848), \
+peer channel --peer (127.0.0.1:7848), taken by a single node too. Beside a Nacos on its \
+defaults: roster --http 127.0.0.1:18848 --peer 127.0.0.1:17848 (gRPC 19848).
+
+Client subcommands (cluster, sync, auth) log in with --password-file FILE or \
+ROSTER_PASSWORD; `roster <subcommand> --help` lists their options.";
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
@@ -130,8 +142,14 @@ pub enum SyncAction {
         /// Task name.
         name: String,
     },
-    /// Start a paused task again.
+    /// Start a paused task again (a dry run stays a dry run: see `apply`).
     Resume {
+        /// Task name.
+        name: String,
+    },
+    /// Turn a dry-run task into a real one: it imports what its dry run reported, and
+    /// keeps in step from then on.
+    Apply {
         /// Task name.
         name: String,
     },
@@ -171,8 +189,10 @@ pub enum OutputFormat {
     Json,
 }
 
-/// How a client subcommand reaches a node.
+/// How a client subcommand reaches a node. Listed under their own heading in `--help`,
+/// apart from the subcommand's options.
 #[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Connection options")]
 pub struct ClientArgs {
     /// The node's HTTP address: `HOST:PORT` or `http://HOST:PORT` (plaintext),
     /// `https://HOST:PORT` (TLS).

@@ -25,11 +25,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let node = matches!(cli.command, None | Some(Command::Run));
     match runtime.block_on(dispatch(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // `roster sync list | head -1`: the reader has what it wanted.
+        Err(e) if !node && roster::cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "roster stopped");
-            eprintln!("roster: {e:#}");
+            // Said once: a node in its log (which may be JSON, or a file), a client
+            // subcommand on the terminal.
+            if node {
+                tracing::error!(error = %format!("{e:#}"), "roster stopped");
+            } else {
+                eprintln!("roster: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -78,12 +86,31 @@ async fn shutdown_signal() {
 
 fn init_logging(args: &NodeArgs) {
     // RUST_LOG wins over --log-level, as operators expect.
-    // openraft narrates every election at info and every failed replication RPC (several
-    // a second while a peer is down) at error; roster logs peers going down and coming
-    // back itself, once each.
-    let quiet = "openraft=warn,openraft::replication=off,openraft::engine::handler::replication_handler=error";
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(format!("{quiet},{}", args.log_level)))
+    // openraft narrates every election at info; its core warns of every vote or
+    // replication answer that arrives after the vote moved on ("A message will be
+    // ignored because vote changed": each election, each membership change) and logs at
+    // error every vote or leadership check a peer did not answer; its replication logs
+    // every failed RPC (several a second while a peer is down) at error. roster logs what
+    // an operator needs itself: cluster::watch the leader elected and the membership
+    // changed, cluster::members peers going down and coming back, app's raft watchdog
+    // a core that stopped on a fatal error (which openraft's core logs once, too). So the
+    // default silences openraft's core and replication and keeps its other warnings.
+    // `--log-level` at debug or trace, or naming openraft, or RUST_LOG, drops these.
+    let quiet = "openraft=warn,openraft::core::raft_core=off,openraft::replication=off,openraft::engine::handler::replication_handler=error";
+    let level = args.log_level.trim();
+    let raised = level.contains("openraft")
+        || ["debug", "trace"].contains(&level.to_ascii_lowercase().as_str());
+    let directives = if raised {
+        level.to_string()
+    } else {
+        format!("{quiet},{level}")
+    };
+    // An empty RUST_LOG counts as unset (EnvFilter would read it as "errors only").
+    let filter = std::env::var(EnvFilter::DEFAULT_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(EnvFilter::try_new)
+        .unwrap_or_else(|| EnvFilter::try_new(directives))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     // Colours only for a terminal: log files and journald get plain text.
     let builder = tracing_subscriber::fmt()

@@ -3,7 +3,7 @@
 //! store, the cluster, push); this module only gathers them, and `app` (the wiring)
 //! builds it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::audit::Audit;
@@ -32,19 +32,50 @@ pub struct Limits {
     pub max_metadata_bytes: usize,
 }
 
-/// Whether the node serves API requests yet.
+/// What a node removed from the cluster answers clients, its readiness probe included.
+pub const REMOVED: &str = "this node was removed from the cluster; stop it and delete its data dir";
+
+/// Whether the node serves API requests: not yet while starting, then yes, and never
+/// again once it learns it was removed from the cluster.
 #[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness(Arc<AtomicU8>);
+
+const STARTING: u8 = 0;
+const READY: u8 = 1;
+const REMOVED_STATE: u8 = 2;
 
 impl Readiness {
-    /// True once the node has a leader, has replayed its state and is bootstrapped.
+    /// True once the node has a leader, has replayed its state and is bootstrapped, and
+    /// while it is still a member.
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.load(Ordering::Acquire) == READY
     }
 
-    /// Marks the node ready (startup finished).
+    /// Why the node refuses clients: `None` when ready, `starting` while starting, and
+    /// [`REMOVED`] once removed.
+    pub fn refusal(&self, starting: &'static str) -> Option<&'static str> {
+        match self.0.load(Ordering::Acquire) {
+            READY => None,
+            REMOVED_STATE => Some(REMOVED),
+            _ => Some(starting),
+        }
+    }
+
+    /// Whether the node learned it was removed from the cluster.
+    pub fn is_removed(&self) -> bool {
+        self.0.load(Ordering::Acquire) == REMOVED_STATE
+    }
+
+    /// Marks the node ready (startup finished), unless it was removed meanwhile.
     pub(crate) fn set(&self) {
-        self.0.store(true, Ordering::Release);
+        let _ = self
+            .0
+            .compare_exchange(STARTING, READY, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Marks the node removed from the cluster, for good.
+    pub(crate) fn set_removed(&self) {
+        self.0.store(REMOVED_STATE, Ordering::Release);
     }
 }
 

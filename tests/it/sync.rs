@@ -344,7 +344,7 @@ fn sync_from_a_nacos_source_follows_it_and_never_loops() {
 }
 
 #[test]
-fn sync_dry_run_reports_and_writes_nothing() {
+fn sync_dry_run_reports_writes_nothing_and_applies_once() {
     let source = Node::start();
     let node = Node::start();
     let svc = unique("dry");
@@ -379,6 +379,25 @@ fn sync_dry_run_reports_and_writes_nothing() {
         "{sample}"
     );
     assert!(hosts(&node, "public", "MIGRATED", &svc).is_empty());
+
+    // Apply: the dry run becomes a real import of what it reported.
+    let t = call_json(&node, "POST", "/api/v1/sync/tasks/dry/apply", &json!({}))
+        .expect(200)
+        .json();
+    assert_eq!(t["dryRun"], false, "{t}");
+    assert_eq!(
+        t["status"]["dryRun"],
+        Value::Null,
+        "the stale report goes: {t}"
+    );
+    wait_addrs(&node, "public", "MIGRATED", &svc, &["127.2.0.1:80"]);
+    let t = wait_state(&node, "dry", "running");
+    assert_eq!(t["status"]["instances"], 1, "{t}");
+    // Once only; an unknown task is a 404.
+    let again = call_json(&node, "POST", "/api/v1/sync/tasks/dry/apply", &json!({}));
+    assert_eq!(again.status, 409, "{}", again.body);
+    assert!(again.body.contains("not a dry run"), "{}", again.body);
+    call_json(&node, "POST", "/api/v1/sync/tasks/none/apply", &json!({})).expect(404);
 }
 
 /// Runs `roster sync ...` against `node`; returns stdout, panics on failure.

@@ -28,9 +28,9 @@
 //!   with `service` events).
 //! - `user` `{}`: users were created, deleted or given a new password, or roles or
 //!   permissions changed. Admins only.
-//! - `task` `{"name"}`: a sync task was created, paused, resumed or deleted, or its
-//!   runner reported a new status (at most every few seconds per task, and every 30 s
-//!   while it runs). Admins only.
+//! - `task` `{"name"}`: a sync task was created, paused, resumed, applied or deleted,
+//!   or its runner reported a new status (at most every few seconds per task, and
+//!   every 30 s while it runs). Admins only.
 //! - `resync` `{}`: anything may have changed (the stream fell behind, the node
 //!   replaced its state from a snapshot, or — for a caller who is not an admin — roles
 //!   or permissions changed, so what it may see did): refetch everything.

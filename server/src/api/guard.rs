@@ -167,11 +167,11 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
     let path = parts.uri.path();
     let mut identity = None;
     if !OPS_PATHS.contains(&path) {
-        if !state.ready.is_ready() {
-            return Err(refuse(
-                path,
-                Error::unavailable("server is starting, please try again later"),
-            ));
+        if let Some(why) = state
+            .ready
+            .refusal("server is starting, please try again later")
+        {
+            return Err(refuse(path, Error::unavailable(why)));
         }
         if SOFT_PATHS.contains(&path) {
             identity = authenticate(state, &parts.headers, &params).await.ok();

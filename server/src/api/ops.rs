@@ -22,12 +22,12 @@ async fn live() -> &'static str {
     "ok"
 }
 
-/// 200 once the node has a Raft leader and has loaded its state; 503 before.
+/// 200 once the node has a Raft leader and has loaded its state; 503 before, and for
+/// good once the node learns it was removed from the cluster (with the reason).
 async fn ready(State(state): State<AppState>) -> Response {
-    if state.ready.is_ready() {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting").into_response()
+    match state.ready.refusal("starting") {
+        None => (StatusCode::OK, "ready").into_response(),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
     }
 }
 

@@ -1,5 +1,5 @@
-//! `/api/v1/sync/tasks`: create, list, get, pause, resume and delete sync tasks. Admin
-//! only (a task's source URL may carry credentials; answers show it redacted).
+//! `/api/v1/sync/tasks`: create, list, get, pause, resume, apply (a dry run becomes a
+//! real import) and delete sync tasks. Admin only (a task's source URL may carry credentials; answers show it redacted).
 //!
 //! Writes go through Raft; the answer is read back from this node's copy of the task
 //! table after a read barrier, so a caller sees its own change.
@@ -26,6 +26,7 @@ const TASKS: &str = "/api/v1/sync/tasks";
 const TASK: &str = "/api/v1/sync/tasks/{name}";
 const PAUSE: &str = "/api/v1/sync/tasks/{name}/pause";
 const RESUME: &str = "/api/v1/sync/tasks/{name}/resume";
+const APPLY: &str = "/api/v1/sync/tasks/{name}/apply";
 
 /// The sync task routes.
 pub fn routes() -> Router<AppState> {
@@ -34,6 +35,7 @@ pub fn routes() -> Router<AppState> {
         .route(TASK, get(show).delete(delete))
         .route(PAUSE, post(pause))
         .route(RESUME, post(resume))
+        .route(APPLY, post(apply))
 }
 
 /// The route pattern of a path under a task (whose segment after `tasks/` is a task
@@ -44,6 +46,7 @@ pub fn route_pattern(path: &str) -> Option<&'static str> {
         None => TASK,
         Some((_, "pause")) => PAUSE,
         Some((_, "resume")) => RESUME,
+        Some((_, "apply")) => APPLY,
         Some(_) => return None,
     })
 }
@@ -266,6 +269,35 @@ async fn set_paused(
     Ok(Json(read_back(&state, &name).await?))
 }
 
+/// `POST /api/v1/sync/tasks/{name}/apply`: turns a dry run into a real import, through
+/// Raft so every node agrees; the leader's runner restarts and imports what the dry run
+/// reported. 404 for an unknown task, 409 for one that is not a dry run.
+async fn apply(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<TaskView>, Error> {
+    caller.require_admin()?;
+    // Judged on this node's copy after a read barrier, so a task applied through
+    // another node a moment ago is a 409 here too. Two applies racing both pass; the
+    // state machine applies the second as a no-op.
+    state.store.read_barrier().await?;
+    let task = state
+        .tasks
+        .get(&name)
+        .ok_or_else(|| Error::not_found(format!("sync task '{name}' not found")))?;
+    if !task.spec.dry_run {
+        return Err(Error::conflict(format!(
+            "sync task '{name}' is not a dry run: it already imports"
+        )));
+    }
+    state
+        .store
+        .propose(CommandV1::ApplySyncTask { name: name.clone() })
+        .await?;
+    Ok(Json(read_back(&state, &name).await?))
+}
+
 /// `DELETE /api/v1/sync/tasks/{name}` answer.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -314,6 +346,7 @@ mod tests {
         assert_eq!(route_pattern("/api/v1/sync/tasks/a"), Some(TASK));
         assert_eq!(route_pattern("/api/v1/sync/tasks/a/pause"), Some(PAUSE));
         assert_eq!(route_pattern("/api/v1/sync/tasks/a/resume"), Some(RESUME));
+        assert_eq!(route_pattern("/api/v1/sync/tasks/a/apply"), Some(APPLY));
         assert_eq!(route_pattern("/api/v1/sync/tasks/a/b"), None);
         assert_eq!(route_pattern("/api/v1/sync/tasks"), None);
         assert_eq!(route_pattern("/nacos/v1/ns/instance"), None);

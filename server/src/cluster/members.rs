@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
-use roster_raft::NodeId;
+use roster_raft::{NodeId, RaftStatus};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use tokio::sync::watch;
@@ -34,6 +34,16 @@ pub struct Hello {
     pub http_addr: String,
     /// roster version.
     pub version: String,
+    /// In answers: the membership the answering node has applied, as its log index and
+    /// member ids. Absent in the hellos sent, and in answers from older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<(u64, Vec<NodeId>)>,
+}
+
+/// The membership `status` has applied (committed), for [`Hello::membership`].
+pub fn applied_membership(status: &RaftStatus) -> Option<(u64, Vec<NodeId>)> {
+    let index = status.membership_index?;
+    (status.last_applied >= index).then(|| (index, status.members.keys().copied().collect()))
 }
 
 /// What this node knows of another member.
@@ -59,6 +69,9 @@ struct Shared {
     me: Hello,
     /// Other members; guarded for short reads and updates, never across an await.
     peers: RwLock<BTreeMap<NodeId, Peer>>,
+    /// The highest log index of a membership without this node that a member answered
+    /// with (see [`Members::left_out_at`]); guarded for short reads and updates.
+    left_out_at: parking_lot::Mutex<Option<u64>>,
 }
 
 impl Members {
@@ -81,6 +94,7 @@ impl Members {
             shared: Arc::new(Shared {
                 me,
                 peers: RwLock::new(peers),
+                left_out_at: parking_lot::Mutex::new(None),
             }),
         }
     }
@@ -149,6 +163,24 @@ impl Members {
         peer.last_seen = Some(Instant::now());
     }
 
+    /// The log index of the latest membership a member has applied that leaves this
+    /// node out, if one answered a hello with such. Later than the membership this node
+    /// has applied, it means this node was removed without hearing of it.
+    pub fn left_out_at(&self) -> Option<u64> {
+        *self.shared.left_out_at.lock()
+    }
+
+    /// Notes the membership a member answered with, if it leaves this node out.
+    fn note_membership(&self, membership: &Option<(u64, Vec<NodeId>)>) {
+        let Some((index, ids)) = membership else {
+            return;
+        };
+        if !ids.contains(&self.shared.me.node_id) {
+            let mut left_out_at = self.shared.left_out_at.lock();
+            *left_out_at = (*left_out_at).max(Some(*index));
+        }
+    }
+
     /// Makes the member list Raft's: adds new members, drops removed ones.
     pub fn follow(&self, raft_members: &BTreeMap<NodeId, String>) {
         if raft_members.is_empty() {
@@ -191,7 +223,10 @@ impl Members {
             while let Some(done) = calls.join_next().await {
                 let Ok((id, reply)) = done else { continue };
                 match reply.map(|bytes| rmp_serde::from_slice::<Hello>(&bytes)) {
-                    Ok(Ok(hello)) => self.record(&hello),
+                    Ok(Ok(hello)) => {
+                        self.note_membership(&hello.membership);
+                        self.record(&hello);
+                    }
                     Ok(Err(e)) => tracing::debug!(peer = id, error = %e, "bad hello reply"),
                     Err(e) => tracing::debug!(peer = id, error = %e, "hello failed"),
                 }
@@ -200,8 +235,14 @@ impl Members {
             for id in live.iter().filter(|id| !was_live.contains(id)) {
                 tracing::info!(peer = id, "peer is up");
             }
+            let peers = self.shared.peers.read().keys().copied().collect::<Vec<_>>();
             for id in was_live.iter().filter(|id| !live.contains(id)) {
-                tracing::warn!(peer = id, "peer is down (no answer for {LIVE_WINDOW:?})");
+                if peers.contains(id) {
+                    tracing::warn!(peer = id, "peer is down (no answer for {LIVE_WINDOW:?})");
+                } else {
+                    // Removed from the membership: not a failure.
+                    tracing::info!(peer = id, "peer left the cluster");
+                }
             }
             was_live = live;
         }
@@ -218,6 +259,7 @@ mod tests {
             peer_addr: format!("n{id}:7848"),
             http_addr: format!("n{id}:8848"),
             version: "x".into(),
+            membership: None,
         }
     }
 

@@ -2,7 +2,8 @@
 //! ([`wire`]), the sending side ([`peer`]), the `--peer` listener and its limits
 //! ([`listener`]), the receiving side ([`server`]), replay refusal ([`replay`]) and
 //! mutual TLS ([`tls`]) — who the members are and which of them are alive
-//! ([`members`]), and the cluster as one node sees it ([`view`]).
+//! ([`members`]), the cluster as one node sees it ([`view`]), and Raft's leader and
+//! membership changes in the log, with the stand-down of a removed node ([`watch`]).
 
 pub mod listener;
 pub mod members;
@@ -11,6 +12,7 @@ pub mod replay;
 pub mod server;
 pub mod tls;
 pub mod view;
+pub mod watch;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -47,9 +49,36 @@ pub fn parse_members(raw: &str) -> Result<BTreeMap<NodeId, String>, String> {
     Ok(members)
 }
 
+/// The members whose address on the command line (`given`: `--members`, or this node's
+/// `--peer`) differs from the one in the stored Raft membership (`stored`), as
+/// `(id, stored, given)`. Once a node has joined, the stored membership is what every
+/// node dials: the command line's addresses are not read again.
+pub fn changed_addresses(
+    stored: &BTreeMap<NodeId, String>,
+    given: &BTreeMap<NodeId, String>,
+) -> Vec<(NodeId, String, String)> {
+    given
+        .iter()
+        .filter_map(|(id, addr)| {
+            let old = stored.get(id)?;
+            (old != addr).then(|| (*id, old.clone(), addr.clone()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_addresses_compare_the_members_in_both() {
+        let stored = parse_members("1=a:1,2=b:2,3=c:3").unwrap();
+        let given = parse_members("1=a:1,2=b:9,4=d:4").unwrap();
+        assert_eq!(
+            changed_addresses(&stored, &given),
+            [(2, "b:2".to_string(), "b:9".to_string())]
+        );
+    }
 
     #[test]
     fn members_parse() {

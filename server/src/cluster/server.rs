@@ -259,7 +259,13 @@ async fn route(app: &AppState, sender: NodeId, path: &str, body: &[u8]) -> (Stat
             return bad("hello from another node id than signed".into());
         }
         app.members.record(&hello);
-        let me = rmp_serde::to_vec_named(app.members.me()).expect("hello serializes");
+        // The answer carries this node's applied membership: a node that was removed
+        // without receiving the change learns it from here.
+        let me = Hello {
+            membership: super::members::applied_membership(&app.store.status()),
+            ..app.members.me().clone()
+        };
+        let me = rmp_serde::to_vec_named(&me).expect("hello serializes");
         return (StatusCode::OK, me);
     }
     if path == "view" {

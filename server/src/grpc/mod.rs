@@ -109,6 +109,9 @@ fn respond(kind: &str, mut fields: Value) -> Payload {
     Payload::new(kind, &fields)
 }
 
+/// What Nacos answers while a node starts.
+const STARTING: &str = "Server is starting,please try later.";
+
 fn failure(kind: &str, code: u16, message: &str) -> Payload {
     Payload::new(
         kind,
@@ -255,8 +258,8 @@ impl GrpcServer {
         let Some(remote) = remote else {
             return failure("ErrorResponse", 500, "no peer address");
         };
-        if !self.app.ready.is_ready() {
-            return failure("ErrorResponse", 300, "Server is starting,please try later.");
+        if let Some(why) = self.app.ready.refusal(STARTING) {
+            return failure("ErrorResponse", 300, why);
         }
         if kind == "ServerCheckRequest" {
             return respond(
@@ -807,8 +810,8 @@ impl Handler for GrpcServer {
     ) -> BoxFuture<ReceiverStream<Result<Payload, Status>>, Status> {
         Box::pin(async move {
             let remote = remote.ok_or_else(|| Status::internal("no peer address"))?;
-            if !self.app.ready.is_ready() {
-                return Err(Status::unavailable("Server is starting,please try later."));
+            if let Some(why) = self.app.ready.refusal(STARTING) {
+                return Err(Status::unavailable(why));
             }
             let (tx, rx) = mpsc::channel(1024);
             // Registered at stream open, so that the unary calls that follow the setup

@@ -25,7 +25,8 @@ pub enum CatalogChange {
     /// Roles were bound or unbound, or permissions granted or taken back: what callers
     /// who are not admins may see may have changed.
     Access,
-    /// A sync task was created, paused, resumed or deleted, or reported a new status.
+    /// A sync task was created, paused, resumed, applied or deleted, or reported a new
+    /// status.
     Task(String),
     /// Anything may have changed: the state was replaced from a snapshot.
     Everything,
@@ -51,6 +52,7 @@ impl CatalogChange {
             | CommandV1::DeletePermission { .. } => Self::Access,
             CommandV1::CreateSyncTask(spec) => Self::Task(spec.name.clone()),
             CommandV1::SetSyncTaskPaused { name, .. }
+            | CommandV1::ApplySyncTask { name }
             | CommandV1::DeleteSyncTask { name, .. }
             | CommandV1::SyncStatus { name, .. } => Self::Task(name.clone()),
             CommandV1::CreateService { .. }

@@ -262,6 +262,12 @@ pub enum CommandV1 {
         /// Proposal time.
         at_ms: u64,
     },
+    /// Turn a dry-run sync task into a real one (`roster sync apply`): its runner
+    /// restarts and imports. A task that is not a dry run is left as it is.
+    ApplySyncTask {
+        /// Task name.
+        name: String,
+    },
 }
 
 /// Why a command was refused when applied. Deterministic: every node refuses alike.

@@ -187,6 +187,7 @@ impl RegistryMachine {
             }
             CommandV1::CreateSyncTask(spec) => self.tasks.create(spec),
             CommandV1::SetSyncTaskPaused { name, paused } => self.tasks.set_paused(&name, paused),
+            CommandV1::ApplySyncTask { name } => self.tasks.end_dry_run(&name),
             CommandV1::DeleteSyncTask { name, at_ms } => {
                 self.tasks.delete(&name)?;
                 r.remove_all_owned(&name, at_ms);

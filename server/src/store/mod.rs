@@ -122,6 +122,11 @@ impl Store {
         self.node.status()
     }
 
+    /// Stops starting elections, for good (a node removed from the cluster).
+    pub fn stop_campaigning(&self) {
+        self.node.stop_campaigning();
+    }
+
     /// Stops Raft.
     pub async fn shutdown(&self) {
         self.node.shutdown().await;

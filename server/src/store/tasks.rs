@@ -27,7 +27,8 @@ pub struct StoredTask {
 #[derive(Clone, Default)]
 pub struct SyncTasks {
     tasks: Arc<RwLock<BTreeMap<String, StoredTask>>>,
-    /// Woken when a task is created, deleted, paused or resumed (not on status reports).
+    /// Woken when a task is created, deleted, paused, resumed or applied (not on status
+    /// reports).
     changed: Arc<Notify>,
 }
 
@@ -80,11 +81,33 @@ impl SyncTasks {
         })
     }
 
+    /// Turns task `name`'s dry run off: its runner restarts (the spec changed) and
+    /// imports. The dry-run report goes with the old status. A task that is not a dry
+    /// run is left alone, so a repeated apply changes nothing.
+    pub fn end_dry_run(&self, name: &str) -> Outcome {
+        self.edit(name, |t| {
+            if !t.spec.dry_run {
+                return;
+            }
+            t.spec.dry_run = false;
+            t.status = TaskStatus {
+                state: if t.spec.paused {
+                    TaskState::Paused
+                } else {
+                    TaskState::Pending
+                },
+                ..TaskStatus::default()
+            };
+        })
+    }
+
     /// Records task `name`'s status. A paused task keeps saying so (a report can race
-    /// with the pause).
+    /// with the pause), and an applied one drops a late dry-run report (one can race
+    /// with the apply).
     pub fn set_status(&self, name: &str, status: TaskStatus) -> Outcome {
         self.edit(name, |t| {
-            if !t.spec.paused {
+            let stale_dry_run = status.dry_run.is_some() && !t.spec.dry_run;
+            if !t.spec.paused && !stale_dry_run {
                 t.status = status;
             }
         })
@@ -149,4 +172,57 @@ pub fn redacted(source: &str) -> String {
         .parse::<roster_sync::SourceUrl>()
         .map(|u| u.redacted())
         .unwrap_or_else(|_| "(unreadable source URL)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> TaskSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn applying_a_dry_run_turns_it_into_a_real_task_once() {
+        let tasks = SyncTasks::default();
+        tasks
+            .create(spec(serde_json::json!({
+                "name": "t", "source": "etcd://127.0.0.1:1", "dryRun": true
+            })))
+            .unwrap();
+        tasks
+            .set_status(
+                "t",
+                TaskStatus {
+                    state: TaskState::Running,
+                    dry_run: Some(Default::default()),
+                    ..TaskStatus::default()
+                },
+            )
+            .unwrap();
+        tasks.end_dry_run("t").unwrap();
+        // A report the dry run sent before it stopped is dropped.
+        tasks
+            .set_status(
+                "t",
+                TaskStatus {
+                    state: TaskState::Running,
+                    dry_run: Some(Default::default()),
+                    ..TaskStatus::default()
+                },
+            )
+            .unwrap();
+        let t = tasks.get("t").unwrap();
+        assert!(!t.spec.dry_run);
+        assert_eq!(t.status.state, TaskState::Pending);
+        assert_eq!(t.status.dry_run, None, "the stale report goes");
+        assert!(tasks.runnable().contains_key("t"));
+        // Again: nothing changes.
+        tasks.end_dry_run("t").unwrap();
+        assert_eq!(tasks.get("t").unwrap().status.state, TaskState::Pending);
+        assert_eq!(
+            tasks.end_dry_run("none"),
+            Err(Rejection::SyncTaskNotFound("none".into()))
+        );
+    }
 }
