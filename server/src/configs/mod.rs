@@ -413,19 +413,42 @@ impl Configs {
             .count()
     }
 
-    /// The items matching `search`, ordered by namespace, group and dataId; page
-    /// `page_no` (from 1) of `page_size`.
-    pub fn search(&self, search: &Search, page_no: usize, page_size: usize) -> Page {
+    /// The items matching `search` that `visible` admits (the caller's permissions),
+    /// ordered by namespace, group and dataId; page `page_no` (from 1) of `page_size`.
+    pub fn search(
+        &self,
+        search: &Search,
+        visible: impl Fn(&ConfigKey, &ConfigItem) -> bool,
+        page_no: usize,
+        page_size: usize,
+    ) -> Page {
         let state = self.0.state.read();
-        let matching = state.items.iter().filter(|(k, item)| {
-            search.namespace.is_none_or(|ns| ns == k.namespace)
-                && name_matches(search.data_id, &k.data_id, search.blur)
+        // Keys order by namespace first: one namespace is one range.
+        let all: Box<dyn Iterator<Item = (&ConfigKey, &ConfigItem)>> = match search.namespace {
+            Some(ns) => {
+                let from = ConfigKey {
+                    namespace: ns.to_string(),
+                    group: String::new(),
+                    data_id: String::new(),
+                };
+                Box::new(
+                    state
+                        .items
+                        .range(from..)
+                        .take_while(move |(k, _)| k.namespace == ns),
+                )
+            }
+            None => Box::new(state.items.iter()),
+        };
+        let matching = all.filter(|(k, item)| {
+            name_matches(search.data_id, &k.data_id, search.blur)
                 && name_matches(search.group, &k.group, search.blur)
                 && search.app_name.is_none_or(|a| a == item.app_name)
                 && search
                     .tags
                     .iter()
                     .all(|t| item.tags.split(',').any(|have| have.trim() == *t))
+                && visible(k, item)
         });
         let mut total = 0;
         let skip = page_no.saturating_sub(1).saturating_mul(page_size);

@@ -125,7 +125,7 @@ fn search_exact_and_blur_with_paging() {
         p.tags = Some("blue".into());
         configs.publish(&p, 1).unwrap();
     }
-    let all = |s: &Search| configs.search(s, 1, 100);
+    let all = |s: &Search| configs.search(s, |_, _| true, 1, 100);
     let public = Search {
         namespace: Some("public"),
         ..Default::default()
@@ -154,8 +154,13 @@ fn search_exact_and_blur_with_paging() {
         ..Default::default()
     };
     assert_eq!(all(&tagged).total, 4);
-    let page2 = configs.search(&Search::default(), 2, 3);
+    let page2 = configs.search(&Search::default(), |_, _| true, 2, 3);
     assert_eq!((page2.total, page2.items.len()), (4, 1));
+    let visible = configs.search(&Search::default(), |k, _| k.namespace == "dev", 1, 3);
+    assert_eq!(
+        (visible.total, visible.items[0].0.namespace.as_str()),
+        (1, "dev")
+    );
     assert_eq!(configs.count_in("dev"), 1);
     assert!(glob("a*b*c", "aXbYc") && !glob("a*b*c", "aXc") && glob("*", ""));
 }

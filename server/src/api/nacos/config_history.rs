@@ -22,6 +22,7 @@ use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::configs::{namespace_of, ConfigKey, Version};
 use crate::error::Error;
+use crate::naming::wire::page;
 use crate::state::AppState;
 
 /// Nacos' answer for a version that is not there.
@@ -74,14 +75,12 @@ pub async fn get(State(state): State<AppState>, params: Params) -> Result<Respon
     }
     let (page_no, page_size) = paging(&params)?;
     let versions = state.configs.history(&key);
-    let skip = page_no.saturating_sub(1).saturating_mul(page_size);
-    let rows = versions
+    let total = versions.len();
+    let rows = page(versions, page_no, page_size)
         .iter()
-        .skip(skip)
-        .take(page_size)
         .map(|v| version(&key, v, false))
         .collect();
-    Ok(json_of(&page_of(versions.len(), page_no, page_size, rows)))
+    Ok(json_of(&page_of(total, page_no, page_size, rows)))
 }
 
 /// `GET /nacos/v1/cs/history/previous?id&dataId&group&tenant`: the version before

@@ -66,12 +66,12 @@ pub fn export(state: &AppState, caller: &Caller, params: &Params) -> Result<Resp
         tags: Vec::new(),
         blur: true,
     };
-    let mut items = state.configs.search(&search, 1, usize::MAX).items;
-    items.retain(|(key, item)| {
+    let wanted = |key: &ConfigKey, item: &crate::configs::ConfigItem| {
         ids.as_ref()
             .is_none_or(|ids| ids.contains(&item.id.to_string().as_str()))
             && caller.may_read_config(state, key)
-    });
+    };
+    let items = state.configs.search(&search, wanted, 1, usize::MAX).items;
     let bytes = archive::write(&items);
     let name = format!("config_export_{}.zip", crate::clock::now_ms());
     let mut response = Body::from(bytes).into_response();
