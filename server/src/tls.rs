@@ -10,13 +10,17 @@
 //! change it reads both files again, and a pair that does not load (half written, a key
 //! that does not fit) keeps the old certificate in service, with a warning.
 
+use std::io;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio_rustls::rustls::client::ResolvesClientCert;
 use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
@@ -284,6 +288,55 @@ impl std::fmt::Debug for ServerTls {
         f.debug_struct("ServerTls")
             .field("cert", &self.cert)
             .finish_non_exhaustive()
+    }
+}
+
+/// A connection that is plaintext or TLS — the peer channel's both ends and the gRPC
+/// listener share it; `T` is the TLS stream over `P` (server or client side).
+pub enum MaybeTls<P, T> {
+    /// Plaintext.
+    Plain(P),
+    /// TLS (boxed: its state is large).
+    Tls(Box<T>),
+}
+
+impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for MaybeTls<P, T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<P, T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }
 
