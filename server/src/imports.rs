@@ -134,9 +134,9 @@ impl Sink for RaftSink {
                         source_id: inst
                             .metadata
                             .get(SOURCE_INSTANCE_ID_KEY)
-                            .cloned()
-                            .unwrap_or_default(),
-                        metadata: inst.metadata.as_ref().clone(),
+                            .unwrap_or_default()
+                            .to_string(),
+                        metadata: inst.metadata.to_map(),
                     },
                 },
                 pinned_weight: inst.pinned.weight,

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use crate::registry::instance::{Instance, Metadata, ID_GENERATOR_KEY};
+use crate::registry::instance::{Instance, Meta, ID_GENERATOR_KEY};
 use crate::registry::select::{select, Query, Selection};
 use crate::registry::service::ServiceView;
 
@@ -26,7 +26,7 @@ pub struct Host<'a> {
     ephemeral: bool,
     cluster_name: &'a str,
     service_name: &'a str,
-    metadata: &'a Metadata,
+    metadata: &'a Meta,
     instance_heart_beat_interval: u64,
     instance_heart_beat_time_out: u64,
     ip_delete_timeout: u64,
@@ -42,7 +42,7 @@ impl<'a> Host<'a> {
         let generator = if instance.metadata.is_empty() {
             Some("simple")
         } else {
-            instance.metadata.get(ID_GENERATOR_KEY).map(String::as_str)
+            instance.metadata.get(ID_GENERATOR_KEY)
         };
         Self {
             instance_id: instance.id(grouped),

@@ -2,14 +2,12 @@
 //! metadata, and the heartbeat settings Nacos clients control through `preserved.*` keys.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 
-/// Instance metadata: string keys to string values, ordered for stable output.
-pub type Metadata = BTreeMap<String, String>;
+pub use super::meta::{Lookup, Meta, Metadata};
 
 /// Metadata key: milliseconds between client beats.
 pub const BEAT_INTERVAL_KEY: &str = "preserved.heart.beat.interval";
@@ -45,10 +43,10 @@ impl Default for Heartbeat {
 impl Heartbeat {
     /// Reads the `preserved.*` overrides from `metadata`; values that are not positive
     /// integers are ignored, as Nacos does.
-    pub fn from_metadata(metadata: &Metadata) -> Self {
+    pub fn from_metadata(metadata: &impl Lookup) -> Self {
         let read = |key: &str, default: u64| {
             metadata
-                .get(key)
+                .lookup(key)
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .filter(|v| *v > 0)
                 .unwrap_or(default)
@@ -158,8 +156,8 @@ pub struct Instance {
     pub enabled: bool,
     /// Ephemeral (kept alive by beats, in memory) or persistent (Raft, on disk).
     pub ephemeral: bool,
-    /// Free-form metadata.
-    pub metadata: Arc<Metadata>,
+    /// Free-form metadata, compact and shared where it repeats.
+    pub metadata: Meta,
     /// Fields an operator update set, kept over re-registration.
     pub pinned: Pinned,
     /// What keeps it alive: its address's beats, or a gRPC connection.
@@ -242,7 +240,7 @@ impl Instance {
     }
 
     /// Sets the metadata and the beat timing it implies.
-    pub fn set_metadata(&mut self, metadata: Arc<Metadata>) {
+    pub fn set_metadata(&mut self, metadata: Meta) {
         let heartbeat = Heartbeat::from_metadata(&metadata);
         self.metadata = metadata;
         self.rare = Rare::boxed(
@@ -338,7 +336,7 @@ pub struct InstanceWire {
     healthy: bool,
     enabled: bool,
     ephemeral: bool,
-    metadata: Arc<Metadata>,
+    metadata: Meta,
     heartbeat: Heartbeat,
     #[serde(default)]
     pinned: Pinned,
@@ -358,7 +356,7 @@ impl From<InstanceWire> for Instance {
             healthy: w.healthy,
             enabled: w.enabled,
             ephemeral: w.ephemeral,
-            metadata: shared_metadata_arc(w.metadata),
+            metadata: w.metadata,
             pinned: w.pinned,
             keeper: Keeper::new(w.client, 0),
             rare: Rare::boxed(w.instance_id, w.owner, w.heartbeat),
@@ -385,26 +383,6 @@ impl From<Instance> for InstanceWire {
             client,
             owner: rare.owner,
         }
-    }
-}
-
-/// `metadata` as an `Arc`, the one shared empty map when it is empty (most instances
-/// have none; an `Arc` each would cost ~50 bytes per instance).
-pub fn shared_metadata(metadata: &Metadata) -> Arc<Metadata> {
-    static EMPTY: LazyLock<Arc<Metadata>> = LazyLock::new(|| Arc::new(Metadata::new()));
-    if metadata.is_empty() {
-        EMPTY.clone()
-    } else {
-        Arc::new(metadata.clone())
-    }
-}
-
-/// A received metadata map, swapped for the shared empty one when it is empty.
-fn shared_metadata_arc(metadata: Arc<Metadata>) -> Arc<Metadata> {
-    if metadata.is_empty() {
-        shared_metadata(&metadata)
-    } else {
-        metadata
     }
 }
 
@@ -525,7 +503,7 @@ pub(crate) fn sample(port: u16) -> Instance {
         healthy: true,
         enabled: true,
         ephemeral: true,
-        metadata: shared_metadata(&Metadata::new()),
+        metadata: Meta::empty(),
         pinned: Pinned::default(),
         keeper: Keeper::new(None, 0),
         rare: None,
@@ -565,7 +543,7 @@ mod tests {
             healthy: true,
             enabled: true,
             ephemeral: true,
-            metadata: Arc::default(),
+            metadata: Meta::empty(),
             heartbeat: Heartbeat::default(),
             pinned: Pinned::default(),
             client: None,

@@ -10,7 +10,8 @@
 //! services and instances (beats included). The rest lives beside it, one concern a file;
 //! [`sweep`], [`copies`], [`imports`] and [`snapshot`] add further `impl Registry` blocks:
 //!
-//! - [`instance`] instances, their metadata and beat clocks;
+//! - [`instance`] instances and their beat clocks;
+//! - [`meta`] instance metadata, compact and shared where it repeats;
 //! - [`instances`] a service's instance collection, cheap to copy;
 //! - [`service`] service keys, settings and the published views;
 //! - [`namespace`] namespaces;
@@ -37,6 +38,7 @@ pub mod expiry;
 pub mod imports;
 pub mod instance;
 pub mod instances;
+pub mod meta;
 pub mod namespace;
 pub mod select;
 pub mod selector;
@@ -56,7 +58,7 @@ use serde::{Deserialize, Serialize};
 use changes::{ChangeSet, Watchers};
 use client::Clients;
 use expiry::beat_deadline;
-use instance::{addr_key, Addr, Heartbeat, Instance, Metadata};
+use instance::{addr_key, Addr, Heartbeat, Instance, Meta, Metadata};
 use namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use service::{Changed, ClusterSettings, Service, ServiceKey, ServiceSettings, ServiceView};
 
@@ -335,9 +337,13 @@ impl Registry {
             let existing = existing.filter(|e| e.owner() == owner.as_ref());
             let pinned = existing.as_ref().map(|e| e.pinned).unwrap_or_default();
             let keep = |flag: bool| existing.as_ref().filter(|_| flag);
-            let metadata = match keep(pinned.metadata) {
-                Some(e) => e.metadata.clone(),
-                None => instance::shared_metadata(&reg.metadata),
+            // The held map when it is the same (a re-registration), else a new one,
+            // shared with an equal map made recently.
+            let metadata = match existing.as_ref() {
+                Some(e) if pinned.metadata || e.metadata.same_as(&reg.metadata) => {
+                    e.metadata.clone()
+                }
+                _ => Meta::new(&reg.metadata),
             };
             let heartbeat = Heartbeat::from_metadata(&metadata);
             // A registration is a beat. (A new instance, or new timeouts, is a change:
@@ -493,7 +499,7 @@ impl Registry {
                 next.pinned.enabled = true;
             }
             if let Some(m) = &patch.metadata {
-                next.set_metadata(Arc::new(m.clone()));
+                next.set_metadata(Meta::new(m));
                 next.pinned.metadata = true;
             }
             let client = next.client_id();

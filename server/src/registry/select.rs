@@ -84,9 +84,9 @@ pub fn select(view: &ServiceView, query: &Query<'_>) -> Selection {
         let chosen = lanes.iter().find(|l| {
             candidates
                 .iter()
-                .any(|i| i.healthy && i.metadata.get(key).map(String::as_str) == Some(**l))
+                .any(|i| i.healthy && i.metadata.get(key) == Some(**l))
         });
-        candidates.retain(|i| i.metadata.get(key).map(String::as_str) == chosen.copied());
+        candidates.retain(|i| i.metadata.get(key) == chosen.copied());
         lane = chosen.map(|l| l.to_string());
     }
     let total = candidates.len();
@@ -110,7 +110,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::{sample, ClusterName};
+    use crate::registry::instance::{sample, ClusterName, Meta};
     use crate::registry::service::{Selector, ServiceSettings};
 
     fn instance(port: u16, cluster: &str, healthy: bool, enabled: bool) -> Arc<Instance> {
@@ -128,8 +128,9 @@ mod tests {
             cluster: ClusterName::new(cluster),
             healthy,
             enabled,
-            metadata: Arc::new(
-                meta.iter()
+            metadata: Meta::new(
+                &meta
+                    .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect::<BTreeMap<_, _>>(),
             ),

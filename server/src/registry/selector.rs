@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::instance::Metadata;
+use super::meta::Lookup;
 
 /// One condition on instance metadata.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,14 +25,14 @@ pub enum Requirement {
 }
 
 impl Requirement {
-    fn matches(&self, metadata: &Metadata) -> bool {
+    fn matches(&self, metadata: &impl Lookup) -> bool {
         match self {
-            Requirement::Equals(k, v) => metadata.get(k) == Some(v),
-            Requirement::NotEquals(k, v) => metadata.get(k) != Some(v),
-            Requirement::In(k, set) => metadata.get(k).is_some_and(|v| set.contains(v)),
-            Requirement::NotIn(k, set) => metadata.get(k).is_none_or(|v| !set.contains(v)),
-            Requirement::Exists(k) => metadata.contains_key(k),
-            Requirement::NotExists(k) => !metadata.contains_key(k),
+            Requirement::Equals(k, v) => metadata.lookup(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => metadata.lookup(k) != Some(v.as_str()),
+            Requirement::In(k, set) => metadata.lookup(k).is_some_and(|v| set.contains(v)),
+            Requirement::NotIn(k, set) => metadata.lookup(k).is_none_or(|v| !set.contains(v)),
+            Requirement::Exists(k) => metadata.lookup(k).is_some(),
+            Requirement::NotExists(k) => metadata.lookup(k).is_none(),
         }
     }
 }
@@ -46,7 +46,7 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     /// Whether `metadata` satisfies every requirement.
-    pub fn matches(&self, metadata: &Metadata) -> bool {
+    pub fn matches(&self, metadata: &impl Lookup) -> bool {
         self.requirements.iter().all(|r| r.matches(metadata))
     }
 
@@ -199,6 +199,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::meta::Metadata;
 
     fn meta(pairs: &[(&str, &str)]) -> Metadata {
         pairs

@@ -156,7 +156,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         "enabled": instance.enabled,
         "ephemeral": instance.ephemeral,
         "instanceId": instance.id(&grouped),
-        "metadata": &*instance.metadata,
+        "metadata": &instance.metadata,
     })))
 }
 

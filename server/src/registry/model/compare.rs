@@ -19,7 +19,7 @@ use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin};
 use crate::registry::changes::ChangeSet;
 use crate::registry::client::ClientData;
 use crate::registry::instance::{
-    addr_key, shared_metadata, BeatClock, ClusterName, Heartbeat, Instance, Keeper, Pinned, Rare,
+    addr_key, BeatClock, ClusterName, Heartbeat, Instance, Keeper, Meta, Pinned, Rare,
 };
 use crate::registry::select::{select, Query};
 use crate::registry::selector::LabelSelector;
@@ -365,7 +365,7 @@ pub(super) fn apply(real: &Real, model: &mut Model, op: &Op) -> Result<(), TestC
                     healthy: m.healthy,
                     enabled: m.enabled,
                     ephemeral: true,
-                    metadata: shared_metadata(&m.metadata),
+                    metadata: Meta::new(&m.metadata),
                     pinned: Pinned::default(),
                     keeper: match conn {
                         Some(c) => Keeper::Connection(Arc::from(c.as_str())),

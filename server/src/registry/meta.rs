@@ -1,0 +1,403 @@
+//! Instance metadata as the registry holds it: compact, and shared where it repeats.
+//!
+//! Real clients send metadata with every instance, and most of it repeats: a Spring
+//! Cloud Alibaba fleet sends the same two or three keys and values from every instance,
+//! a Dubbo 3 provider nine keys of which only `timestamp` differs between the
+//! instances of one application. A `BTreeMap<String, String>` per instance cost about
+//! 1,300 bytes for the Dubbo shape (a B-tree leaf and eighteen strings); a [`Meta`]
+//! costs about 200, and nothing when an equal map is held already:
+//!
+//! - a map equal to one recently made is the same allocation ([`Meta::new`] looks it up
+//!   by content);
+//! - the sorted key list is one shared allocation per distinct set of keys;
+//! - a value of at most [`INLINE`] bytes (`true`, a port, a 13-digit timestamp) is held
+//!   inline in its 16-byte slot; a longer one (a revision hash, a JSON endpoint list) is
+//!   shared among equal values.
+//!
+//! Sharing goes through small direct-mapped tables of weak references ([`Recent`]):
+//! bounded in size whatever is registered, no sweeping, and a miss only costs a copy.
+//! The order of entries is the keys' byte order, as a `BTreeMap<String, String>`
+//! iterates, so every answer serializes exactly as before.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::{Arc, LazyLock, Weak};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+/// Metadata as clients send it and the API reads it: string keys to string values,
+/// ordered for stable output. Instances hold it as a [`Meta`].
+pub type Metadata = BTreeMap<String, String>;
+
+/// Longest value held inline in its slot.
+pub const INLINE: usize = 14;
+
+/// Slots of the table of recently made maps.
+const MAP_SLOTS: usize = 4096;
+/// Slots of the table of long values.
+const VALUE_SLOTS: usize = 4096;
+/// Slots of the table of key lists.
+const KEY_SLOTS: usize = 256;
+
+/// Reading metadata by key, whichever way it is held.
+pub trait Lookup {
+    /// The value of `key`, if present.
+    fn lookup(&self, key: &str) -> Option<&str>;
+}
+
+impl Lookup for Metadata {
+    fn lookup(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+/// An instance's metadata: immutable, cheap to clone (one pointer), shared between
+/// equal maps. Compares, serializes and prints as the map it holds.
+#[derive(Clone)]
+pub struct Meta(Arc<Body>);
+
+struct Body {
+    keys: Keys,
+    /// `values[i]` belongs to `keys[i]`.
+    values: Box<[Value]>,
+}
+
+/// A sorted list of distinct keys, shared by every map with exactly these keys.
+#[derive(Clone)]
+struct Keys(Arc<Box<[Box<str>]>>);
+
+/// A value: inline when short, else a shared string.
+#[derive(Clone)]
+enum Value {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Shared(Arc<Box<str>>),
+}
+
+impl Value {
+    fn as_str(&self) -> &str {
+        match self {
+            Value::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("copied from a str")
+            }
+            Value::Shared(s) => s,
+        }
+    }
+}
+
+/// A direct-mapped table of weak references to recently made `T`s: a lookup by hash
+/// finds at most one candidate, a miss replaces it. Memory is bounded by the slot count
+/// (a dead entry keeps only its allocation's header until replaced).
+struct Recent<T> {
+    slots: Box<[Mutex<Weak<T>>]>,
+}
+
+impl<T> Recent<T> {
+    fn new(slots: usize) -> Self {
+        Self {
+            slots: (0..slots).map(|_| Mutex::new(Weak::new())).collect(),
+        }
+    }
+
+    /// The live `T` in `hash`'s slot for which `same` holds, else `make()`, remembered.
+    fn share(&self, hash: u64, same: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> Arc<T> {
+        let mut slot = self.slots[(hash as usize) % self.slots.len()].lock();
+        if let Some(held) = slot.upgrade().filter(|held| same(held)) {
+            return held;
+        }
+        let made = Arc::new(make());
+        *slot = Arc::downgrade(&made);
+        made
+    }
+}
+
+struct Tables {
+    hasher: RandomState,
+    maps: Recent<Body>,
+    values: Recent<Box<str>>,
+    keys: Recent<Box<[Box<str>]>>,
+    empty: Meta,
+}
+
+static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables {
+    hasher: RandomState::new(),
+    maps: Recent::new(MAP_SLOTS),
+    values: Recent::new(VALUE_SLOTS),
+    keys: Recent::new(KEY_SLOTS),
+    empty: Meta(Arc::new(Body {
+        keys: Keys(Arc::new(Box::new([]))),
+        values: Box::new([]),
+    })),
+});
+
+impl Meta {
+    /// `metadata` as held: an equal map made recently is shared, and so are the key
+    /// list and the long values of a new one.
+    pub fn new(metadata: &Metadata) -> Self {
+        let tables = &*TABLES;
+        if metadata.is_empty() {
+            return tables.empty.clone();
+        }
+        let mut keys_hash = tables.hasher.build_hasher();
+        let mut map_hash = tables.hasher.build_hasher();
+        for (k, v) in metadata {
+            k.hash(&mut keys_hash);
+            k.hash(&mut map_hash);
+            v.hash(&mut map_hash);
+        }
+        let body = tables.maps.share(
+            map_hash.finish(),
+            |held| held.same_as(metadata),
+            || Body {
+                keys: Keys(tables.keys.share(
+                    keys_hash.finish(),
+                    |held| {
+                        held.iter()
+                            .map(|k| &**k)
+                            .eq(metadata.keys().map(String::as_str))
+                    },
+                    || metadata.keys().map(|k| k.as_str().into()).collect(),
+                )),
+                values: metadata.values().map(|v| value(tables, v)).collect(),
+            },
+        );
+        Meta(body)
+    }
+
+    /// The shared empty map.
+    pub fn empty() -> Self {
+        TABLES.empty.clone()
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let at = self.0.keys.0.binary_search_by(|k| (**k).cmp(key)).ok()?;
+        Some(self.0.values[at].as_str())
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Entries in key order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.0
+            .keys
+            .0
+            .iter()
+            .zip(self.0.values.iter())
+            .map(|(k, v)| (&**k, v.as_str()))
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.0.values.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.values.is_empty()
+    }
+
+    /// Whether this holds exactly `metadata`.
+    pub fn same_as(&self, metadata: &Metadata) -> bool {
+        self.0.same_as(metadata)
+    }
+
+    /// A plain map of the same entries.
+    pub fn to_map(&self) -> Metadata {
+        self.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
+impl Body {
+    fn same_as(&self, metadata: &Metadata) -> bool {
+        self.values.len() == metadata.len()
+            && self
+                .keys
+                .0
+                .iter()
+                .zip(self.values.iter())
+                .zip(metadata)
+                .all(|((k, v), (mk, mv))| **k == **mk && v.as_str() == mv)
+    }
+}
+
+/// `v` inline when short, else shared with an equal long value made recently.
+fn value(tables: &Tables, v: &str) -> Value {
+    if v.len() <= INLINE {
+        let mut bytes = [0u8; INLINE];
+        bytes[..v.len()].copy_from_slice(v.as_bytes());
+        return Value::Inline {
+            len: v.len() as u8,
+            bytes,
+        };
+    }
+    Value::Shared(
+        tables
+            .values
+            .share(tables.hasher.hash_one(v), |held| **held == *v, || v.into()),
+    )
+}
+
+impl Default for Meta {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl Lookup for Meta {
+    fn lookup(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
+impl PartialEq for Meta {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Meta {}
+
+impl std::fmt::Debug for Meta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Meta {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Meta {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Meta::new(&Metadata::deserialize(deserializer)?))
+    }
+}
+
+impl From<&Metadata> for Meta {
+    fn from(metadata: &Metadata) -> Self {
+        Meta::new(metadata)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> Metadata {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn reads_as_the_map_it_was_made_from() {
+        let m = map(&[
+            ("timestamp", "1764633600037"),
+            ("dubbo.endpoints", r#"[{"port":20880,"protocol":"dubbo"}]"#),
+            ("side", "provider"),
+            ("", "empty key"),
+            ("exactly14bytes", "abcdefghijklmn"),
+            ("fifteen", "abcdefghijklmno"),
+            ("ünïcödé", "välüe"),
+        ]);
+        let held = Meta::new(&m);
+        assert_eq!(held.len(), m.len());
+        assert!(!held.is_empty());
+        for (k, v) in &m {
+            assert_eq!(held.get(k), Some(v.as_str()), "{k}");
+            assert!(held.contains_key(k));
+        }
+        assert_eq!(held.get("absent"), None);
+        assert_eq!(held.to_map(), m);
+        assert!(held.same_as(&m));
+        assert!(held.iter().map(|(k, _)| k).eq(m.keys().map(String::as_str)));
+        // Serializes exactly as the map does, through JSON and MessagePack.
+        assert_eq!(
+            serde_json::to_string(&held).unwrap(),
+            serde_json::to_string(&m).unwrap()
+        );
+        let packed = rmp_serde::to_vec_named(&held).unwrap();
+        assert_eq!(packed, rmp_serde::to_vec_named(&m).unwrap());
+        let back: Meta = rmp_serde::from_slice(&packed).unwrap();
+        assert_eq!(back, held);
+        assert_eq!(format!("{held:?}"), format!("{m:?}"));
+    }
+
+    #[test]
+    fn equal_maps_share_one_allocation_and_long_values_are_shared() {
+        let spring = map(&[
+            ("preserved.register.source", "SPRING_CLOUD"),
+            ("management.port", "8081"),
+        ]);
+        let (a, b) = (Meta::new(&spring), Meta::new(&spring.clone()));
+        assert!(Arc::ptr_eq(&a.0, &b.0), "an equal map is the same one");
+        let revision = "7f6a9a1c2b3d4e5f60718293a4b5c6d7";
+        let one = Meta::new(&map(&[("rev", revision), ("timestamp", "1764633600000")]));
+        let two = Meta::new(&map(&[("rev", revision), ("timestamp", "1764633600037")]));
+        assert!(!Arc::ptr_eq(&one.0, &two.0));
+        assert_ne!(one, two);
+        assert!(Arc::ptr_eq(&one.0.keys.0, &two.0.keys.0), "one key list");
+        match (&one.0.values[0], &two.0.values[0]) {
+            (Value::Shared(x), Value::Shared(y)) => assert!(Arc::ptr_eq(x, y)),
+            _ => panic!("a 32-byte value is shared, not inline"),
+        }
+        assert!(matches!(one.0.values[1], Value::Inline { len: 13, .. }));
+        // The empty map is one allocation too.
+        assert!(Arc::ptr_eq(
+            &Meta::new(&Metadata::new()).0,
+            &Meta::empty().0
+        ));
+    }
+
+    #[test]
+    fn a_slot_taken_by_another_map_still_gives_equal_maps() {
+        // Whatever the tables hold, a made map equals its source: fill them with many
+        // distinct maps and make the first again.
+        let first = map(&[("k", "value that is long enough to share")]);
+        let held = Meta::new(&first);
+        for i in 0..(MAP_SLOTS * 2) {
+            let _ = Meta::new(&map(&[("k", &format!("distinct value number {i}"))]));
+        }
+        let again = Meta::new(&first);
+        assert_eq!(again, held);
+        assert!(again.same_as(&first));
+    }
+
+    #[test]
+    fn slots_stay_small() {
+        // An instance holds one pointer; a value is 16 bytes, inline text included (see
+        // the module's figures).
+        assert_eq!(std::mem::size_of::<Meta>(), 8);
+        assert_eq!(std::mem::size_of::<Value>(), 16);
+        assert_eq!(std::mem::size_of::<Body>(), 24);
+    }
+
+    proptest! {
+        #[test]
+        fn any_map_round_trips(
+            pairs in proptest::collection::btree_map(".{0,20}", ".{0,40}", 0..12),
+            probe in ".{0,20}",
+        ) {
+            let held = Meta::new(&pairs);
+            prop_assert_eq!(held.to_map(), pairs.clone());
+            prop_assert!(held.same_as(&pairs));
+            prop_assert_eq!(held.get(&probe), pairs.get(&probe).map(String::as_str));
+            prop_assert_eq!(Meta::new(&pairs), held.clone());
+            prop_assert_eq!(
+                serde_json::to_string(&held).unwrap(),
+                serde_json::to_string(&pairs).unwrap()
+            );
+        }
+    }
+}
