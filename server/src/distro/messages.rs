@@ -1,7 +1,8 @@
 //! What Distro nodes send each other on the peer channel (MessagePack, rmp-serde named
 //! fields), by route under `distro/`: `sync` ([`SyncMessage`], answered `()`), `verify`
 //! ([`VerifyMessage`] → [`VerifyReply`]), `snapshot` (empty → [`SnapshotMessage`]), and
-//! `forward2` / `forward` ([`EphemeralOp`] → the owner's answer, see [`super::forward`]).
+//! `forward2` / `forward` ([`EphemeralOp`] → the owner's answer) and `forward-batch`
+//! (several ops → one answer each), see [`super::forward`].
 //! These shapes are the wire format: change them only with a new route.
 
 use serde::{Deserialize, Serialize};

@@ -113,6 +113,8 @@ impl<T: Transport> Clone for Distro<T> {
 struct Shared<T> {
     core: Core,
     transport: T,
+    /// Ops waiting for their owners while a batch to them is in flight.
+    forwards: forward::Queues,
     verify_every: Duration,
     clock: Clock,
 }
@@ -153,6 +155,7 @@ impl<T: Transport> Distro<T> {
             shared: Arc::new(Shared {
                 core: Core::new(me, registry, round_ms, holds_connection),
                 transport,
+                forwards: forward::Queues::default(),
                 verify_every,
                 clock,
             }),
@@ -235,20 +238,36 @@ impl<T: Transport> Distro<T> {
         self.shared.core.loaded()
     }
 
-    /// Runs `op` on the client's owner: here, or forwarded over the peer channel. When
-    /// the owner cannot be reached, this node handles it.
+    /// Runs `op` on the client's owner: here, or forwarded over the peer channel (with
+    /// the other ops queued for that owner meanwhile, see [`forward`]). When the owner
+    /// cannot be reached, this node handles it.
     pub async fn execute(&self, op: EphemeralOp) -> Result<OpReply, Error> {
         let (ip, port) = op.address();
         let owner = self.address_owner(ip, port);
-        if owner != self.me() {
-            match forward::call(&self.shared.transport, owner, &op, FORWARD_TIMEOUT).await {
-                Ok(reply) => return reply,
-                Err(e) => {
-                    tracing::debug!(owner, client = %format_args!("{ip}:{port}"), error = %e, "owner unreachable; handling here");
-                }
-            }
+        if owner == self.me() {
+            return self.apply_local(op, self.now());
         }
-        self.apply_local(op, self.now())
+        let (outcome, start) = self.shared.forwards.enqueue(owner, op);
+        if start {
+            let distro = self.clone();
+            tokio::spawn(async move {
+                let shared = &distro.shared;
+                forward::send_queued(&shared.forwards, &shared.transport, owner, FORWARD_TIMEOUT)
+                    .await;
+            });
+        }
+        match outcome.await {
+            Ok(forward::Outcome::Answered(reply)) => reply,
+            Ok(forward::Outcome::Unreachable(op, e)) => {
+                let (ip, port) = op.address();
+                tracing::debug!(owner, client = %format_args!("{ip}:{port}"), error = %e, "owner unreachable; handling here");
+                self.apply_local(op, self.now())
+            }
+            // The sender ends only after answering every op it took.
+            Err(_) => Err(Error::unavailable(
+                "forwarding to the owner failed; try again",
+            )),
+        }
     }
 
     /// Runs `op` here (this node owns the client, the owner is unreachable, or the op
@@ -279,6 +298,22 @@ impl<T: Transport> Distro<T> {
             route @ (forward::ROUTE | forward::LEGACY_ROUTE) => {
                 let answer = self.apply_local(decode(body)?, self.now());
                 Ok(forward::encode_reply(route, &answer))
+            }
+            forward::BATCH_ROUTE => {
+                let ops: Vec<EphemeralOp> = decode(body)?;
+                if ops.len() > forward::MAX_BATCH {
+                    return Err(Refusal::Malformed(format!(
+                        "{} ops in one batch (at most {})",
+                        ops.len(),
+                        forward::MAX_BATCH
+                    )));
+                }
+                let now = self.now();
+                let answers: Vec<Result<OpReply, Error>> = ops
+                    .into_iter()
+                    .map(|op| self.apply_local(op, now))
+                    .collect();
+                Ok(encode(&answers))
             }
             other => Err(Refusal::UnknownRoute(other.to_string())),
         }

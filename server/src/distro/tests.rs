@@ -253,6 +253,78 @@ async fn ops_run_on_the_owner_and_here_when_the_owner_is_unreachable() {
 }
 
 #[tokio::test]
+async fn ops_for_a_busy_owner_go_together_and_each_gets_its_own_answer() {
+    let c = Cluster::start(3);
+    // Fifty clients node 2 owns, registered through node 1 at once, while each request
+    // to node 2 takes 20 ms: the first goes alone, the rest queue and go in batches.
+    let mut ips: Vec<String> = (0..100_000u32)
+        .map(|i| format!("10.9.{}.{}", i / 250, i % 250))
+        .filter(|ip| owner_of(&format!("{ip}:80"), &[1, 2, 3]) == 2)
+        .take(51)
+        .collect();
+    let unknown = ips.pop().expect("51 addresses");
+    c.register(2, &ips[0]).await;
+    c.net
+        .fault(1, 2, Some(Fault::Delay(Duration::from_millis(20))));
+    let node = c.node(1).distro.clone();
+    let mut calls = tokio::task::JoinSet::new();
+    for ip in &ips {
+        let (node, op) = (
+            node.clone(),
+            EphemeralOp::Register {
+                key: key(),
+                registration: reg(ip, 80),
+            },
+        );
+        calls.spawn(async move { node.execute(op).await });
+    }
+    // One op the owner refuses (an update of an instance it does not have), among
+    // them: its error is its own.
+    let refused = node.execute(EphemeralOp::Update {
+        key: key(),
+        ip: unknown.clone(),
+        port: 80,
+        patch: InstancePatch::default(),
+    });
+    let (refused, answers) = tokio::join!(refused, calls.join_all());
+    assert!(
+        answers.iter().all(|a| *a == Ok(OpReply::Done)),
+        "{answers:?}"
+    );
+    for ip in &ips {
+        assert!(
+            c.has(2, ip) && !c.has(1, ip),
+            "{ip} registered by its owner"
+        );
+    }
+    let singles = c.net.delivered(1, 2, forward::ROUTE).len();
+    let batches = c.net.delivered(1, 2, forward::BATCH_ROUTE);
+    assert!(!batches.is_empty(), "queued ops went in batches");
+    assert!(
+        singles + batches.len() < ips.len() / 2,
+        "{singles} single requests and {} batches for {} ops",
+        batches.len(),
+        ips.len()
+    );
+    assert_eq!(
+        refused.unwrap_err().kind,
+        crate::error::ErrorKind::InstanceNotFound
+    );
+    assert!(!c.has(2, &unknown));
+    // A batch larger than a sender makes is refused whole, and changes nothing.
+    let op = EphemeralOp::Register {
+        key: key(),
+        registration: reg("10.7.0.1", 80),
+    };
+    let body = rmp_serde::to_vec_named(&vec![op; forward::MAX_BATCH + 1]).unwrap();
+    assert!(matches!(
+        c.node(2).distro.handle(1, forward::BATCH_ROUTE, &body),
+        Err(Refusal::Malformed(_))
+    ));
+    assert!(!c.has(2, "10.7.0.1"));
+}
+
+#[tokio::test]
 async fn an_owner_dying_mid_round_leaves_its_clients_with_the_new_owner_judged_from_its_last_beat()
 {
     let c = Cluster::start(3);
