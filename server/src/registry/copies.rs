@@ -13,7 +13,8 @@ use super::service::{Changed, ServiceKey};
 use super::{same_instance, Registry};
 
 impl Registry {
-    /// The instances client `id` holds here (service, instance).
+    /// The instances client `id` holds here (service, instance), as the services' current
+    /// state has them (read without publishing it: see [`super::service::Service::peek`]).
     fn client_instances(&self, id: &str) -> Vec<(Arc<ServiceKey>, Arc<Instance>)> {
         let Some(record) = self.shared.clients.get(id) else {
             return Vec::new();
@@ -23,7 +24,7 @@ impl Registry {
             .iter()
             .filter_map(|(key, addr)| {
                 let svc = self.service_by_key(key)?;
-                let inst = svc.view().instances.get(addr).cloned()?;
+                let inst = svc.peek(|draft| draft.instances.get(addr).cloned())?;
                 (inst.ephemeral && &*inst.client_id() == id).then(|| (key.clone(), inst))
             })
             .collect()
@@ -118,7 +119,7 @@ impl Registry {
                     .as_ref()
                     .is_some_and(|e| !e.ephemeral || e.client_id() != id)
                 {
-                    return (Changed::No, (false, None));
+                    return (Changed::No, (None, None));
                 }
                 let mut instance = incoming.clone();
                 // Address clients carry a beat clock, restarted from the owner's last beat
@@ -136,21 +137,30 @@ impl Registry {
                 let unchanged = existing
                     .as_ref()
                     .is_some_and(|e| same_instance(e, &instance) && e.pinned == instance.pinned);
-                if unchanged {
-                    return (Changed::No, (true, None));
+                if let Some(e) = existing.filter(|_| unchanged) {
+                    return (Changed::No, (Some(e.addr()), None));
                 }
                 let deadline = beat_deadline(&instance, now_ms);
                 view.instances.insert(Arc::new(instance));
-                (Changed::Yes, (true, deadline))
+                (Changed::Yes, (Some(addr.clone()), deadline))
             });
             // A new or changed beating instance: the sweep looks by its first deadline.
             if let Some(at) = deadline {
                 svc.check_by(at);
             }
-            if held {
-                interned.push((svc.key.clone(), addr.clone()));
+            // The address as the view holds it, so the entry shares its string.
+            if let Some(held) = held {
+                interned.push((svc.key.clone(), held));
             }
         }
+        // An address client's id is its instance's address: the record shares the
+        // view's string rather than holding a second copy per client (48 bytes).
+        let id = interned
+            .iter()
+            .map(|(_, addr)| addr)
+            .find(|addr| **addr == id)
+            .cloned()
+            .unwrap_or(id);
         self.shared
             .clients
             .replace(&id, data.revision, interned.into_iter().collect(), now_ms);

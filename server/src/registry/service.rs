@@ -292,6 +292,16 @@ impl Service {
         self.view.load_full()
     }
 
+    /// Runs `f` on the current state, changes not yet published included, under the
+    /// writer lock and without publishing it. For the node's own replication reads
+    /// (building a client's state for its peers): through [`Service::view`] each such
+    /// read after a change published a copy, and the next write to the service then
+    /// copied its chunk of instances again — on three nodes, a chunk copy per
+    /// replicated registration.
+    pub(crate) fn peek<R>(&self, f: impl FnOnce(&ServiceView) -> R) -> R {
+        f(&self.draft.lock())
+    }
+
     /// Publishes the current state, unless another reader just did.
     #[cold]
     fn publish(&self) {
