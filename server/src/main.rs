@@ -6,6 +6,7 @@ use roster::config::{self, Cli, Command, LogFormat, NodeArgs};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    fix_mmap_threshold();
     let cli = match config::parse() {
         Ok(cli) => cli,
         Err(config::ConfigError::Clap(e)) => e.exit(),
@@ -42,6 +43,31 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Fixes glibc's mmap threshold at its default, 128 KiB, unless the environment sets it.
+///
+/// glibc raises the threshold each time a block above it is freed (up to 32 MiB), so
+/// after the first large transient buffer (a Distro batch, a verification round over
+/// every client, a snapshot) such buffers come from the heap between long-lived
+/// instances, and the heap cannot shrink past them: on three nodes at 100,000 instances
+/// that was ~130 bytes per instance of RSS holding nothing (README, "Memory"). Above a
+/// fixed threshold they are mapped and unmapped whole; a few such buffers per second
+/// cost nothing measurable.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn fix_mmap_threshold() {
+    let tuned = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
+        || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold"));
+    if !tuned {
+        // SAFETY: mallopt only sets a malloc parameter; it runs before any other thread
+        // exists and takes no pointers.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn fix_mmap_threshold() {}
 
 async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
