@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
+use crate::shapes::Shape;
+
 /// Requests in flight at once during bulk registration and counting.
 const BULK_CONCURRENCY: usize = 32;
 /// Concurrent list requests while counting a server's instances.
@@ -26,10 +28,12 @@ pub struct Instance {
     pub ip: String,
     /// Port.
     pub port: u16,
+    /// Its number in its [`Layout`] (0 outside one); a shape's metadata may depend on it.
+    pub k: usize,
 }
 
 /// How bulk-registered instances are laid out: instance `k` lives in service
-/// `<prefix>-<k / per_service>` at `10.<1 + k/65536>.<k/256 % 256>.<k % 256>:8080`.
+/// `<prefix>-<k / per_service>` at `127.<1 + k/65536>.<k/256 % 256>.<k % 256>:8080`.
 /// `bench/lua/beat.lua` mirrors this layout; change both together.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
@@ -46,6 +50,7 @@ impl Layout {
             service: format!("{}-{}", self.prefix, k / self.per_service),
             ip: format!("127.{}.{}.{}", 1 + k / 65536, (k / 256) % 256, k % 256),
             port: 8080,
+            k,
         }
     }
 
@@ -202,14 +207,23 @@ impl Api {
         })
     }
 
-    /// Registers `instance`; Ok only for 200 `ok`.
-    pub async fn register(&self, instance: &Instance, ephemeral: bool) -> Result<()> {
-        let answer = self
-            .post(&format!(
-                "/nacos/v1/ns/instance?serviceName={}&ip={}&port={}&ephemeral={ephemeral}",
-                instance.service, instance.ip, instance.port
-            ))
-            .await?;
+    /// Registers `instance` with the metadata of `shape` (an HTTP shape: `metadata` is a
+    /// percent-encoded JSON object in the query, as the Nacos 1.x Java client sends
+    /// it); Ok only for 200 `ok`.
+    pub async fn register(&self, instance: &Instance, ephemeral: bool, shape: Shape) -> Result<()> {
+        let ip: std::net::Ipv4Addr = instance.ip.parse().context("instance address")?;
+        if !ip.is_loopback() {
+            bail!("{ip} is not a loopback address: the bench registers only 127.0.0.0/8");
+        }
+        let mut path = format!(
+            "/nacos/v1/ns/instance?serviceName={}&ip={}&port={}&ephemeral={ephemeral}",
+            instance.service, instance.ip, instance.port
+        );
+        if let Some(metadata) = shape.metadata_json(&instance.service, instance.k) {
+            path.push_str("&metadata=");
+            path.push_str(&encode(&metadata));
+        }
+        let answer = self.post(&path).await?;
         if answer.status != 200 || answer.body != b"ok" {
             bail!(
                 "register {}:{} answered {} {}",
@@ -267,12 +281,14 @@ impl Api {
         Ok(held)
     }
 
-    /// Registers instances `range` of `layout`, `BULK_CONCURRENCY` at a time.
+    /// Registers instances `range` of `layout` with the metadata of `shape` (an HTTP
+    /// shape), `BULK_CONCURRENCY` at a time.
     pub async fn register_bulk(
         &self,
         layout: Layout,
         range: Range<usize>,
         ephemeral: bool,
+        shape: Shape,
     ) -> Result<Bulk> {
         let started = Instant::now();
         let next = Arc::new(AtomicUsize::new(range.start));
@@ -286,7 +302,7 @@ impl Api {
                     if k >= end {
                         return (acked, failed, first_error);
                     }
-                    match api.register(&layout.instance(k), ephemeral).await {
+                    match api.register(&layout.instance(k), ephemeral, shape).await {
                         Ok(()) => acked += 1,
                         Err(e) => {
                             failed += 1;

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::api::{Answer, Api, Instance};
 use crate::report::{Report, Row, Target, Unit};
 use crate::servers::{self, free_port, System};
+use crate::shapes::Shape;
 use crate::wrk::{Failures, Load, Runs};
 use crate::Bench;
 
@@ -94,8 +95,9 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                     service: service.clone(),
                     ip: "127.0.0.1".to_string(),
                     port: *port,
+                    k: 0,
                 };
-                api.register(&instance, false).await?;
+                api.register(&instance, false, Shape::None).await?;
             }
         }
         for size in SIZES {

@@ -14,6 +14,7 @@
 mod api;
 mod cluster;
 mod configs;
+mod grpc;
 mod list;
 mod machine;
 mod memory;
@@ -21,6 +22,7 @@ mod procs;
 mod push;
 mod report;
 mod servers;
+mod shapes;
 mod writes;
 mod wrk;
 
@@ -34,6 +36,7 @@ use clap::{Parser, ValueEnum};
 use crate::machine::Machine;
 use crate::report::Report;
 use crate::servers::{Setup, System};
+use crate::shapes::Shape;
 use crate::wrk::{Figures, Load};
 
 /// Benchmark roster against r-nacos on this machine.
@@ -58,6 +61,10 @@ struct Args {
     /// The r-nacos binary (default: target/bench/rnacos/bin/rnacos).
     #[arg(long)]
     rnacos_bin: Option<PathBuf>,
+    /// Instance shapes the rss group measures, comma-separated (default: all): none,
+    /// spring-cloud, dubbo, grpc.
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<Shape>,
 }
 
 /// A group of metrics that run together.
@@ -69,9 +76,12 @@ enum Group {
     Register,
     /// Heartbeats per second over 10,000 instances.
     Beat,
-    /// Resident memory idle, at 10,000 and at 100,000 instances.
+    /// Resident memory idle and at 100,000 instances of each shape (none, spring-cloud,
+    /// dubbo, grpc), and per instance.
     Rss,
-    /// Three-node persistent registrations through a follower.
+    /// Three-node clusters: persistent registrations through a follower; ephemeral
+    /// registrations of the dubbo shape through one node, and memory per instance on
+    /// every node.
     Cluster,
     /// UDP push latency to 100 subscribers (roster only).
     Push,
@@ -115,7 +125,8 @@ pub struct Plan {
     pub warm_up_secs: u64,
     /// Instances registered before the beat run.
     pub beat_instances: usize,
-    /// Instance counts at which RSS is measured.
+    /// Instance counts at which RSS is measured: the first for the `none` shape only,
+    /// on the way to the second, which every shape registers.
     pub rss_counts: [usize; 2],
     /// Push rounds.
     pub push_rounds: usize,
@@ -175,6 +186,8 @@ pub struct Bench {
     pub lua: PathBuf,
     /// Where wrk's raw reports go.
     pub wrk_dir: PathBuf,
+    /// Instance shapes the rss group measures.
+    pub shapes: Vec<Shape>,
 }
 
 impl Bench {
@@ -320,6 +333,14 @@ async fn run(args: Args) -> Result<()> {
         plan: Plan::new(args.quick, args.rounds),
         lua: workspace.join("bench/lua"),
         wrk_dir,
+        shapes: if args.shapes.is_empty() {
+            Shape::ALL.to_vec()
+        } else {
+            Shape::ALL
+                .into_iter()
+                .filter(|s| args.shapes.contains(s))
+                .collect()
+        },
     };
     let groups: Vec<Group> = if args.only.is_empty() {
         Group::ALL.to_vec()
@@ -331,6 +352,15 @@ async fn run(args: Args) -> Result<()> {
     };
 
     let mut report = Report::default();
+    // 1,000 gRPC connections (rss) and 1,000 long polls (config) need descriptors in
+    // the driver and in the servers, which inherit the limit.
+    match raise_descriptor_limit() {
+        Ok(limit) => report.check(format!(
+            "descriptor limit {limit} (the driver's soft limit, raised to the hard one; the \
+             servers inherit it)"
+        )),
+        Err(e) => report.check(format!("descriptor limit not raised: {e:#}")),
+    }
     for group in &groups {
         let t = Instant::now();
         eprintln!("[{}]", group.name());
@@ -363,7 +393,7 @@ async fn run(args: Args) -> Result<()> {
         quick: args.quick,
         groups: groups.iter().map(|g| g.name()).collect(),
         elapsed_secs: started.elapsed().as_secs_f64(),
-        notes: notes(&bench.plan),
+        notes: notes(&bench),
     };
     let markdown = report::markdown(&report, &context);
     let json = serde_json::to_string_pretty(&report::json(&report, &context))?;
@@ -378,8 +408,27 @@ async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Raises this process's soft descriptor limit to its hard limit; returns the limit in
+/// force.
+fn raise_descriptor_limit() -> Result<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        )
+        .context("setrlimit")?;
+    }
+    Ok(getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX))
+}
+
 /// How the figures were made, printed under the table.
-fn notes(plan: &Plan) -> Vec<String> {
+fn notes(bench: &Bench) -> Vec<String> {
+    let plan = &bench.plan;
     vec![
         "Both systems without authentication: roster with `--no-auth`; r-nacos with its \
          open-API auth off (its default, `RNACOS_ENABLE_OPEN_API_AUTH=false`)."
@@ -390,7 +439,9 @@ fn notes(plan: &Plan) -> Vec<String> {
              first in even-numbered ones) and every figure in the table is the median over the \
              rounds (each round's rate is in the notes). register, beat and rss start fresh \
              servers for every run; list loads one server of each system and alternates wrk \
-             runs between them; cluster and push run once, roster first. Load: wrk -t{} -c{} \
+             runs between them; cluster (a fresh three-node cluster for the persistent run and \
+             another for the ephemeral dubbo-shaped one) and push run once, roster first. \
+             Load: wrk -t{} -c{} \
              --latency, {} s measured ({} s warm-up before list and beat runs); bulk loading \
              by the driver (32 requests in flight).",
             plan.rounds,
@@ -408,6 +459,27 @@ fn notes(plan: &Plan) -> Vec<String> {
         "r-nacos has no UDP push (its 1.x UDP listener is commented out in 0.8.x): push rows \
          are roster only."
             .to_string(),
+        format!(
+            "rss: a fresh node per system, shape and round; instances of each shape ({}) \
+             registered to {} (ephemeral; `none` also read at {}): `none`, `spring-cloud` and \
+             `dubbo` through `POST /nacos/v1/ns/instance` with the metadata a Nacos 1.x client \
+             sends (none; Spring Cloud Alibaba's 3 keys; a Dubbo 3 provider's 9 keys, a \
+             revision per service and a timestamp per instance), 32 in flight, 1,000 services \
+             of 100; `grpc` over Nacos 2.x gRPC connections with the Spring Cloud metadata, \
+             one connection (from its own 127/8 address) per 100 instances, each holding one \
+             instance in each of 100 services, 50 registering at a time, all open until the \
+             readings are taken. RSS is read right after the last registration is \
+             acknowledged; memory per instance is (that RSS − the same node's idle RSS) / \
+             instances held (counted through the HTTP list right after).",
+            bench
+                .shapes
+                .iter()
+                .map(|s| s.key())
+                .collect::<Vec<_>>()
+                .join(", "),
+            report::thousands(plan.rss_counts[1] as u64),
+            report::thousands(plan.rss_counts[0] as u64),
+        ),
         "Persistent list instances point at TCP listeners the driver keeps open, so both \
          systems' TCP health checks pass and the lists stay complete."
             .to_string(),

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::api::{Api, Instance};
 use crate::report::{thousands, Report, Row, Target, Unit};
 use crate::servers::{self, System};
+use crate::shapes::Shape;
 use crate::Bench;
 
 /// The subscribed service.
@@ -143,8 +144,9 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         service: SERVICE.to_string(),
         ip,
         port: 8080,
+        k: 0,
     };
-    api.register(&instance("127.77.0.1".to_string()), true)
+    api.register(&instance("127.77.0.1".to_string()), true, Shape::None)
         .await?;
 
     let mut sockets = Vec::with_capacity(n);
@@ -192,7 +194,8 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         while rx.try_recv().is_ok() {}
         let ip = format!("127.77.1.{}", round + 1);
         let sent = Instant::now();
-        api.register(&instance(ip.clone()), true).await?;
+        api.register(&instance(ip.clone()), true, Shape::None)
+            .await?;
         let deadline = sent + ROUND_TIMEOUT;
         let mut got: Vec<Option<Duration>> = vec![None; n];
         let mut remaining = n;

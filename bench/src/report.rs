@@ -17,6 +17,8 @@ pub enum Unit {
     Ms,
     /// Mebibytes.
     MiB,
+    /// Bytes.
+    Bytes,
 }
 
 /// A goal a row is checked against.
@@ -31,6 +33,8 @@ pub enum Target {
     AtLeast(f64),
     /// roster's figure must be below this.
     Below(f64),
+    /// roster's figure must be at most this.
+    AtMost(f64),
 }
 
 /// What the ratio column compares roster with.
@@ -131,6 +135,7 @@ impl Row {
             Some(Target::RatioAtMost(t)) => self.ratio.map(|r| r <= t),
             Some(Target::AtLeast(t)) => self.roster.map(|v| v >= t),
             Some(Target::Below(t)) => self.roster.map(|v| v < t),
+            Some(Target::AtMost(t)) => self.roster.map(|v| v <= t),
             None => None,
         };
         self
@@ -183,6 +188,7 @@ fn figure(value: Option<f64>, unit: Unit) -> String {
             Unit::PerSec => thousands(v.round() as u64),
             Unit::Ms => format!("{v:.2}"),
             Unit::MiB => format!("{v:.1}"),
+            Unit::Bytes => thousands(v.round() as u64),
         },
     }
 }
@@ -192,6 +198,7 @@ fn unit_name(unit: Unit) -> &'static str {
         Unit::PerSec => "/s",
         Unit::Ms => "ms",
         Unit::MiB => "MiB",
+        Unit::Bytes => "B",
     }
 }
 
@@ -247,6 +254,9 @@ fn target_text(target: Option<Target>, unit: Unit, versus: Versus) -> String {
             format!(">= {} {}", figure(Some(t), unit), unit_name(unit))
         }
         (Some(Target::Below(t)), _) => format!("< {} {}", figure(Some(t), unit), unit_name(unit)),
+        (Some(Target::AtMost(t)), _) => {
+            format!("<= {} {}", figure(Some(t), unit), unit_name(unit))
+        }
     }
 }
 
@@ -368,6 +378,24 @@ mod tests {
             "",
         );
         assert_eq!(missing.pass, None);
+        let at_most = |v| {
+            Row::pair(
+                "g",
+                "bytes",
+                Unit::Bytes,
+                Some(v),
+                Some(900.0),
+                Some(Target::AtMost(500.0)),
+                "",
+            )
+            .pass
+        };
+        assert_eq!(at_most(500.0), Some(true));
+        assert_eq!(at_most(500.5), Some(false));
+        assert_eq!(
+            target_text(Some(Target::AtMost(500.0)), Unit::Bytes, Versus::RNacos),
+            "<= 500 B"
+        );
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub struct Node {
     pub id: u64,
     /// HTTP API address.
     pub http: SocketAddr,
+    /// Nacos 2.x gRPC address (roster's `--grpc`, r-nacos' `RNACOS_GRPC_PORT`).
+    pub grpc: SocketAddr,
     /// Process id.
     pub pid: u32,
     /// Its directory (data and `node.log`).
@@ -235,6 +237,7 @@ fn spawn_roster(
         system: System::Roster,
         id,
         http: loopback(ports.http),
+        grpc: loopback(ports.grpc),
         pid,
         dir,
     })
@@ -282,6 +285,7 @@ fn spawn_rnacos(
         system: System::RNacos,
         id: membership.id,
         http: loopback(ports.http),
+        grpc: loopback(ports.grpc),
         pid,
         dir,
     })

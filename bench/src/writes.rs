@@ -7,6 +7,7 @@ use crate::api::{services, Layout};
 use crate::list::failures;
 use crate::report::{thousands, Report, Row, Target, Unit};
 use crate::servers::{self, System};
+use crate::shapes::Shape;
 use crate::wrk::{Figures, Load, Runs};
 use crate::Bench;
 
@@ -71,7 +72,9 @@ pub async fn beat(bench: &Bench, report: &mut Report) -> Result<()> {
         let name = format!("beat-{}-r{}", system.key(), round + 1);
         let node = servers::start(system, &bench.setup, &name).await?;
         let api = node.api();
-        let bulk = api.register_bulk(BEAT_LAYOUT, 0..count, true).await?;
+        let bulk = api
+            .register_bulk(BEAT_LAYOUT, 0..count, true, Shape::None)
+            .await?;
         if bulk.failed > 0 {
             bail!("{system}: {} of {count} registrations failed", bulk.failed);
         }

@@ -1,0 +1,291 @@
+//! A small Nacos 2.x gRPC client, as the Java client 2.x speaks it: the `Payload`
+//! envelope (metadata `type`, `clientIp`, `headers`; the body a JSON document in an
+//! `Any`), unary calls on `/Request/request` and the bi-stream
+//! `/BiRequestStream/requestBiStream` on the same HTTP/2 connection. A [`Connection`]
+//! makes the handshake (`ServerCheckRequest`, then the stream with
+//! `ConnectionSetupRequest` and the client's 100 ms wait), registers ephemeral
+//! instances it then owns (`InstanceRequest`, `registerInstance`), and answers every
+//! request the server pushes on the stream (`ClientDetectionRequest`,
+//! `NotifySubscriberRequest`, ...) with its `...Response`, as a live client does, so
+//! neither server drops it as dead. Dropping it closes the connection, and the server
+//! drops its instances.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+
+use crate::api::Instance;
+
+/// The client the handshake names.
+const CLIENT_VERSION: &str = "Nacos-Java-Client:v2.3.2";
+/// The Java client's wait after `ConnectionSetupRequest` before it uses the connection
+/// (`GrpcClient.connectToServer`: "wait to register connection setup").
+const SETUP_WAIT: Duration = Duration::from_millis(100);
+/// How long one call (connect, unary request) may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Registrations refused with 301 (connection not registered yet) are retried this
+/// many times, `SETUP_WAIT` apart.
+const UNREGISTERED_RETRIES: usize = 20;
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Metadata {
+    #[prost(string, tag = "3")]
+    r#type: String,
+    #[prost(string, tag = "8")]
+    client_ip: String,
+    #[prost(map = "string, string", tag = "7")]
+    headers: HashMap<String, String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Any {
+    #[prost(string, tag = "1")]
+    type_url: String,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// The Nacos gRPC envelope.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Payload {
+    #[prost(message, optional, tag = "2")]
+    metadata: Option<Metadata>,
+    #[prost(message, optional, tag = "3")]
+    body: Option<Any>,
+}
+
+fn payload(kind: &str, body: &Value, client_ip: Ipv4Addr) -> Payload {
+    Payload {
+        metadata: Some(Metadata {
+            r#type: kind.to_string(),
+            client_ip: client_ip.to_string(),
+            headers: HashMap::new(),
+        }),
+        body: Some(Any {
+            type_url: String::new(),
+            value: body.to_string().into_bytes(),
+        }),
+    }
+}
+
+/// The type and the JSON body of `p` (`Null` when the body is not JSON).
+fn decode(p: &Payload) -> (String, Value) {
+    let kind = p
+        .metadata
+        .as_ref()
+        .map(|m| m.r#type.clone())
+        .unwrap_or_default();
+    let body = p
+        .body
+        .as_ref()
+        .and_then(|b| serde_json::from_slice(&b.value).ok())
+        .unwrap_or(Value::Null);
+    (kind, body)
+}
+
+/// One client connection: a channel of its own (one TCP connection), its open
+/// bi-stream, and a task that answers the server's pushes.
+pub struct Connection {
+    grpc: tonic::client::Grpc<Channel>,
+    /// Keeps the stream open (the reader holds the other sender).
+    _to_server: mpsc::Sender<Payload>,
+    reader: JoinHandle<()>,
+    next_request: u64,
+    /// The loopback address it connects from.
+    local: Ipv4Addr,
+}
+
+impl Connection {
+    /// Connects from `local` (a loopback address: each client application has an
+    /// address of its own, and servers cap connections per address) to the gRPC server
+    /// at `addr` and makes the handshake; every push the server sends later is answered
+    /// and counted in `answered`.
+    pub async fn open(
+        addr: SocketAddr,
+        local: Ipv4Addr,
+        answered: Arc<AtomicUsize>,
+    ) -> Result<Self> {
+        if !local.is_loopback() {
+            bail!("{local} is not a loopback address: the bench connects only from 127.0.0.0/8");
+        }
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .context("gRPC address")?
+            .local_address(Some(local.into()))
+            .connect_timeout(CALL_TIMEOUT)
+            .connect()
+            .await
+            .with_context(|| format!("connecting to {addr}"))?;
+        let mut grpc = tonic::client::Grpc::new(channel);
+        let (kind, body) = unary(
+            &mut grpc,
+            "ServerCheckRequest",
+            &json!({"headers": {}, "requestId": ""}),
+            local,
+        )
+        .await?;
+        if kind != "ServerCheckResponse" || body["resultCode"] != 200 {
+            bail!("server check answered {kind} {body}");
+        }
+        // The setup goes first on the stream; it is queued before the stream opens.
+        let (to_server, from_client) = mpsc::channel(64);
+        to_server
+            .send(payload(
+                "ConnectionSetupRequest",
+                &json!({
+                    "headers": {},
+                    "clientVersion": CLIENT_VERSION,
+                    "abilities": {},
+                    "tenant": "",
+                    "labels": {"source": "sdk", "module": "naming"},
+                }),
+                local,
+            ))
+            .await
+            .context("queueing the setup")?;
+        grpc.ready().await.context("channel not ready")?;
+        let response = tokio::time::timeout(
+            CALL_TIMEOUT,
+            grpc.streaming(
+                tonic::Request::new(ReceiverStream::new(from_client)),
+                PathAndQuery::from_static("/BiRequestStream/requestBiStream"),
+                tonic_prost::ProstCodec::<Payload, Payload>::default(),
+            ),
+        )
+        .await
+        .context("opening the stream timed out")?
+        .context("opening the stream")?;
+        let mut inbound = response.into_inner();
+        let responder = to_server.clone();
+        let reader = tokio::spawn(async move {
+            while let Ok(Some(p)) = inbound.message().await {
+                let (kind, body) = decode(&p);
+                let Some(base) = kind.strip_suffix("Request") else {
+                    continue;
+                };
+                let answer = json!({
+                    "resultCode": 200,
+                    "errorCode": 0,
+                    "success": true,
+                    "message": "",
+                    "requestId": body["requestId"],
+                    "headers": {},
+                });
+                if responder
+                    .send(payload(&format!("{base}Response"), &answer, local))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        tokio::time::sleep(SETUP_WAIT).await;
+        Ok(Self {
+            grpc,
+            _to_server: to_server,
+            reader,
+            next_request: 1,
+            local,
+        })
+    }
+
+    /// Registers `instance` as an ephemeral instance of this connection, with
+    /// `metadata`, as the Java client's `NamingGrpcClientProxy.registerService` sends
+    /// it. Only loopback addresses are registered.
+    pub async fn register(
+        &mut self,
+        instance: &Instance,
+        metadata: Option<Map<String, Value>>,
+    ) -> Result<()> {
+        let ip: Ipv4Addr = instance.ip.parse().context("instance address")?;
+        if !ip.is_loopback() {
+            bail!("{ip} is not a loopback address: the bench registers only 127.0.0.0/8");
+        }
+        for _ in 0..=UNREGISTERED_RETRIES {
+            let body = json!({
+                "headers": {},
+                "requestId": self.next_request.to_string(),
+                "module": "naming",
+                "namespace": "public",
+                "serviceName": instance.service,
+                "groupName": "DEFAULT_GROUP",
+                "type": "registerInstance",
+                "instance": {
+                    "instanceId": null,
+                    "ip": instance.ip,
+                    "port": instance.port,
+                    "weight": 1.0,
+                    "healthy": true,
+                    "enabled": true,
+                    "ephemeral": true,
+                    "clusterName": "DEFAULT",
+                    "serviceName": null,
+                    "metadata": metadata.clone().unwrap_or_default(),
+                    "instanceHeartBeatInterval": 5000,
+                    "instanceHeartBeatTimeOut": 15000,
+                    "ipDeleteTimeout": 30000,
+                },
+            });
+            self.next_request += 1;
+            let (kind, answer) =
+                unary(&mut self.grpc, "InstanceRequest", &body, self.local).await?;
+            match kind.as_str() {
+                "InstanceResponse" if answer["resultCode"] == 200 => return Ok(()),
+                // The setup is not registered yet: the Java client waits and retries.
+                "ErrorResponse" if answer["errorCode"] == 301 => {
+                    tokio::time::sleep(SETUP_WAIT).await
+                }
+                _ => bail!(
+                    "registering {}:{} in {} answered {kind} {answer}",
+                    instance.ip,
+                    instance.port,
+                    instance.service
+                ),
+            }
+        }
+        bail!(
+            "registering {}:{}: the connection stayed unregistered",
+            instance.ip,
+            instance.port
+        )
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // The stream's senders go (the reader holds one), then the channel: the
+        // connection closes.
+        self.reader.abort();
+    }
+}
+
+/// One unary call: the answer's type and body.
+async fn unary(
+    grpc: &mut tonic::client::Grpc<Channel>,
+    kind: &str,
+    body: &Value,
+    client_ip: Ipv4Addr,
+) -> Result<(String, Value)> {
+    grpc.ready().await.context("channel not ready")?;
+    let call = grpc.unary(
+        tonic::Request::new(payload(kind, body, client_ip)),
+        PathAndQuery::from_static("/Request/request"),
+        tonic_prost::ProstCodec::<Payload, Payload>::default(),
+    );
+    let answer = tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .with_context(|| format!("{kind} timed out"))?
+        .with_context(|| format!("{kind} failed"))?;
+    Ok(decode(&answer.into_inner()))
+}
