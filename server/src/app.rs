@@ -262,6 +262,7 @@ pub async fn run(
     // Turns true when the HTTP server starts its graceful shutdown: long-lived responses
     // (event streams) end then, instead of holding the shutdown up.
     let (closing, closing_rx) = watch::channel(false);
+    crate::registry::service::set_list_cache_budget(args.list_cache_mib.saturating_mul(1 << 20));
     let state = AppState::new(Shared {
         registry: registry.clone(),
         store: store.clone(),

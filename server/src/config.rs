@@ -473,6 +473,11 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_MAX_METADATA_BYTES", default_value_t = 16 * 1024, value_name = "BYTES")]
     pub max_metadata_bytes: usize,
 
+    /// Most MiB of serialized instance lists kept cached between changes (a list over
+    /// the budget is served and not kept).
+    #[arg(long, env = "ROSTER_LIST_CACHE_MIB", default_value_t = 64, value_name = "MIB")]
+    pub list_cache_mib: usize,
+
     /// Build a Raft snapshot (and compact the log) after this many log entries.
     #[arg(long, env = "ROSTER_RAFT_SNAPSHOT_LOGS", default_value_t = 5000, value_name = "ENTRIES", value_parser = clap::value_parser!(u64).range(1..))]
     pub raft_snapshot_logs: u64,

@@ -134,14 +134,15 @@ pub fn service_info(view: Option<&ServiceView>, req: &ListRequest<'_>) -> Vec<u8
 
 /// The plain list answer (no clusters, selector, lanes or `healthyOnly`) of one service
 /// version, split around `lastRefTime`: serialized by the first reader of the version
-/// and kept in its [`ListCache`](crate::registry::service::ListCache), which a new
-/// version starts empty. The registry's model test reads it after every change.
-pub fn plain_list_parts<'v>(
-    view: &'v ServiceView,
+/// and kept in its [`ListCache`](crate::registry::service::ListCache) while the node's
+/// budget of cached bodies allows; a new version starts empty. The registry's model
+/// test reads it after every change.
+pub fn plain_list_parts(
+    view: &ServiceView,
     grouped: &str,
     group: &str,
-) -> &'v (bytes::Bytes, bytes::Bytes) {
-    view.list_cache.get_or_init(|| {
+) -> (bytes::Bytes, bytes::Bytes) {
+    view.list_cache.get_or_make(|| {
         split_at_ref_time(service_info(
             Some(view),
             &ListRequest {

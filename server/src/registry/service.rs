@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use arc_swap::ArcSwap;
@@ -181,20 +181,61 @@ pub struct ServiceView {
 #[derive(Debug, Default)]
 pub struct ListCache(std::sync::OnceLock<(bytes::Bytes, bytes::Bytes)>);
 
+/// Bytes of list bodies every [`ListCache`] holds together.
+static LIST_CACHE_HELD: AtomicUsize = AtomicUsize::new(0);
+/// Most bytes of list bodies kept ([`set_list_cache_budget`]).
+static LIST_CACHE_BUDGET: AtomicUsize = AtomicUsize::new(DEFAULT_LIST_CACHE_BUDGET);
+/// The default budget of cached list bodies: 64 MiB.
+pub const DEFAULT_LIST_CACHE_BUDGET: usize = 64 << 20;
+
+/// Sets the most bytes of list bodies the node keeps cached (`--list-cache-mib`). A
+/// body over the budget is served and not kept: with instances that carry metadata a
+/// body is as large as the instances themselves (~900 bytes of JSON per Dubbo-shaped
+/// instance), so an unbounded cache doubled a node's memory once every service had
+/// been listed.
+pub fn set_list_cache_budget(bytes: usize) {
+    LIST_CACHE_BUDGET.store(bytes, Ordering::Relaxed);
+}
+
+/// Bytes of list bodies cached now.
+pub fn list_cache_held() -> usize {
+    LIST_CACHE_HELD.load(Ordering::Relaxed)
+}
+
 impl Clone for ListCache {
     fn clone(&self) -> Self {
         Self::default()
     }
 }
 
+impl Drop for ListCache {
+    fn drop(&mut self) {
+        if let Some((head, tail)) = self.0.get() {
+            LIST_CACHE_HELD.fetch_sub(head.len() + tail.len(), Ordering::Relaxed);
+        }
+    }
+}
+
 impl ListCache {
-    /// The cached answer's parts before and after the `lastRefTime` value, made by
-    /// `make` on first use.
-    pub fn get_or_init(
+    /// The answer's parts before and after the `lastRefTime` value: the cached ones, or
+    /// made by `make` and kept if the node's budget allows.
+    pub fn get_or_make(
         &self,
         make: impl FnOnce() -> (bytes::Bytes, bytes::Bytes),
-    ) -> &(bytes::Bytes, bytes::Bytes) {
-        self.0.get_or_init(make)
+    ) -> (bytes::Bytes, bytes::Bytes) {
+        if let Some(parts) = self.0.get() {
+            return parts.clone();
+        }
+        let parts = make();
+        let size = parts.0.len() + parts.1.len();
+        let held = LIST_CACHE_HELD.load(Ordering::Relaxed);
+        // A reader that lost the race to another has its parts served, not kept.
+        if held + size <= LIST_CACHE_BUDGET.load(Ordering::Relaxed)
+            && self.0.set(parts.clone()).is_ok()
+        {
+            LIST_CACHE_HELD.fetch_add(size, Ordering::Relaxed);
+        }
+        parts
     }
 }
 
@@ -404,4 +445,29 @@ pub enum Changed {
     Yes,
     /// Keep the old view.
     No,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_body_is_made_once_per_version_within_the_budget() {
+        // The unit tests never lower the budget (it is the node's, shared by every test).
+        let cache = ListCache::default();
+        let parts = cache.get_or_make(|| (bytes::Bytes::from_static(b"{\"a\":"), "}".into()));
+        let again = cache.get_or_make(|| panic!("kept: not made again"));
+        assert_eq!(parts, again);
+        assert!(
+            list_cache_held() >= 6,
+            "counted while kept: {}",
+            list_cache_held()
+        );
+        // A copy (a new version) starts empty.
+        let copy = cache.clone();
+        assert_eq!(
+            copy.get_or_make(|| ("x".into(), "y".into())),
+            (bytes::Bytes::from("x"), bytes::Bytes::from("y"))
+        );
+    }
 }

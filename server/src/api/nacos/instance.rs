@@ -341,7 +341,7 @@ pub async fn query<'p>(
         Some(v) if plain => {
             let (head, tail) = plain_list_parts(v, grouped, name.group);
             // The cached bytes go out as they are, around this request's time: no copy.
-            ListBody::Spliced([head.clone(), decimal_ms(request.now_ms), tail.clone()])
+            ListBody::Spliced([head, decimal_ms(request.now_ms), tail])
         }
         view => ListBody::Whole(service_info(view, &request)),
     };
