@@ -475,7 +475,12 @@ pub struct NodeArgs {
 
     /// Most MiB of serialized instance lists kept cached between changes (a list over
     /// the budget is served and not kept).
-    #[arg(long, env = "ROSTER_LIST_CACHE_MIB", default_value_t = 64, value_name = "MIB")]
+    #[arg(
+        long,
+        env = "ROSTER_LIST_CACHE_MIB",
+        default_value_t = 64,
+        value_name = "MIB"
+    )]
     pub list_cache_mib: usize,
 
     /// Build a Raft snapshot (and compact the log) after this many log entries.

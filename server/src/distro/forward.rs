@@ -113,8 +113,8 @@ pub enum Outcome {
     /// The owner's answer.
     Answered(Result<OpReply, Error>),
     /// The owner could not be reached (or its answer read): the op comes back, for the
-    /// caller to handle itself.
-    Unreachable(EphemeralOp, String),
+    /// caller to handle itself (boxed: an op is several times the size of an answer).
+    Unreachable(Box<EphemeralOp>, String),
 }
 
 /// An op waiting for its owner, and where its outcome goes.
@@ -184,7 +184,7 @@ pub async fn send_queued<T: Transport>(
             }
             Err(e) => {
                 for (tx, op) in waiters.into_iter().zip(ops) {
-                    let _ = tx.send(Outcome::Unreachable(op, e.clone()));
+                    let _ = tx.send(Outcome::Unreachable(Box::new(op), e.clone()));
                 }
             }
         }

@@ -261,7 +261,7 @@ impl<T: Transport> Distro<T> {
             Ok(forward::Outcome::Unreachable(op, e)) => {
                 let (ip, port) = op.address();
                 tracing::debug!(owner, client = %format_args!("{ip}:{port}"), error = %e, "owner unreachable; handling here");
-                self.apply_local(op, self.now())
+                self.apply_local(*op, self.now())
             }
             // The sender ends only after answering every op it took.
             Err(_) => Err(Error::unavailable(
