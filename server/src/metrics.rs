@@ -121,6 +121,7 @@ pub struct Metrics {
     subscribers: Gauge,
     configs: Gauge,
     config_long_polls: Gauge,
+    list_cache_bytes: Gauge,
     raft_term: Gauge,
     raft_is_leader: Gauge,
     raft_last_log_index: Gauge,
@@ -235,6 +236,11 @@ impl Metrics {
             "config_long_polls",
             "HTTP long polls of configuration listeners held by this node",
         );
+        let list_cache_bytes = gauge(
+            &mut registry,
+            "list_cache_bytes",
+            "Bytes of serialized instance lists kept cached (at most --list-cache-mib)",
+        );
         let raft_term = gauge(&mut registry, "raft_term", "Current Raft term");
         let raft_is_leader = gauge(&mut registry, "raft_is_leader", "1 if this node leads");
         let raft_last_log_index = gauge(
@@ -321,6 +327,7 @@ impl Metrics {
             subscribers,
             configs,
             config_long_polls,
+            list_cache_bytes,
             raft_term,
             raft_is_leader,
             raft_last_log_index,
@@ -443,6 +450,7 @@ impl Metrics {
         self.subscribers.set(figures.udp_subscribers as i64);
         self.configs.set(figures.configs as i64);
         self.config_long_polls.set(figures.config_long_polls as i64);
+        self.list_cache_bytes.set(figures.list_cache_bytes as i64);
         let raft = &figures.raft;
         self.raft_term.set(raft.term as i64);
         self.raft_is_leader
@@ -490,6 +498,8 @@ pub struct NodeFigures {
     pub configs: usize,
     /// HTTP long polls held.
     pub config_long_polls: usize,
+    /// Bytes of cached list bodies.
+    pub list_cache_bytes: usize,
     /// Raft's state on this node.
     pub raft: roster_raft::RaftStatus,
 }

@@ -174,6 +174,7 @@ impl AppState {
             udp_subscribers: self.push.subscriber_count(),
             configs: self.configs.len(),
             config_long_polls: self.long_polls.count(),
+            list_cache_bytes: crate::registry::service::list_cache_held(),
             raft: self.store.status(),
         }
     }

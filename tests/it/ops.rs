@@ -118,3 +118,60 @@ fn health_metrics_and_graceful_shutdown() {
     assert!(status.success(), "SIGTERM exits cleanly: {status}");
     assert!(node.log().contains("shutting down"));
 }
+
+/// Plain lists are cached per service version while the node's budget allows
+/// (`--list-cache-mib`), the gauge shows the bytes kept, and a node with no budget
+/// serializes every answer: both answer the same, before and after a change.
+#[test]
+fn lists_are_cached_within_the_budget_and_answered_alike_without_one() {
+    let cached = Node::start();
+    let uncached = Node::start_with(NodeOptions {
+        args: vec!["--list-cache-mib".into(), "0".into()],
+        ..Default::default()
+    });
+    let meta = "%7B%22dubbo.endpoints%22%3A%22%5B%7B%5C%22port%5C%22%3A20880%7D%5D%22%2C%22side%22%3A%22provider%22%7D";
+    let hosts = |node: &Node| {
+        let v = node
+            .call("GET", "/nacos/v1/ns/instance/list?serviceName=lc")
+            .expect(200)
+            .json();
+        let mut hosts: Vec<String> = v["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| format!("{}:{} {}", h["ip"], h["port"], h["metadata"]))
+            .collect();
+        hosts.sort();
+        hosts
+    };
+    for node in [&cached, &uncached] {
+        for port in [1, 2] {
+            node.call(
+                "POST",
+                &format!("/nacos/v1/ns/instance?serviceName=lc&ip=127.19.0.2&port={port}&metadata={meta}"),
+            )
+            .expect(200);
+        }
+        assert_eq!(node.metric("roster_list_cache_bytes"), Some(0.0));
+    }
+    let before = hosts(&cached);
+    assert_eq!(before.len(), 2);
+    assert!(before[0].contains("\"side\":\"provider\""), "{before:?}");
+    assert_eq!(hosts(&uncached), before);
+    let kept = cached.metric("roster_list_cache_bytes").unwrap();
+    assert!(kept > 0.0, "the body is kept");
+    assert_eq!(uncached.metric("roster_list_cache_bytes"), Some(0.0));
+    // A change: both answer the new list; the cached node's old body is gone.
+    for node in [&cached, &uncached] {
+        node.call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=lc&ip=127.19.0.2&port=3",
+        )
+        .expect(200);
+    }
+    let after = hosts(&cached);
+    assert_eq!(after.len(), 3);
+    assert_eq!(hosts(&uncached), after);
+    assert!(cached.metric("roster_list_cache_bytes").unwrap() > kept);
+    assert_eq!(uncached.metric("roster_list_cache_bytes"), Some(0.0));
+}
