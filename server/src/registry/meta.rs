@@ -35,8 +35,11 @@ pub const INLINE: usize = 14;
 
 /// Slots of the table of recently made maps.
 const MAP_SLOTS: usize = 4096;
-/// Slots of the table of long values.
-const VALUE_SLOTS: usize = 4096;
+/// Slots of the table of long values. Each application brings a few long values of its
+/// own (a Dubbo revision): two live values in one slot evict each other on every
+/// registration that alternates between them, and then each instance keeps a copy of
+/// its own. 16,384 slots (256 KiB) keep that rare up to a few thousand applications.
+const VALUE_SLOTS: usize = 16_384;
 /// Slots of the table of key lists.
 const KEY_SLOTS: usize = 256;
 
