@@ -256,6 +256,32 @@ impl Api {
         Ok(list["hosts"].as_array().cloned().unwrap_or_default())
     }
 
+    /// How many instances `service` lists (`healthyOnly=false`), without building the
+    /// hosts' JSON (counts read 100,000s of instances while they age).
+    async fn listed(&self, service: &str) -> Result<usize> {
+        /// The list answer, reduced to what a count needs.
+        #[derive(serde::Deserialize)]
+        struct Hosts {
+            #[serde(default)]
+            hosts: Vec<serde::de::IgnoredAny>,
+        }
+        let answer = self
+            .get(&format!(
+                "/nacos/v1/ns/instance/list?serviceName={service}&healthyOnly=false"
+            ))
+            .await?;
+        if answer.status != 200 {
+            bail!(
+                "list {service} answered {} {}",
+                answer.status,
+                answer.text()
+            );
+        }
+        let list: Hosts = serde_json::from_slice(&answer.body)
+            .with_context(|| format!("list {service} is not a host list"))?;
+        Ok(list.hosts.len())
+    }
+
     /// Instances held over `services`, every one counted (`healthyOnly=false`).
     pub async fn count(&self, services: &[String]) -> Result<usize> {
         let next = Arc::new(AtomicUsize::new(0));
@@ -270,7 +296,7 @@ impl Api {
                     let Some(service) = services.get(i) else {
                         return Ok::<usize, anyhow::Error>(held);
                     };
-                    held += api.hosts(service, true).await?.len();
+                    held += api.listed(service).await?;
                 }
             }));
         }

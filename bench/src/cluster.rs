@@ -17,11 +17,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{services, Api};
+use crate::api::services;
 use crate::list::failures;
 use crate::machine::rss_kib;
 use crate::report::{thousands, Report, Row, Target, Unit};
@@ -216,52 +214,6 @@ async fn persistent(bench: &Bench, report: &mut Report) -> Result<()> {
     Ok(())
 }
 
-/// The list answer, reduced to what a count needs (the hosts are not parsed).
-#[derive(Deserialize)]
-struct Hosts {
-    #[serde(default)]
-    hosts: Vec<IgnoredAny>,
-}
-
-/// Instances `api` lists over `names` (`healthyOnly=false`), 8 services at a time,
-/// without building the hosts' JSON (the ephemeral run reads 100,000s of instances per
-/// node while they age).
-async fn count_quick(api: Api, names: &[String]) -> Result<usize> {
-    const CONCURRENCY: usize = 8;
-    let mut tasks = Vec::new();
-    for part in 0..CONCURRENCY {
-        let api = api.clone();
-        let names: Vec<String> = names
-            .iter()
-            .skip(part)
-            .step_by(CONCURRENCY)
-            .cloned()
-            .collect();
-        tasks.push(tokio::spawn(async move {
-            let mut held = 0;
-            for name in names {
-                let answer = api
-                    .get(&format!(
-                        "/nacos/v1/ns/instance/list?serviceName={name}&healthyOnly=false"
-                    ))
-                    .await?;
-                if answer.status != 200 {
-                    anyhow::bail!("list {name} answered {} {}", answer.status, answer.text());
-                }
-                let list: Hosts = serde_json::from_slice(&answer.body)
-                    .with_context(|| format!("list {name} is not a host list"))?;
-                held += list.hosts.len();
-            }
-            Ok::<usize, anyhow::Error>(held)
-        }));
-    }
-    let mut held = 0;
-    for task in tasks {
-        held += task.await??;
-    }
-    Ok(held)
-}
-
 /// Instances every node holds over `names`, the nodes counted at once.
 async fn counts_at_once(cluster: &Cluster, names: &[String]) -> Vec<Option<usize>> {
     let tasks: Vec<_> = cluster
@@ -269,7 +221,7 @@ async fn counts_at_once(cluster: &Cluster, names: &[String]) -> Vec<Option<usize
         .iter()
         .map(|node| {
             let (api, names) = (node.api(), names.to_vec());
-            tokio::spawn(async move { count_quick(api, &names).await })
+            tokio::spawn(async move { api.count(&names).await })
         })
         .collect();
     let mut out = Vec::new();
