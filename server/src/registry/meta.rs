@@ -141,19 +141,23 @@ impl Meta {
         if metadata.is_empty() {
             return tables.empty.clone();
         }
-        let mut keys_hash = tables.hasher.build_hasher();
         let mut map_hash = tables.hasher.build_hasher();
         for (k, v) in metadata {
-            k.hash(&mut keys_hash);
             k.hash(&mut map_hash);
             v.hash(&mut map_hash);
         }
+        // The key list and the values are looked up only for a map not held already.
+        let keys_hash = || {
+            let mut hash = tables.hasher.build_hasher();
+            metadata.keys().for_each(|k| k.hash(&mut hash));
+            hash.finish()
+        };
         let body = tables.maps.share(
             map_hash.finish(),
             |held| held.same_as(metadata),
             || Body {
                 keys: Keys(tables.keys.share(
-                    keys_hash.finish(),
+                    keys_hash(),
                     |held| {
                         held.iter()
                             .map(|k| &**k)
