@@ -99,14 +99,7 @@ fn a_node_that_never_joined_stops_promptly() {
             other => Err(format!("{other:?}")),
         }
     });
-    let started = Instant::now();
-    node.terminate();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}: {}",
-        started.elapsed(),
-        node.log()
-    );
+    stops_promptly(&mut node);
 }
 
 #[test]
@@ -124,14 +117,7 @@ fn a_member_whose_peers_never_came_stops_promptly() {
         ..Default::default()
     });
     std::thread::sleep(Duration::from_secs(1));
-    let started = Instant::now();
-    node.terminate();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}: {}",
-        started.elapsed(),
-        node.log()
-    );
+    stops_promptly(&mut node);
 }
 
 #[test]
@@ -215,4 +201,16 @@ fn a_restart_with_another_peer_address_warns_how_to_change_it() {
         "{line}"
     );
     assert!(line.contains("roster cluster remove 1"), "{line}");
+}
+
+/// SIGTERM stops `node` within 5 s.
+fn stops_promptly(node: &mut Node) {
+    let started = Instant::now();
+    node.terminate();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}: {}",
+        started.elapsed(),
+        node.log()
+    );
 }

@@ -190,28 +190,15 @@ mod tests {
                 "name": "t", "source": "etcd://127.0.0.1:1", "dryRun": true
             })))
             .unwrap();
-        tasks
-            .set_status(
-                "t",
-                TaskStatus {
-                    state: TaskState::Running,
-                    dry_run: Some(Default::default()),
-                    ..TaskStatus::default()
-                },
-            )
-            .unwrap();
+        let report = TaskStatus {
+            state: TaskState::Running,
+            dry_run: Some(Default::default()),
+            ..TaskStatus::default()
+        };
+        tasks.set_status("t", report.clone()).unwrap();
         tasks.end_dry_run("t").unwrap();
         // A report the dry run sent before it stopped is dropped.
-        tasks
-            .set_status(
-                "t",
-                TaskStatus {
-                    state: TaskState::Running,
-                    dry_run: Some(Default::default()),
-                    ..TaskStatus::default()
-                },
-            )
-            .unwrap();
+        tasks.set_status("t", report).unwrap();
         let t = tasks.get("t").unwrap();
         assert!(!t.spec.dry_run);
         assert_eq!(t.status.state, TaskState::Pending);
