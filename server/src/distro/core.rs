@@ -18,14 +18,14 @@
 //!   when the push is built, so a client queued twice goes once, in its latest state.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use roster_raft::NodeId;
 
 use super::messages::{
-    EphemeralOp, OpReply, SnapshotMessage, SyncMessage, VerifyMessage, VerifyReply,
+    EphemeralOp, OpReply, SnapshotMessage, SnapshotRequest, SyncMessage, VerifyMessage, VerifyReply,
 };
 use super::responsibility::{connection_owner, owner_of};
 use crate::error::Error;
@@ -42,6 +42,19 @@ pub const OFFER_AFTER_ROUNDS: u64 = 2;
 /// A copy its owner has not confirmed for more than this many rounds, counted while the
 /// owner was in sight of this node's running rounds, is dropped.
 pub const DROP_AFTER_ROUNDS: u64 = 4;
+/// Most instances in one push to a peer (a client with more goes alone), and in one
+/// part of a snapshot given to a starting peer. A Dubbo 3 provider's instance, with its
+/// nine metadata keys, is about 800 bytes on the wire: 20,000 make ~16 MB, a quarter of
+/// the peer channel's 64 MiB limit, which instances with up to ~3 KB of metadata each
+/// still fit. (One message for everything failed from ~80,000 such instances on: a
+/// restarted node never got them back.)
+pub const MESSAGE_INSTANCES: usize = 20_000;
+
+/// The snapshot part client `id` belongs to, of `parts`: a hash every node computes
+/// alike, so that the parts a starting node asks one peer for cover every client once.
+fn snapshot_part_of(id: &str, parts: u32) -> u32 {
+    (crate::hash::mix(crate::hash::stable_hash(id.as_bytes())) % u64::from(parts)) as u32
+}
 
 /// One peer's share of a push: the clients taken from its pending set and their
 /// states as this node has them now.
@@ -103,6 +116,9 @@ pub struct Core {
     loaded: AtomicBool,
     /// Which peers the verification rounds have seen live, and since when.
     sight: Mutex<Sight>,
+    /// Most instances in one push or snapshot part ([`MESSAGE_INSTANCES`]; tests lower
+    /// it to see messages split without registering tens of thousands).
+    message_instances: AtomicUsize,
 }
 
 /// What the verification rounds saw of the peers ([`Core::drop_unconfirmed`]).
@@ -131,7 +147,18 @@ impl Core {
             pending: Mutex::new(BTreeMap::new()),
             loaded: AtomicBool::new(false),
             sight: Mutex::new(Sight::default()),
+            message_instances: AtomicUsize::new(MESSAGE_INSTANCES),
         }
+    }
+
+    /// Sets the most instances in one push or snapshot part (tests).
+    #[cfg(test)]
+    pub fn set_message_instances(&self, n: usize) {
+        self.message_instances.store(n.max(1), Ordering::Relaxed);
+    }
+
+    fn message_instances(&self) -> usize {
+        self.message_instances.load(Ordering::Relaxed)
     }
 
     /// This node.
@@ -241,6 +268,10 @@ impl Core {
 
     /// Takes every non-empty pending set and builds its push from the clients' current
     /// states (a client this node no longer knows at all is left out).
+    /// A peer's clients go in as many pushes as it takes to keep each at most
+    /// [`MESSAGE_INSTANCES`] instances (a larger client goes alone), so that no message
+    /// comes near the peer channel's limit when many clients are pending at once (a
+    /// peer that restarted asks for every client).
     pub fn take_pushes(&self) -> Vec<Push> {
         let batches: Vec<(NodeId, Vec<Arc<str>>)> = {
             let mut pending = self.pending.lock();
@@ -250,20 +281,41 @@ impl Core {
                 .map(|(peer, ids)| (*peer, ids.drain().collect()))
                 .collect()
         };
-        batches
-            .into_iter()
-            .map(|(peer, ids)| {
-                let clients = ids
-                    .iter()
-                    .filter_map(|id| self.registry.client_data(id))
-                    .collect();
-                Push {
-                    peer,
-                    ids,
-                    message: SyncMessage { clients },
+        let mut pushes = Vec::new();
+        for (peer, ids) in batches {
+            let mut push = Push {
+                peer,
+                ids: Vec::new(),
+                message: SyncMessage {
+                    clients: Vec::new(),
+                },
+            };
+            let mut instances = 0;
+            for id in ids {
+                let Some(data) = self.registry.client_data(&id) else {
+                    continue;
+                };
+                let size = data.instances.len().max(1);
+                if instances > 0 && instances + size > self.message_instances() {
+                    let next = Push {
+                        peer,
+                        ids: Vec::new(),
+                        message: SyncMessage {
+                            clients: Vec::new(),
+                        },
+                    };
+                    pushes.push(std::mem::replace(&mut push, next));
+                    instances = 0;
                 }
-            })
-            .collect()
+                instances += size;
+                push.ids.push(id);
+                push.message.clients.push(data);
+            }
+            if !push.ids.is_empty() {
+                pushes.push(push);
+            }
+        }
+        pushes
     }
 
     /// Puts back the clients of a push that failed, for the next retry.
@@ -457,17 +509,39 @@ impl Core {
 
     /// Every client this node has instances of, for a starting peer.
     pub fn snapshot(&self) -> SnapshotMessage {
+        self.snapshot_part(0, 1)
+    }
+
+    /// What a starting peer asked for: the plan (how many parts this node's snapshot
+    /// takes, [`MESSAGE_INSTANCES`] instances to a part), or one part.
+    pub fn answer_snapshot(&self, request: SnapshotRequest) -> SnapshotMessage {
+        if request.parts == 0 {
+            let (_, instances, _) = self.registry.totals();
+            return SnapshotMessage {
+                loaded: self.loaded(),
+                clients: Vec::new(),
+                parts: instances.div_ceil(self.message_instances()).max(1) as u32,
+            };
+        }
+        self.snapshot_part(request.part, request.parts)
+    }
+
+    /// The clients with instances whose id hashes to `part` of `parts`.
+    fn snapshot_part(&self, part: u32, parts: u32) -> SnapshotMessage {
         let registry = &self.registry;
+        let parts = parts.max(1);
         let clients = registry
             .clients()
             .ids()
             .iter()
+            .filter(|id| snapshot_part_of(id, parts) == part)
             .filter_map(|id| registry.client_data(id))
             .filter(|c| !c.instances.is_empty())
             .collect();
         SnapshotMessage {
             loaded: self.loaded(),
             clients,
+            parts,
         }
     }
 

@@ -92,14 +92,32 @@ pub struct SyncMessage {
     pub clients: Vec<ClientData>,
 }
 
-/// Every client a node has, and whether that node had itself loaded when it answered
-/// (a node that is starting too has nothing to give yet).
+/// Every client a node has, or one part of them, and whether that node had itself
+/// loaded when it answered (a node that is starting too has nothing to give yet).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SnapshotMessage {
     /// Whether the answering node had loaded its own state.
     pub loaded: bool,
     /// Whole client states.
     pub clients: Vec<ClientData>,
+    /// Into how many parts the answering node splits its snapshot: the answer to a
+    /// plan request ([`SnapshotRequest`] with `parts` 0) carries no clients and this
+    /// count; 0 from a node that sends its snapshot whole (builds before parts, which
+    /// answer every request with everything).
+    #[serde(default)]
+    pub parts: u32,
+}
+
+/// A starting node's request for a peer's snapshot: first the plan (`parts` 0), then
+/// each part `part` of `parts`, the clients whose id hashes to it. Parts keep every
+/// message far below the peer channel's limit whatever the number of instances. An
+/// empty body asks for everything at once (what builds before parts send).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRequest {
+    /// The part wanted, below `parts`.
+    pub part: u32,
+    /// How many parts (0: the plan).
+    pub parts: u32,
 }
 
 /// What an owner confirms: `(client, revision, last beat ms)` for each client it owns.

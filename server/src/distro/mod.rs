@@ -52,7 +52,7 @@ use responsibility::owner_of;
 
 pub use self::core::Core;
 pub use messages::{
-    EphemeralOp, OpReply, SnapshotMessage, SyncMessage, VerifyMessage, VerifyReply,
+    EphemeralOp, OpReply, SnapshotMessage, SnapshotRequest, SyncMessage, VerifyMessage, VerifyReply,
 };
 pub use transport::{PeerTransport, Transport};
 
@@ -71,6 +71,8 @@ const SNAPSHOT_RETRY: Duration = Duration::from_millis(250);
 /// A verification round yields to the runtime after this many clients, so that a round
 /// over many clients does not hold a worker thread for its whole length.
 const VERIFY_SLICE: usize = 1024;
+/// Most clients confirmed in one verification message (~45 bytes each on the wire).
+const VERIFY_MESSAGE_CLIENTS: usize = 100_000;
 
 /// Reads wall-clock ms: [`now_ms`] in a node, a test's own clock in unit tests.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -294,7 +296,12 @@ impl<T: Transport> Distro<T> {
                 Ok(encode(&()))
             }
             messages::VERIFY => Ok(encode(&self.on_verify(from, decode(body)?))),
-            messages::SNAPSHOT => Ok(encode(&self.on_snapshot())),
+            messages::SNAPSHOT if body.is_empty() => Ok(encode(&self.on_snapshot())),
+            messages::SNAPSHOT => Ok(encode(&self.shared.core.answer_snapshot(decode::<
+                SnapshotRequest,
+            >(
+                body
+            )?))),
             route @ (forward::ROUTE | forward::LEGACY_ROUTE) => {
                 let answer = self.apply_local(decode(body)?, self.now());
                 Ok(forward::encode_reply(route, &answer))
@@ -345,8 +352,9 @@ impl<T: Transport> Distro<T> {
 
     // ----- workers ---------------------------------------------------------------------
 
-    /// Loads every client from a live peer. Gives up (and reports loaded) when no peer
-    /// answers within `patience`: then this node starts the cluster's ephemeral state.
+    /// Loads every client from a live peer, part by part ([`SnapshotRequest`]). Gives up
+    /// (and reports loaded) when no peer answers within `patience`: then this node
+    /// starts the cluster's ephemeral state.
     pub async fn load_snapshot(&self, patience: Duration) {
         let (core, transport) = (&self.shared.core, &self.shared.transport);
         if transport.peers().is_empty() {
@@ -360,26 +368,19 @@ impl<T: Transport> Distro<T> {
                 if !transport.live().contains(&id) {
                     continue;
                 }
-                let route = format!("distro/{}", messages::SNAPSHOT);
-                match transport
-                    .post(id, &route, Vec::new(), SNAPSHOT_TIMEOUT)
-                    .await
-                {
-                    Ok(bytes) => match rmp_serde::from_slice::<SnapshotMessage>(&bytes) {
-                        // A peer that is starting too has nothing yet: ask another.
-                        Ok(snapshot) => {
-                            if let Some(count) = core.load(id, snapshot, self.now()) {
-                                tracing::info!(
-                                    from = id,
-                                    clients = count,
-                                    "loaded ephemeral instances from a peer"
-                                );
-                                return;
-                            }
-                        }
-                        Err(e) => tracing::warn!(peer = id, error = %e, "bad distro snapshot"),
-                    },
-                    Err(e) => tracing::debug!(peer = id, error = %e, "distro snapshot failed"),
+                match self.load_from(id).await {
+                    Ok(Some(clients)) => {
+                        core.set_loaded();
+                        tracing::info!(
+                            from = id,
+                            clients,
+                            "loaded ephemeral instances from a peer"
+                        );
+                        return;
+                    }
+                    // A peer that is starting too has nothing yet: ask another.
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(peer = id, error = %e, "distro snapshot failed"),
                 }
             }
             if tokio::time::Instant::now() >= deadline {
@@ -389,6 +390,58 @@ impl<T: Transport> Distro<T> {
             }
             tokio::time::sleep(SNAPSHOT_RETRY).await;
         }
+    }
+
+    /// Takes peer `id`'s snapshot: its plan, then each part (a peer of a build before
+    /// parts answers the plan request with everything). The clients taken, or `None`
+    /// when the peer has not loaded its own state yet.
+    async fn load_from(&self, id: NodeId) -> Result<Option<usize>, String> {
+        let plan = self.fetch_snapshot(id, SnapshotRequest::default()).await?;
+        if !plan.loaded {
+            return Ok(None);
+        }
+        let now = self.now();
+        if plan.parts == 0 {
+            let count = plan.clients.len();
+            self.shared.core.on_sync(
+                id,
+                SyncMessage {
+                    clients: plan.clients,
+                },
+                now,
+            );
+            return Ok(Some(count));
+        }
+        let mut count = 0;
+        for part in 0..plan.parts {
+            let request = SnapshotRequest {
+                part,
+                parts: plan.parts,
+            };
+            let answer = self.fetch_snapshot(id, request).await?;
+            count += answer.clients.len();
+            let message = SyncMessage {
+                clients: answer.clients,
+            };
+            self.shared.core.on_sync(id, message, self.now());
+        }
+        Ok(Some(count))
+    }
+
+    async fn fetch_snapshot(
+        &self,
+        id: NodeId,
+        request: SnapshotRequest,
+    ) -> Result<SnapshotMessage, String> {
+        let route = format!("distro/{}", messages::SNAPSHOT);
+        let body = rmp_serde::to_vec_named(&request).expect("snapshot requests serialize");
+        let bytes = self
+            .shared
+            .transport
+            .post(id, &route, body, SNAPSHOT_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())?;
+        rmp_serde::from_slice(&bytes).map_err(|e| format!("bad snapshot: {e}"))
     }
 
     /// Pushes clients changed here to every live peer until `stopping`: [`BATCH`] after
@@ -480,12 +533,23 @@ impl<T: Transport> Distro<T> {
             owned.extend(core.confirmations(slice, &live));
             tokio::task::yield_now().await;
         }
-        let body =
-            rmp_serde::to_vec_named(&VerifyMessage { clients: owned }).expect("verify serializes");
+        // In messages of at most VERIFY_MESSAGE_CLIENTS each (a million address
+        // clients would otherwise make one of ~45 MB); a peer judges each on its own.
+        let bodies: Vec<Vec<u8>> = owned
+            .chunks(VERIFY_MESSAGE_CLIENTS)
+            .map(|chunk| {
+                rmp_serde::to_vec_named(&VerifyMessage {
+                    clients: chunk.to_vec(),
+                })
+                .expect("verify serializes")
+            })
+            .collect();
         let mut calls = JoinSet::new();
-        for peer in targets {
+        for (peer, body) in targets
+            .iter()
+            .flat_map(|peer| bodies.iter().map(move |body| (*peer, body.clone())))
+        {
             let this = self.clone();
-            let body = body.clone();
             calls.spawn(async move {
                 let route = format!("distro/{}", messages::VERIFY);
                 let reply = this

@@ -659,6 +659,105 @@ async fn a_starting_node_loads_from_the_first_peer_that_has_loaded() {
     assert!(lone.node(1).distro.loaded());
 }
 
+/// `n` address clients (`ip`, port 80) owned by `owner` among nodes 1..=3.
+fn addresses_owned_by(owner: NodeId, n: usize) -> Vec<String> {
+    (0..100_000u32)
+        .map(|i| format!("10.9.{}.{}", i / 250, i % 250))
+        .filter(|ip| owner_of(&format!("{ip}:80"), &[1, 2, 3]) == owner)
+        .take(n)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_snapshot_larger_than_a_message_arrives_whole_in_parts() {
+    let mut c = Cluster::start(3);
+    // Three instances to a message: ten clients make four parts.
+    for id in [1, 2] {
+        c.node(id).distro.core().set_message_instances(3);
+    }
+    let ips = addresses_owned_by(2, 10);
+    for ip in &ips {
+        c.register(2, ip).await;
+    }
+    // Pushed to the peers in four messages each.
+    c.propagate(2).await;
+    for ip in &ips {
+        assert!(c.has(1, ip) && c.has(3, ip), "{ip} not pushed");
+    }
+    let plan = c
+        .node(2)
+        .distro
+        .core()
+        .answer_snapshot(SnapshotRequest::default());
+    assert!(plan.loaded && plan.clients.is_empty());
+    assert_eq!(plan.parts, 4);
+    // The parts hold every client once.
+    let mut seen: Vec<String> = (0..plan.parts)
+        .flat_map(|part| {
+            let request = SnapshotRequest {
+                part,
+                parts: plan.parts,
+            };
+            c.node(2).distro.core().answer_snapshot(request).clients
+        })
+        .map(|client| client.id)
+        .collect();
+    seen.sort();
+    let mut want: Vec<String> = ips.iter().map(|ip| format!("{ip}:80")).collect();
+    want.sort();
+    assert_eq!(seen, want);
+    // A restarted node takes them all, part by part (from node 1, the first peer).
+    c.restart(3);
+    c.node(3).distro.load_snapshot(Duration::ZERO).await;
+    assert!(c.node(3).distro.loaded());
+    for ip in &ips {
+        assert!(c.has(3, ip), "{ip} missing after the parted snapshot");
+    }
+    // A requester of a build before parts sends an empty body: it gets everything.
+    let whole: SnapshotMessage = rmp_serde::from_slice(
+        &c.node(2)
+            .distro
+            .handle(3, messages::SNAPSHOT, &[])
+            .expect("answered"),
+    )
+    .unwrap();
+    assert_eq!(whole.clients.len(), 10);
+}
+
+#[tokio::test]
+async fn pushes_are_split_so_that_no_message_holds_more_than_its_share() {
+    let c = Cluster::start(3);
+    c.node(1).distro.core().set_message_instances(3);
+    let ips = addresses_owned_by(1, 10);
+    for ip in &ips {
+        c.register(1, ip).await;
+    }
+    let core = c.node(1).distro.core();
+    core.queue_changes(&[1, 2, 3]);
+    let pushes = core.take_pushes();
+    for peer in [2, 3] {
+        let to_peer: Vec<&core::Push> = pushes.iter().filter(|p| p.peer == peer).collect();
+        assert_eq!(
+            to_peer.len(),
+            4,
+            "ten one-instance clients, three to a message"
+        );
+        let mut sent = 0;
+        for push in to_peer {
+            let instances: usize = push
+                .message
+                .clients
+                .iter()
+                .map(|client| client.instances.len())
+                .sum();
+            assert!(instances <= 3, "{instances} instances in one push");
+            assert_eq!(push.ids.len(), push.message.clients.len());
+            sent += instances;
+        }
+        assert_eq!(sent, 10);
+    }
+}
+
 /// Waits (on tokio's clock) until `check` holds, for at most 5 s.
 async fn until(check: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
