@@ -70,6 +70,9 @@ pub fn services(prefix: &str, n: usize) -> Vec<String> {
 pub struct Api {
     http: reqwest::Client,
     base: String,
+    /// Sent as `accessToken` in every request's query (a server with authentication
+    /// on), as the Nacos 1.x clients send it.
+    token: Option<Arc<str>>,
 }
 
 /// What bulk registration achieved.
@@ -105,18 +108,35 @@ impl Api {
         Self {
             http,
             base: format!("http://{addr}"),
+            token: None,
+        }
+    }
+
+    /// This client, sending `token` with every request.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The URL of `path` (path and query), with the token if there is one.
+    pub fn url(&self, path: &str) -> String {
+        match &self.token {
+            None => format!("{}{path}", self.base),
+            Some(token) => {
+                let join = if path.contains('?') { '&' } else { '?' };
+                format!("{}{path}{join}accessToken={token}", self.base)
+            }
         }
     }
 
     /// `GET path` (path and query); the status and body, with the content type.
     pub async fn get(&self, path: &str) -> Result<Answer> {
-        self.send(self.http.get(format!("{}{path}", self.base)))
-            .await
+        self.send(self.http.get(self.url(path))).await
     }
 
     /// `GET path` with extra headers.
     pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Result<Answer> {
-        let mut request = self.http.get(format!("{}{path}", self.base));
+        let mut request = self.http.get(self.url(path));
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
@@ -125,14 +145,12 @@ impl Api {
 
     /// `POST path` with an empty body.
     pub async fn post(&self, path: &str) -> Result<Answer> {
-        self.send(self.http.post(format!("{}{path}", self.base)))
-            .await
+        self.send(self.http.post(self.url(path))).await
     }
 
     /// `PUT path` with an empty body.
     pub async fn put(&self, path: &str) -> Result<Answer> {
-        self.send(self.http.put(format!("{}{path}", self.base)))
-            .await
+        self.send(self.http.put(self.url(path))).await
     }
 
     /// `POST path` with `form` as an `application/x-www-form-urlencoded` body (as the
@@ -145,7 +163,7 @@ impl Api {
     ) -> Result<Answer> {
         let mut request = self
             .http
-            .post(format!("{}{path}", self.base))
+            .post(self.url(path))
             .header(
                 reqwest::header::CONTENT_TYPE,
                 "application/x-www-form-urlencoded; charset=UTF-8",

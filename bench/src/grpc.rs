@@ -65,11 +65,20 @@ struct Payload {
 }
 
 fn payload(kind: &str, body: &Value, client_ip: Ipv4Addr) -> Payload {
+    payload_with(kind, body, client_ip, None)
+}
+
+/// The envelope of a request that carries `token` (the Java client's `accessToken`
+/// header, sent on every request once it has logged in).
+fn payload_with(kind: &str, body: &Value, client_ip: Ipv4Addr, token: Option<&str>) -> Payload {
+    let headers = token
+        .map(|t| HashMap::from([("accessToken".to_string(), t.to_string())]))
+        .unwrap_or_default();
     Payload {
         metadata: Some(Metadata {
             r#type: kind.to_string(),
             client_ip: client_ip.to_string(),
-            headers: HashMap::new(),
+            headers,
         }),
         body: Some(Any {
             type_url: String::new(),
@@ -93,10 +102,30 @@ fn decode(p: &Payload) -> (String, Value) {
     (kind, body)
 }
 
+/// A push as a subscriber saw it: when it arrived, and the service it describes.
+pub struct Push {
+    /// The connection's index, as given to [`Connection::open_with`].
+    pub subscriber: usize,
+    /// When the reader decoded it.
+    pub at: std::time::Instant,
+    /// `serviceInfo` of the `NotifySubscriberRequest`.
+    pub service: Value,
+}
+
+/// What a connection is opened with beyond its addresses.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Sent as `accessToken` on every request (a server with authentication on).
+    pub token: Option<String>,
+    /// Where `NotifySubscriberRequest` pushes go, with the connection's index.
+    pub pushes: Option<(usize, mpsc::UnboundedSender<Push>)>,
+}
+
 /// One client connection: a channel of its own (one TCP connection), its open
 /// bi-stream, and a task that answers the server's pushes.
 pub struct Connection {
     grpc: tonic::client::Grpc<Channel>,
+    token: Option<String>,
     /// Keeps the stream open (the reader holds the other sender).
     _to_server: mpsc::Sender<Payload>,
     reader: JoinHandle<()>,
@@ -115,6 +144,17 @@ impl Connection {
         local: Ipv4Addr,
         answered: Arc<AtomicUsize>,
     ) -> Result<Self> {
+        Self::open_with(addr, local, answered, Options::default()).await
+    }
+
+    /// [`Connection::open`] with a token and a push observer.
+    pub async fn open_with(
+        addr: SocketAddr,
+        local: Ipv4Addr,
+        answered: Arc<AtomicUsize>,
+        options: Options,
+    ) -> Result<Self> {
+        let Options { token, pushes } = options;
         if !local.is_loopback() {
             bail!("{local} is not a loopback address: the bench connects only from 127.0.0.0/8");
         }
@@ -128,9 +168,11 @@ impl Connection {
         let mut grpc = tonic::client::Grpc::new(channel);
         let (kind, body) = unary(
             &mut grpc,
-            "ServerCheckRequest",
-            &json!({"headers": {}, "requestId": ""}),
-            local,
+            payload(
+                "ServerCheckRequest",
+                &json!({"headers": {}, "requestId": ""}),
+                local,
+            ),
         )
         .await?;
         if kind != "ServerCheckResponse" || body["resultCode"] != 200 {
@@ -168,7 +210,17 @@ impl Connection {
         let responder = to_server.clone();
         let reader = tokio::spawn(async move {
             while let Ok(Some(p)) = inbound.message().await {
-                let (kind, body) = decode(&p);
+                let at = std::time::Instant::now();
+                let (kind, mut body) = decode(&p);
+                if let Some((subscriber, pushes)) = &pushes {
+                    if kind == "NotifySubscriberRequest" {
+                        let _ = pushes.send(Push {
+                            subscriber: *subscriber,
+                            at,
+                            service: body["serviceInfo"].take(),
+                        });
+                    }
+                }
                 let Some(base) = kind.strip_suffix("Request") else {
                     continue;
                 };
@@ -193,6 +245,7 @@ impl Connection {
         tokio::time::sleep(SETUP_WAIT).await;
         Ok(Self {
             grpc,
+            token,
             _to_server: to_server,
             reader,
             next_request: 1,
@@ -238,8 +291,8 @@ impl Connection {
                 },
             });
             self.next_request += 1;
-            let (kind, answer) =
-                unary(&mut self.grpc, "InstanceRequest", &body, self.local).await?;
+            let request = payload_with("InstanceRequest", &body, self.local, self.token.as_deref());
+            let (kind, answer) = unary(&mut self.grpc, request).await?;
             match kind.as_str() {
                 "InstanceResponse" if answer["resultCode"] == 200 => return Ok(()),
                 // The setup is not registered yet: the Java client waits and retries.
@@ -262,6 +315,94 @@ impl Connection {
     }
 }
 
+/// A `ServiceQueryRequest` made once and sent many times (a load loop should spend its
+/// time in the server, not in building requests).
+#[derive(Clone)]
+pub struct Query(Payload);
+
+impl Connection {
+    /// The `ServiceQueryRequest` for every instance of `service` (`healthyOnly` false),
+    /// as the Java client's `NamingGrpcClientProxy.queryInstancesOfService` sends it.
+    pub fn query_of(&self, service: &str) -> Query {
+        let body = json!({
+            "headers": {},
+            "requestId": "1",
+            "module": "naming",
+            "namespace": "public",
+            "serviceName": service,
+            "groupName": "DEFAULT_GROUP",
+            "cluster": "",
+            "healthyOnly": false,
+            "udpPort": 0,
+        });
+        Query(payload_with(
+            "ServiceQueryRequest",
+            &body,
+            self.local,
+            self.token.as_deref(),
+        ))
+    }
+
+    /// Sends `query`; the answer's body, failing unless it is a `QueryServiceResponse`
+    /// with result 200. The body is not parsed (see [`hosts_in`]).
+    pub async fn query(&mut self, query: &Query) -> Result<Vec<u8>> {
+        let answer = call(&mut self.grpc, query.0.clone()).await?;
+        let kind = answer.metadata.as_ref().map(|m| m.r#type.as_str());
+        let body = answer.body.map(|b| b.value).unwrap_or_default();
+        // Both servers write the result code near the start of a small JSON object;
+        // a search of the first bytes tells success without parsing the hosts.
+        let head = &body[..body.len().min(256)];
+        const OK: &[u8] = b"\"resultCode\":200";
+        let ok = head.windows(OK.len()).any(|w| w == OK);
+        if kind != Some("QueryServiceResponse") || !ok {
+            bail!(
+                "query answered {} {}",
+                kind.unwrap_or("nothing"),
+                String::from_utf8_lossy(&body[..body.len().min(300)])
+            );
+        }
+        Ok(body)
+    }
+
+    /// Subscribes to `service` (`SubscribeServiceRequest`, `subscribe` true), as the
+    /// Java client's `subscribe` sends it; the hosts the answer lists.
+    pub async fn subscribe(&mut self, service: &str) -> Result<usize> {
+        let body = json!({
+            "headers": {},
+            "requestId": self.next_request.to_string(),
+            "module": "naming",
+            "namespace": "public",
+            "serviceName": service,
+            "groupName": "DEFAULT_GROUP",
+            "clusters": "",
+            "subscribe": true,
+        });
+        self.next_request += 1;
+        let request = payload_with(
+            "SubscribeServiceRequest",
+            &body,
+            self.local,
+            self.token.as_deref(),
+        );
+        let (kind, answer) = unary(&mut self.grpc, request).await?;
+        if kind != "SubscribeServiceResponse" || answer["resultCode"] != 200 {
+            bail!("subscribing to {service} answered {kind} {answer}");
+        }
+        Ok(answer["serviceInfo"]["hosts"]
+            .as_array()
+            .map_or(0, Vec::len))
+    }
+}
+
+/// The hosts a `QueryServiceResponse` body lists.
+pub fn hosts_in(body: &[u8]) -> Result<usize> {
+    let answer: Value = serde_json::from_slice(body).context("query answer is not JSON")?;
+    answer["serviceInfo"]["hosts"]
+        .as_array()
+        .map(Vec::len)
+        .context("query answer lists no hosts")
+}
+
 impl Drop for Connection {
     fn drop(&mut self) {
         // The stream's senders go (the reader holds one), then the channel: the
@@ -273,19 +414,29 @@ impl Drop for Connection {
 /// One unary call: the answer's type and body.
 async fn unary(
     grpc: &mut tonic::client::Grpc<Channel>,
-    kind: &str,
-    body: &Value,
-    client_ip: Ipv4Addr,
+    request: Payload,
 ) -> Result<(String, Value)> {
+    let kind = request
+        .metadata
+        .as_ref()
+        .map(|m| m.r#type.clone())
+        .unwrap_or_default();
+    let answer = call(grpc, request)
+        .await
+        .with_context(|| format!("{kind} failed"))?;
+    Ok(decode(&answer))
+}
+
+/// One unary call, the answer as it came.
+async fn call(grpc: &mut tonic::client::Grpc<Channel>, request: Payload) -> Result<Payload> {
     grpc.ready().await.context("channel not ready")?;
     let call = grpc.unary(
-        tonic::Request::new(payload(kind, body, client_ip)),
+        tonic::Request::new(request),
         PathAndQuery::from_static("/Request/request"),
         tonic_prost::ProstCodec::<Payload, Payload>::default(),
     );
     let answer = tokio::time::timeout(CALL_TIMEOUT, call)
         .await
-        .with_context(|| format!("{kind} timed out"))?
-        .with_context(|| format!("{kind} failed"))?;
-    Ok(decode(&answer.into_inner()))
+        .context("timed out")??;
+    Ok(answer.into_inner())
 }

@@ -1,8 +1,14 @@
-//! Instance-list QPS and latency for services of 10 and 100 persistent instances, and
-//! the same-machine ceiling: a bare axum handler answering roster's exact 10-instance
-//! bytes under the same load.
+//! Instance-list QPS and latency for services of 10 and 100 persistent instances, over
+//! HTTP (`GET /nacos/v1/ns/instance/list`, wrk) and over gRPC (`ServiceQueryRequest`,
+//! the driver's own Nacos 2.x client), roster with authentication on (every request
+//! carries the admin's token, as a logged-in client's does) and r-nacos with its
+//! open-API auth off; and the same-machine ceiling: a bare axum handler answering
+//! roster's exact 10-instance bytes under the same wrk load.
 
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -12,16 +18,19 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api::{Answer, Api, Instance};
-use crate::report::{Report, Row, Target, Unit};
-use crate::servers::{self, free_port, System};
+use crate::grpc::{self, Connection};
+use crate::report::{median, Report, Row, Target, Unit};
+use crate::servers::{self, free_port, Node, System};
 use crate::shapes::Shape;
-use crate::wrk::{Failures, Load, Runs};
+use crate::wrk::{Failures, Figures, Load, Runs, CONNECTIONS};
 use crate::Bench;
 
 /// Service sizes measured.
 const SIZES: [usize; 2] = [10, 100];
 /// The list path, as wrk requests it.
 const LIST_PATH: &str = "/nacos/v1/ns/instance/list";
+/// The target of both faces: roster with authentication on, r-nacos without.
+const TARGET: f64 = 2.5;
 
 /// A task aborted when dropped.
 struct Task<T>(JoinHandle<T>);
@@ -86,8 +95,15 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let mut body_sizes: HashMap<(System, usize), usize> = HashMap::new();
     let mut roster_body: Option<Answer> = None;
     for system in System::BOTH {
-        let node = servers::start(system, &bench.setup, &format!("list-{}", system.key())).await?;
-        let api = node.api();
+        let name = format!("list-{}", system.key());
+        let (node, token) = match system {
+            System::Roster => {
+                let (node, token) = servers::start_roster_with_auth(&bench.setup, &name).await?;
+                (node, Some(token))
+            }
+            System::RNacos => (servers::start(system, &bench.setup, &name).await?, None),
+        };
+        let api = client(&node, token.as_deref());
         for size in SIZES {
             let service = format!("list{size}");
             for port in &live.ports[..size] {
@@ -116,24 +132,31 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                 roster_body = Some(body);
             }
         }
-        nodes.push((system, node));
+        let connections = open_connections(&node, token.as_deref()).await?;
+        nodes.push(Loaded {
+            system,
+            node,
+            token,
+            connections,
+        });
     }
     let body = roster_body.context("no roster list body for the ceiling")?;
     let ceiling_server = serve_ceiling(&body).await?;
 
     let mut figures: HashMap<(System, usize), Runs> = HashMap::new();
+    let mut grpc_figures: HashMap<(System, usize), Runs> = HashMap::new();
+    let mut cpu = CpuRounds::new();
     let mut ceiling = Runs::default();
     for round in bench.rounds() {
         for system in bench.order(round) {
-            let node = nodes
-                .iter()
-                .find(|(s, _)| *s == system)
-                .map(|(_, n)| n)
+            let loaded = nodes
+                .iter_mut()
+                .find(|l| l.system == system)
                 .context("a node per system")?;
-            let api = node.api();
+            let api = client(&loaded.node, loaded.token.as_deref());
             for size in SIZES {
                 let service = format!("list{size}");
-                let url = format!("http://{}{}", node.http, list_path(&service));
+                let url = api.url(&list_path(&service));
                 let load = || Load {
                     url: url.clone(),
                     script: None,
@@ -141,10 +164,38 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                 };
                 let name = format!("list{size}-{}-r{}", system.key(), round + 1);
                 bench.warm_up(&name, load()).await?;
+                let before = CpuUse::now(loaded.node.pid)?;
                 let measured = bench.wrk(&name, load()).await?;
+                let used = before.per_request(measured.ok())?;
+                cpu.entry(("http", system, size)).or_default().push(used);
                 // The figure counts only if the answers were complete throughout.
                 expect_hosts(&api, &service, size).await?;
                 figures.entry((system, size)).or_default().0.push(measured);
+            }
+            for size in SIZES {
+                let service = format!("list{size}");
+                let name = format!("grpc-list{size}-{}-r{}", system.key(), round + 1);
+                let connections = std::mem::take(&mut loaded.connections);
+                let (connections, _) =
+                    query_load(connections, &service, size, bench.plan.warm_up_secs).await?;
+                let before = CpuUse::now(loaded.node.pid)?;
+                let (connections, measured) =
+                    query_load(connections, &service, size, bench.plan.secs).await?;
+                let used = before.per_request(measured.ok())?;
+                cpu.entry(("grpc", system, size)).or_default().push(used);
+                loaded.connections = connections;
+                eprintln!(
+                    "  {name}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms{}",
+                    measured.ok_per_sec(),
+                    measured.p50_ms,
+                    measured.p99_ms,
+                    measured.failures()
+                );
+                grpc_figures
+                    .entry((system, size))
+                    .or_default()
+                    .0
+                    .push(measured);
             }
         }
         let load = || Load {
@@ -158,6 +209,9 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     }
     for ((system, size), runs) in &figures {
         report.raw(format!("list{size}.{}", system.key()), runs);
+    }
+    for ((system, size), runs) in &grpc_figures {
+        report.raw(format!("grpc-list{size}.{}", system.key()), runs);
     }
     report.raw("list10.ceiling", &ceiling);
 
@@ -184,7 +238,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             Unit::PerSec,
             roster.and_then(Runs::rate),
             rnacos.and_then(Runs::rate),
-            Some(Target::RatioAtLeast(2.0)),
+            Some(Target::RatioAtLeast(TARGET)),
             note,
         ));
         if size == SIZES[0] {
@@ -218,7 +272,220 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             ));
         }
     }
+    for size in SIZES {
+        let roster = grpc_figures.get(&(System::Roster, size));
+        let rnacos = grpc_figures.get(&(System::RNacos, size));
+        report.rows.push(Row::pair(
+            "list",
+            format!("gRPC ServiceQuery, {size} instances, QPS"),
+            Unit::PerSec,
+            roster.and_then(Runs::rate),
+            rnacos.and_then(Runs::rate),
+            Some(Target::RatioAtLeast(TARGET)),
+            format!(
+                "{CONNECTIONS} connections, one query in flight on each; per round {} vs {}{}",
+                roster.map(Runs::rates).unwrap_or_default(),
+                rnacos.map(Runs::rates).unwrap_or_default(),
+                failures(roster, rnacos)
+            ),
+        ));
+        for (label, pick) in [
+            ("p50", Runs::p50 as fn(&Runs) -> Option<f64>),
+            ("p99", Runs::p99),
+        ] {
+            report.rows.push(Row::pair(
+                "list",
+                format!("gRPC ServiceQuery, {size} instances, {label}"),
+                Unit::Ms,
+                roster.and_then(pick),
+                rnacos.and_then(pick),
+                None,
+                "",
+            ));
+        }
+    }
+    for (face, label) in [("http", "instance list"), ("grpc", "gRPC ServiceQuery")] {
+        for size in SIZES {
+            let server = |system| median(cpu.get(&(face, system, size))?.iter().map(|c| c.0));
+            let driver = |system| median(cpu.get(&(face, system, size))?.iter().map(|c| c.1));
+            let load = if face == "http" { "wrk" } else { "the driver" };
+            report.rows.push(Row::pair(
+                "list",
+                format!("{label}, {size} instances, server CPU per request"),
+                Unit::Us,
+                server(System::Roster),
+                server(System::RNacos),
+                None,
+                format!(
+                    "user + system CPU of the server process over the measured run / answers; \
+                     {load} used {:.1} / {:.1} µs per answer",
+                    driver(System::Roster).unwrap_or(0.0),
+                    driver(System::RNacos).unwrap_or(0.0)
+                ),
+            ));
+        }
+    }
     Ok(())
+}
+
+/// CPU per answered request, µs, in each round, (server, load generator), by face
+/// (`http`, `grpc`), system and service size.
+type CpuRounds = HashMap<(&'static str, System, usize), Vec<(f64, f64)>>;
+
+/// CPU time used so far by a server and by the load generator (wrk, a child of this
+/// process once it has been waited for, or this process itself for gRPC).
+struct CpuUse {
+    pid: u32,
+    server: f64,
+    driver: f64,
+}
+
+impl CpuUse {
+    fn now(pid: u32) -> Result<Self> {
+        Ok(Self {
+            pid,
+            server: crate::machine::cpu_secs(pid)?,
+            driver: driver_cpu_secs()?,
+        })
+    }
+
+    /// (server, driver) µs per answer since `self`.
+    fn per_request(&self, answers: u64) -> Result<(f64, f64)> {
+        let answers = answers.max(1) as f64;
+        let server = crate::machine::cpu_secs(self.pid)? - self.server;
+        let driver = driver_cpu_secs()? - self.driver;
+        Ok((server * 1e6 / answers, driver * 1e6 / answers))
+    }
+}
+
+/// This process' CPU time and that of its waited-for children (wrk), in seconds.
+fn driver_cpu_secs() -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
+    let rest = stat.rsplit_once(')').context("no ')' in stat")?.1;
+    let fields: Vec<f64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    // utime, stime, cutime, cstime: fields 14-17, at 11-14 after ')'.
+    Ok(fields
+        .get(11..15)
+        .context("a short stat line")?
+        .iter()
+        .sum::<f64>()
+        / 100.0)
+}
+
+/// A loaded node of one system: its token (roster) and its open gRPC connections.
+struct Loaded {
+    system: System,
+    node: Node,
+    token: Option<String>,
+    connections: Vec<Connection>,
+}
+
+/// An HTTP client for `node`, sending `token` if there is one.
+fn client(node: &Node, token: Option<&str>) -> Api {
+    match token {
+        Some(token) => node.api().with_token(token),
+        None => node.api(),
+    }
+}
+
+/// As many gRPC connections to `node` as wrk opens, each from its own loopback address
+/// (`127.0.3.<1+i>`), with `token` on every request.
+async fn open_connections(node: &Node, token: Option<&str>) -> Result<Vec<Connection>> {
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut connections = Vec::new();
+    for i in 0..CONNECTIONS {
+        let local = Ipv4Addr::new(127, 0, 3, 1 + i as u8);
+        let options = grpc::Options {
+            token: token.map(str::to_string),
+            pushes: None,
+        };
+        connections.push(Connection::open_with(node.grpc, local, answered.clone(), options).await?);
+    }
+    Ok(connections)
+}
+
+/// `ServiceQueryRequest`s for `service` on every connection, one in flight on each,
+/// for `secs` seconds: the connections back, and the figures as wrk would give them
+/// (a refused or failed query counts as non-2xx). Every answer is checked for result
+/// 200, and each connection's last answer to list `size` hosts.
+async fn query_load(
+    connections: Vec<Connection>,
+    service: &str,
+    size: usize,
+    secs: u64,
+) -> Result<(Vec<Connection>, Figures)> {
+    let started = Instant::now();
+    let until = started + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for mut connection in connections {
+        let query = connection.query_of(service);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies: Vec<u32> = Vec::new();
+            let mut failed = 0u64;
+            let mut first_error = None;
+            let mut last = None;
+            while Instant::now() < until {
+                let sent = Instant::now();
+                match connection.query(&query).await {
+                    Ok(body) => {
+                        latencies.push(sent.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        last = Some(body);
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            (connection, latencies, failed, first_error, last)
+        }));
+    }
+    let mut connections = Vec::new();
+    let mut latencies = Vec::new();
+    let mut failed = 0;
+    let mut error = None;
+    for task in tasks {
+        let (connection, mut l, f, e, last) = task.await.context("a query task panicked")?;
+        if let Some(e) = e {
+            error.get_or_insert(e);
+        }
+        connections.push(connection);
+        latencies.append(&mut l);
+        failed += f;
+        if let Some(body) = last {
+            let hosts = grpc::hosts_in(&body)?;
+            if hosts != size {
+                bail!("gRPC query of {service} listed {hosts} hosts, expected {size}");
+            }
+        }
+    }
+    if let Some(e) = error {
+        if latencies.is_empty() {
+            return Err(e.context(format!("every gRPC query of {service} failed")));
+        }
+        eprintln!("  {failed} gRPC queries of {service} failed, the first: {e:#}");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    let percentile = |q: f64| -> f64 {
+        if latencies.is_empty() {
+            return 0.0;
+        }
+        let i = ((latencies.len() as f64 * q).ceil() as usize).clamp(1, latencies.len()) - 1;
+        latencies[i] as f64 / 1000.0
+    };
+    let figures = Figures {
+        requests: latencies.len() as u64 + failed,
+        secs,
+        non_2xx: failed,
+        socket_errors: 0,
+        p50_ms: percentile(0.50),
+        p99_ms: percentile(0.99),
+    };
+    Ok((connections, figures))
 }
 
 /// `; roster: 3 non-2xx` and the like, empty when both systems' runs were clean.

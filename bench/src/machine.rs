@@ -103,6 +103,24 @@ pub fn rss_kib(pid: u32) -> Result<u64> {
         .context("no VmRSS line")
 }
 
+/// CPU time `pid` has used, user and system, over all its threads, in seconds
+/// (`/proc/PID/stat` fields 14 and 15, in the kernel's USER_HZ ticks of 1/100 s).
+pub fn cpu_secs(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces; fields count from its closing ')'.
+    let rest = stat.rsplit_once(')').context("no ')' in stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .context("a short stat line")
+    };
+    // After ')': state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 /// The share (0..1) of CPU time the whole machine spent busy over `window`, from
 /// `/proc/stat`: taken while the bench runs nothing, it shows others' work.
 pub async fn busy_share(window: std::time::Duration) -> Option<f64> {

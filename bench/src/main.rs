@@ -9,11 +9,14 @@
 //! kernel, versions, RSS), `report` (rows, targets, markdown and JSON), and one module
 //! per metric group: `list` (with the bare-axum ceiling), `writes` (registrations and
 //! beats), `memory`, `cluster`, `push`, `configs` (config reads and long-poll
-//! notifications).
+//! notifications), `fanout` (gRPC push fan-out to 10,000 subscribers and memory per
+//! connection).
 
 mod api;
+mod catchup;
 mod cluster;
 mod configs;
+mod fanout;
 mod grpc;
 mod list;
 mod machine;
@@ -88,10 +91,15 @@ enum Group {
     /// Config reads per second, and change → long-poll notification latency with
     /// 10,000 items listened to over 1,000 connections.
     Config,
+    /// gRPC push fan-out: 10,000 subscribers of one service, change → push latency, and
+    /// memory per gRPC connection.
+    Fanout,
+    /// A node killed and restarted at a million instances (roster only).
+    Catchup,
 }
 
 impl Group {
-    const ALL: [Group; 7] = [
+    const ALL: [Group; 9] = [
         Group::List,
         Group::Register,
         Group::Beat,
@@ -99,6 +107,8 @@ impl Group {
         Group::Cluster,
         Group::Push,
         Group::Config,
+        Group::Fanout,
+        Group::Catchup,
     ];
 
     fn name(self) -> &'static str {
@@ -110,6 +120,8 @@ impl Group {
             Group::Cluster => "cluster",
             Group::Push => "push",
             Group::Config => "config",
+            Group::Fanout => "fanout",
+            Group::Catchup => "catchup",
         }
     }
 }
@@ -134,6 +146,14 @@ pub struct Plan {
     pub push_subscribers: usize,
     /// Config changes whose long-poll notification is timed, per system.
     pub config_rounds: usize,
+    /// gRPC subscribers of the fan-out group (one connection each).
+    pub fanout_subscribers: usize,
+    /// Fan-out push rounds, per system.
+    pub fanout_rounds: usize,
+    /// gRPC connections of the catch-up group, each owning 200 ephemeral instances.
+    pub catchup_connections: usize,
+    /// Persistent instances of the catch-up group.
+    pub catchup_persistent: usize,
     /// How long a cluster may take to hold every acknowledged write after the run.
     pub converge: Duration,
 }
@@ -158,6 +178,10 @@ impl Plan {
                 push_rounds: 5,
                 push_subscribers: 100,
                 config_rounds: 10,
+                fanout_subscribers: 1_000,
+                fanout_rounds: 5,
+                catchup_connections: 500,
+                catchup_persistent: 2_000,
                 converge: Duration::from_secs(20),
             }
         } else {
@@ -170,6 +194,10 @@ impl Plan {
                 push_rounds: 20,
                 push_subscribers: 100,
                 config_rounds: 100,
+                fanout_subscribers: 10_000,
+                fanout_rounds: 10,
+                catchup_connections: 5_000,
+                catchup_persistent: 10_000,
                 converge: Duration::from_secs(60),
             }
         }
@@ -352,8 +380,9 @@ async fn run(args: Args) -> Result<()> {
     };
 
     let mut report = Report::default();
-    // 1,000 gRPC connections (rss) and 1,000 long polls (config) need descriptors in
-    // the driver and in the servers, which inherit the limit.
+    // 1,000 gRPC connections (rss), 1,000 long polls (config) and 10,000 gRPC
+    // subscribers (fanout) need descriptors in the driver and in the servers, which
+    // inherit the limit.
     match raise_descriptor_limit() {
         Ok(limit) => report.check(format!(
             "descriptor limit {limit} (the driver's soft limit, raised to the hard one; the \
@@ -380,6 +409,8 @@ async fn run(args: Args) -> Result<()> {
             Group::Cluster => cluster::run(&bench, &mut report).await,
             Group::Push => push::run(&bench, &mut report).await,
             Group::Config => configs::run(&bench, &mut report).await,
+            Group::Fanout => fanout::run(&bench, &mut report).await,
+            Group::Catchup => catchup::run(&bench, &mut report).await,
         };
         // One group failing does not lose the others' figures.
         if let Err(e) = outcome {
@@ -430,8 +461,11 @@ fn raise_descriptor_limit() -> Result<u64> {
 fn notes(bench: &Bench) -> Vec<String> {
     let plan = &bench.plan;
     vec![
-        "Both systems without authentication: roster with `--no-auth`; r-nacos with its \
-         open-API auth off (its default, `RNACOS_ENABLE_OPEN_API_AUTH=false`)."
+        "Authentication: r-nacos with its open-API auth off (its default, \
+         `RNACOS_ENABLE_OPEN_API_AUTH=false`); roster with `--no-auth`, except in the list \
+         group, where roster runs as it ships, authentication on, and every list request and \
+         gRPC query carries the admin's token (`accessToken`, as a logged-in Nacos client \
+         sends it) — the handicap is roster's."
             .to_string(),
         format!(
             "Loopback only, logs at warn. list, register, beat and rss run in {} round{}; the \
@@ -498,6 +532,22 @@ fn notes(bench: &Bench) -> Vec<String> {
              systems and Nacos 1.x clients speak; Nacos 2.x clients get gRPC pushes instead, \
              which roster's tests cover and this bench does not time.",
             plan.config_rounds
+        ),
+        format!(
+            "fanout: a fresh single node per system, roster first; {} Nacos 2.x gRPC \
+             connections, each from its own 127/8 address, open 200 at a time, then, once all \
+             are open, subscribe to one service (`SubscribeServiceRequest`) 200 at a time; \
+             every one answers every server request on its stream; memory per connection is (RSS with all of them open and subscribed \
+             − the same node's idle RSS) / connections open. Then {} rounds each register a \
+             new ephemeral instance through `POST /nacos/v1/ns/instance` and time, per \
+             subscriber, the first `NotifySubscriberRequest` listing it, from just before the \
+             registration is sent (a miss after 10 s), then deregister it and wait for the \
+             removal pushes. Measured at {} connections per node, not the issue's 20,000: \
+             the hard descriptor limit (20,000 here) binds the driver, which holds the other \
+             end of every connection, and each server alike, and roster's `--grpc-max-connections` defaults to 10,000.",
+            report::thousands(plan.fanout_subscribers as u64),
+            plan.fanout_rounds,
+            report::thousands(plan.fanout_subscribers as u64),
         ),
     ]
 }

@@ -19,6 +19,10 @@ pub enum Unit {
     MiB,
     /// Bytes.
     Bytes,
+    /// Microseconds (of CPU time, per request).
+    Us,
+    /// Seconds.
+    Secs,
 }
 
 /// A goal a row is checked against.
@@ -189,6 +193,8 @@ fn figure(value: Option<f64>, unit: Unit) -> String {
             Unit::Ms => format!("{v:.2}"),
             Unit::MiB => format!("{v:.1}"),
             Unit::Bytes => thousands(v.round() as u64),
+            Unit::Us => format!("{v:.1}"),
+            Unit::Secs => format!("{v:.1}"),
         },
     }
 }
@@ -199,6 +205,8 @@ fn unit_name(unit: Unit) -> &'static str {
         Unit::Ms => "ms",
         Unit::MiB => "MiB",
         Unit::Bytes => "B",
+        Unit::Us => "µs",
+        Unit::Secs => "s",
     }
 }
 

@@ -76,12 +76,65 @@ pub struct Node {
     pub pid: u32,
     /// Its directory (data and `node.log`).
     pub dir: PathBuf,
+    /// How it was started (program, arguments, environment), to start it again on
+    /// the same data ([`Node::kill_and_restart`]).
+    relaunch: Option<Relaunch>,
+}
+
+/// A node's command line, kept to start it again.
+struct Relaunch {
+    program: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    envs: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
+}
+
+impl Relaunch {
+    fn of(command: &Command) -> Self {
+        Self {
+            program: PathBuf::from(command.get_program()),
+            args: command.get_args().map(|a| a.to_os_string()).collect(),
+            envs: command
+                .get_envs()
+                .map(|(k, v)| (k.to_os_string(), v.map(|v| v.to_os_string())))
+                .collect(),
+        }
+    }
 }
 
 impl Node {
     /// A client for its HTTP API.
     pub fn api(&self) -> Api {
         Api::new(self.http)
+    }
+
+    /// Kills the process with SIGKILL, as a crash would, and starts it again at once
+    /// with the same command line and data directory (its log is appended to). Returns
+    /// when the new process has been spawned.
+    pub fn kill_and_restart(&mut self) -> Result<()> {
+        let relaunch = self
+            .relaunch
+            .as_ref()
+            .context("this node cannot be restarted")?;
+        procs::kill(self.pid);
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.log())
+            .context("opening the node's log")?;
+        let mut command = Command::new(&relaunch.program);
+        command
+            .args(&relaunch.args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log));
+        for (key, value) in &relaunch.envs {
+            match value {
+                Some(v) => command.env(key, v),
+                None => command.env_remove(key),
+            };
+        }
+        self.pid = procs::spawn(&mut command)?;
+        Ok(())
     }
 
     /// Its log file.
@@ -194,6 +247,7 @@ fn spawn_roster(
     name: &str,
     ports: &Ports,
     membership: Option<RosterMembership<'_>>,
+    admin_password: Option<&str>,
 ) -> Result<Node> {
     let dir = node_dir(setup, name)?;
     let (out, err) = log_stdio(&dir)?;
@@ -207,7 +261,7 @@ fn spawn_roster(
         .arg(loopback(ports.peer).to_string())
         .arg("--data-dir")
         .arg(dir.join("data"))
-        .args(["--no-auth", "--log-level", "warn"])
+        .args(["--log-level", "warn"])
         // RUST_LOG would win over --log-level.
         .env_remove("RUST_LOG")
         .current_dir(&dir)
@@ -220,6 +274,11 @@ fn spawn_roster(
             command.env_remove(name);
         }
     }
+    match admin_password {
+        // Authentication on (roster's default), the admin's first password given.
+        Some(password) => command.env("ROSTER_ADMIN_PASSWORD", password),
+        None => command.arg("--no-auth"),
+    };
     let id = match membership {
         Some(m) => {
             command
@@ -240,6 +299,7 @@ fn spawn_roster(
         grpc: loopback(ports.grpc),
         pid,
         dir,
+        relaunch: Some(Relaunch::of(&command)),
     })
 }
 
@@ -288,6 +348,7 @@ fn spawn_rnacos(
         grpc: loopback(ports.grpc),
         pid,
         dir,
+        relaunch: Some(Relaunch::of(&command)),
     })
 }
 
@@ -339,12 +400,38 @@ fn rnacos_members(metrics: &serde_json::Value) -> Vec<u64> {
     members
 }
 
+/// The admin password of nodes started with authentication on.
+const ADMIN_PASSWORD: &str = "bench-admin-pass-1";
+
+/// Starts one roster node with authentication on, as roster runs by default, and logs
+/// in as the admin: the node and an access token, which every request to it must
+/// carry.
+pub async fn start_roster_with_auth(setup: &Setup, name: &str) -> Result<(Node, String)> {
+    let ports = Ports::pick()?;
+    let node = spawn_roster(setup, name, &ports, None, Some(ADMIN_PASSWORD))?;
+    roster_ready(&node).await?;
+    let answer = node
+        .api()
+        .post_form(
+            "/nacos/v1/auth/login",
+            &[("username", "nacos"), ("password", ADMIN_PASSWORD)],
+            &[],
+        )
+        .await?;
+    let token = answer
+        .json()
+        .ok()
+        .and_then(|v| v["accessToken"].as_str().map(str::to_string))
+        .with_context(|| format!("login answered {} {}", answer.status, answer.text()))?;
+    Ok((node, token))
+}
+
 /// Starts one node of `system` and waits until it serves.
 pub async fn start(system: System, setup: &Setup, name: &str) -> Result<Node> {
     let ports = Ports::pick()?;
     match system {
         System::Roster => {
-            let node = spawn_roster(setup, name, &ports, None)?;
+            let node = spawn_roster(setup, name, &ports, None, None)?;
             roster_ready(&node).await?;
             Ok(node)
         }
@@ -423,6 +510,7 @@ pub async fn start_cluster(system: System, setup: &Setup, name: &str) -> Result<
                     &format!("{name}-{}", i + 1),
                     p,
                     Some(membership),
+                    None,
                 )?);
             }
             for node in &nodes {

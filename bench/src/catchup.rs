@@ -1,0 +1,273 @@
+//! Catch-up at scale (roster only): a three-node cluster holds a million Dubbo-shaped
+//! ephemeral instances, owned by Nacos 2.x gRPC connections to node 1 (5,000
+//! connections, 200 instances each, so no beats are needed to keep them), and 10,000
+//! persistent ones; every node's RSS is read once all three hold them; then node 3 is
+//! killed with SIGKILL and started again on its data, and the group times how long it
+//! takes to answer `/health/ready` 200 and to hold every instance again.
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tokio::sync::Semaphore;
+
+use crate::api::{Api, Instance};
+use crate::grpc::Connection;
+use crate::machine::rss_kib;
+use crate::report::{thousands, Report, Row, Target, Unit};
+use crate::servers::{self, Cluster, Node, System};
+use crate::shapes::Shape;
+use crate::Bench;
+
+/// Services the gRPC connections register in: each connection one instance in each.
+const SERVICES: usize = 200;
+/// Connections registering at once.
+const CONCURRENCY: usize = 100;
+/// Persistent registrations in flight.
+const PERSISTENT_CONCURRENCY: usize = 32;
+/// How long every node may take to hold what node 1 holds, and the restarted node to
+/// catch up (the target is 10 s; past this the run gives up).
+const CONVERGE: Duration = Duration::from_secs(120);
+/// The catch-up targets, seconds.
+const TARGET_SECS: f64 = 10.0;
+/// RSS target per node at a million instances, MiB.
+const TARGET_MIB: f64 = 1024.0;
+
+/// `instanceCount` of `GET /nacos/v1/ns/operator/metrics?onlyStatus=false`.
+async fn held(api: &Api) -> Option<usize> {
+    let answer = api
+        .get("/nacos/v1/ns/operator/metrics?onlyStatus=false")
+        .await
+        .ok()?;
+    if answer.status != 200 {
+        return None;
+    }
+    answer.json().ok()?["instanceCount"]
+        .as_u64()
+        .map(|n| n as usize)
+}
+
+async fn ready(api: &Api) -> bool {
+    matches!(api.get("/health/ready").await, Ok(a) if a.status == 200)
+}
+
+/// Opens `connections` gRPC connections to `node`, each from its own loopback address
+/// `127.<1+c/65536>.<c/256%256>.<c%256>`, each registering that address in
+/// `cu-0..SERVICES` with the Dubbo metadata. The open connections and the count
+/// acknowledged.
+async fn register_ephemeral(node: &Node, connections: usize) -> Result<(Vec<Connection>, usize)> {
+    let gate = Arc::new(Semaphore::new(CONCURRENCY));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(connections);
+    for c in 0..connections {
+        let (gate, answered, addr) = (gate.clone(), answered.clone(), node.grpc);
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let ip = Ipv4Addr::new(127, 1 + (c / 65536) as u8, (c / 256) as u8, c as u8);
+            let mut connection = Connection::open(addr, ip, answered).await?;
+            for s in 0..SERVICES {
+                let instance = Instance {
+                    service: format!("cu-{s}"),
+                    ip: ip.to_string(),
+                    port: 8080,
+                    k: c * SERVICES + s,
+                };
+                let metadata = Shape::Dubbo.metadata(&instance.service, instance.k);
+                connection.register(&instance, metadata).await?;
+            }
+            Ok::<Connection, anyhow::Error>(connection)
+        }));
+    }
+    let mut open = Vec::with_capacity(connections);
+    for task in tasks {
+        open.push(task.await.context("a registering task panicked")??);
+    }
+    let acked = open.len() * SERVICES;
+    Ok((open, acked))
+}
+
+/// Registers `count` persistent instances through `api` (`pe-0..99`, addresses
+/// `127.200.<k/256%256>.<k%256>:<9000+k/65536>`): how many were acknowledged.
+async fn register_persistent(api: &Api, count: usize) -> Result<usize> {
+    let gate = Arc::new(Semaphore::new(PERSISTENT_CONCURRENCY));
+    let mut tasks = Vec::with_capacity(count);
+    for k in 0..count {
+        let (gate, api) = (gate.clone(), api.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let instance = Instance {
+                service: format!("pe-{}", k % 100),
+                ip: format!("127.200.{}.{}", (k / 256) % 256, k % 256),
+                port: 9000 + (k / 65536) as u16,
+                k,
+            };
+            api.register(&instance, false, Shape::None).await
+        }));
+    }
+    let mut acked = 0;
+    for task in tasks {
+        task.await.context("a registering task panicked")??;
+        acked += 1;
+    }
+    Ok(acked)
+}
+
+/// Waits until every node holds `want` instances: the time it took, or the counts seen
+/// last when `CONVERGE` passed.
+async fn converge(cluster: &Cluster, want: usize) -> Result<Duration> {
+    let started = Instant::now();
+    loop {
+        let mut counts = Vec::new();
+        for node in &cluster.nodes {
+            counts.push(held(&node.api()).await);
+        }
+        if counts.iter().all(|c| *c == Some(want)) {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > CONVERGE {
+            bail!("after {CONVERGE:?} the nodes hold {counts:?} instances, not {want}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Runs the group.
+pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
+    let connections = bench.plan.catchup_connections;
+    let persistent = bench.plan.catchup_persistent;
+    let mut cluster = servers::start_cluster(System::Roster, &bench.setup, "catchup").await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|n| rss_kib(n.pid))
+        .collect::<Result<_>>()?;
+    let first = cluster.nodes[0].api();
+
+    let started = Instant::now();
+    let (open, ephemeral) = register_ephemeral(&cluster.nodes[0], connections).await?;
+    let ephemeral_secs = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let persisted = register_persistent(&first, persistent).await?;
+    let persistent_secs = started.elapsed().as_secs_f64();
+    let want = ephemeral + persisted;
+    eprintln!(
+        "  registered {} ephemeral in {ephemeral_secs:.1} s ({} connections), {} persistent in {persistent_secs:.1} s",
+        thousands(ephemeral as u64),
+        thousands(open.len() as u64),
+        thousands(persisted as u64)
+    );
+    let spread = converge(&cluster, want).await?;
+    let loaded: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|n| rss_kib(n.pid))
+        .collect::<Result<_>>()?;
+    let per_instance: Vec<f64> = loaded
+        .iter()
+        .zip(&idle)
+        .map(|(l, i)| l.saturating_sub(*i) as f64 * 1024.0 / want as f64)
+        .collect();
+    let worst_mib = loaded.iter().copied().max().unwrap_or(0) as f64 / 1024.0;
+    let rss_text = loaded
+        .iter()
+        .map(|k| format!("{:.0}", *k as f64 / 1024.0))
+        .collect::<Vec<_>>()
+        .join(" / ");
+    eprintln!("  every node holds {want} after {spread:.1?}; RSS MiB {rss_text}");
+
+    // Node 3 (never the one the clients talk to) crashes and comes back.
+    let node = &mut cluster.nodes[2];
+    let api = node.api();
+    let started = Instant::now();
+    node.kill_and_restart()?;
+    let mut ready_at = None;
+    let mut held_at = None;
+    let mut last = None;
+    while ready_at.is_none() || held_at.is_none() {
+        if started.elapsed() > CONVERGE {
+            break;
+        }
+        if ready_at.is_none() && ready(&api).await {
+            ready_at = Some(started.elapsed());
+        }
+        if held_at.is_none() {
+            last = held(&api).await;
+            if last == Some(want) {
+                held_at = Some(started.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let restarted_rss = rss_kib(node.pid).ok();
+    drop(open);
+
+    let scale = format!(
+        "{} ephemeral (Dubbo metadata, gRPC-owned: {} connections to node 1, {SERVICES} each) + {} persistent",
+        thousands(ephemeral as u64),
+        thousands(connections as u64),
+        thousands(persisted as u64)
+    );
+    report.check(format!(
+        "catchup: {scale}; registered in {ephemeral_secs:.1} s + {persistent_secs:.1} s; \
+         all three nodes held them {spread:.1?} later"
+    ));
+    let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+    report.rows.push(Row::pair(
+        "catchup",
+        format!(
+            "node killed with -9 and restarted at {} instances: ready",
+            thousands(want as u64)
+        ),
+        Unit::Secs,
+        secs(ready_at),
+        None,
+        Some(Target::AtMost(TARGET_SECS)),
+        format!("{scale}; `/health/ready` 200, from the restart"),
+    ));
+    report.rows.push(Row::pair(
+        "catchup",
+        format!(
+            "node killed with -9 and restarted at {} instances: holds every instance",
+            thousands(want as u64)
+        ),
+        Unit::Secs,
+        secs(held_at),
+        None,
+        Some(Target::AtMost(TARGET_SECS)),
+        format!(
+            "`instanceCount` of `/nacos/v1/ns/operator/metrics` = {want}, polled every 100 ms from the restart{}; RSS after: {} MiB",
+            match (held_at, last) {
+                (None, Some(n)) => format!(" (held {n} when the run gave up)"),
+                _ => String::new(),
+            },
+            restarted_rss.map_or("?".to_string(), |k| format!("{:.0}", k as f64 / 1024.0))
+        ),
+    ));
+    report.rows.push(Row::pair(
+        "catchup",
+        format!(
+            "3 nodes at {} instances: RSS, worst node",
+            thousands(want as u64)
+        ),
+        Unit::MiB,
+        Some(worst_mib),
+        None,
+        Some(Target::AtMost(TARGET_MIB)),
+        format!(
+            "per node {rss_text} MiB (idle {}); memory per instance per node {} B",
+            idle.iter()
+                .map(|k| format!("{:.0}", *k as f64 / 1024.0))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            per_instance
+                .iter()
+                .map(|b| format!("{b:.0}"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ),
+    ));
+    Ok(())
+}
