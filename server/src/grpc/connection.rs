@@ -31,7 +31,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::Connected;
 use tonic::Status;
 
-use super::proto::Payload;
+use super::proto::{Payload, Queued};
 use super::tls::{GrpcStream, GrpcTls};
 use crate::clock::now_ms;
 use crate::configs::listeners::{ListenerList, ListenerView};
@@ -94,7 +94,7 @@ pub struct Connection {
     /// What the client said at setup.
     pub setup: Mutex<Setup>,
     /// Outbound messages on the bi-stream.
-    tx: mpsc::Sender<Result<Payload, Status>>,
+    tx: mpsc::Sender<Queued>,
     /// Last message from the client (unary or stream), ms.
     last_active: AtomicU64,
     /// When a `ClientDetectionRequest` went out unanswered (0: none), ms.
@@ -133,7 +133,7 @@ impl Connection {
 
     /// Queues a message to the client; false if the stream is gone or backed up.
     pub fn send(&self, payload: Payload) -> bool {
-        self.tx.try_send(Ok(payload)).is_ok()
+        self.tx.try_send(Ok(Box::new(payload))).is_ok()
     }
 
     /// Ends the stream with `status`; the client reconnects.
@@ -155,7 +155,10 @@ impl Connection {
     /// Forgets the push sent as `request_id` (acknowledged, or never sent); whether it
     /// was pending.
     pub fn acknowledge(&self, request_id: &str) -> bool {
-        self.pending.lock().remove(request_id).is_some()
+        let mut pending = self.pending.lock();
+        let was = pending.remove(request_id).is_some();
+        release_if_empty(&mut pending);
+        was
     }
 
     /// Takes the pushes sent more than `timeout_ms` before `now` and still unacknowledged.
@@ -166,7 +169,9 @@ impl Connection {
             .filter(|(_, p)| now.saturating_sub(p.sent_ms) > timeout_ms)
             .map(|(id, _)| id.clone())
             .collect();
-        late.iter().filter_map(|id| pending.remove(id)).collect()
+        let late = late.iter().filter_map(|id| pending.remove(id)).collect();
+        release_if_empty(&mut pending);
+        late
     }
 
     /// Adds `items` to the listen set (or refreshes them), unless the set would then
@@ -205,6 +210,15 @@ impl Connection {
     pub fn listening<'a>(&self, keys: &'a [ConfigKey]) -> Vec<&'a ConfigKey> {
         let listens = self.listens.lock();
         keys.iter().filter(|k| listens.contains_key(*k)).collect()
+    }
+}
+
+/// Frees an emptied map's table: most connections are idle with nothing pending most
+/// of the time, and a table kept for the next push would cost each of them a few
+/// hundred bytes.
+fn release_if_empty<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.is_empty() && map.capacity() > 0 {
+        map.shrink_to_fit();
     }
 }
 
@@ -247,11 +261,7 @@ impl Connections {
     }
 
     /// Registers the connection of a bi-stream from `remote`, sending through `tx`.
-    pub fn open(
-        &self,
-        remote: SocketAddr,
-        tx: mpsc::Sender<Result<Payload, Status>>,
-    ) -> Arc<Connection> {
+    pub fn open(&self, remote: SocketAddr, tx: mpsc::Sender<Queued>) -> Arc<Connection> {
         let id = format!("{}_{}_{}", now_ms(), remote.ip(), remote.port());
         let client: Arc<str> = format!("g:{}:{id}", self.shared.node).into();
         let conn = Arc::new(Connection {

@@ -20,7 +20,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::BoxFuture;
 use tonic::{Status, Streaming};
 
@@ -28,11 +27,10 @@ use crate::auth::permissions::{Action, Resource, DENIED};
 use crate::auth::{Credentials, Identity};
 use crate::clock::{now_ms, now_secs};
 use crate::error::Error;
-use crate::naming::wire::{page, Host, CACHE_MILLIS};
+use crate::naming::wire::{grpc_service_info, page, GrpcInfoRequest};
 use crate::registry::changes::ChangeSet;
 use crate::registry::instance::Metadata;
 use crate::registry::namespace::PUBLIC_NAMESPACE;
-use crate::registry::select::{select, Query};
 use crate::registry::service::ServiceKey;
 use crate::registry::validate::{
     self, check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
@@ -41,7 +39,7 @@ use crate::registry::validate::{
 use crate::registry::Registration;
 use crate::state::AppState;
 use connection::{Connection, Connections, Pushed};
-use proto::{BiStreamServer, Handler, Payload, RequestServer};
+use proto::{BiStreamServer, Handler, Outbound, Payload, RequestServer};
 use tls::GrpcTls;
 
 /// A connection silent this long is probed with `ClientDetectionRequest` (Nacos: 20 s).
@@ -107,6 +105,33 @@ fn respond(kind: &str, mut fields: Value) -> Payload {
     fields["errorCode"] = json!(0);
     fields["success"] = json!(true);
     Payload::new(kind, &fields)
+}
+
+/// What a naming request answers.
+enum Answer {
+    /// The reply's fields.
+    Fields(Value),
+    /// A `serviceInfo`, serialized on its own (a plain list is copied from the
+    /// service's cached bytes rather than rebuilt as a `Value`), with `"message":
+    /// "success"` for a subscription.
+    ServiceInfo { subscribed: bool, info: Vec<u8> },
+}
+
+fn respond_answer(kind: &str, answer: Answer) -> Payload {
+    match answer {
+        Answer::Fields(fields) => respond(kind, fields),
+        Answer::ServiceInfo { subscribed, info } => {
+            let mut body = Vec::with_capacity(info.len() + 96);
+            body.extend_from_slice(br#"{"resultCode":200,"errorCode":0,"success":true,"#);
+            if subscribed {
+                body.extend_from_slice(br#""message":"success","#);
+            }
+            body.extend_from_slice(br#""serviceInfo":"#);
+            body.extend_from_slice(&info);
+            body.push(b'}');
+            Payload::from_json(kind, body)
+        }
+    }
 }
 
 /// What Nacos answers while a node starts.
@@ -332,7 +357,7 @@ impl GrpcServer {
                 .record(entry.answered(user, remote.ip(), status));
         }
         match answer {
-            Ok(fields) => respond(reply_type, fields),
+            Ok(answer) => respond_answer(reply_type, answer),
             // As Nacos: a refused identity answers the reply type, a failed request
             // `ErrorResponse` (clients that validate the reply type's fields could not
             // read the message otherwise).
@@ -435,6 +460,74 @@ impl GrpcServer {
         conn: &Arc<Connection>,
         identity: &Identity,
         request: NamingRequest,
+    ) -> Result<Answer, Error> {
+        match kind {
+            "ServiceQueryRequest" | "SubscribeServiceRequest" => {
+                let key = Self::service_key(&request)?;
+                self.read(kind, conn, key, request)
+            }
+            _ => self
+                .change(kind, conn, identity, request)
+                .await
+                .map(Answer::Fields),
+        }
+    }
+
+    /// A query or a subscription.
+    fn read(
+        &self,
+        kind: &str,
+        conn: &Arc<Connection>,
+        key: ServiceKey,
+        request: NamingRequest,
+    ) -> Result<Answer, Error> {
+        if kind == "ServiceQueryRequest" {
+            let clusters = request.cluster.clone().unwrap_or_default();
+            parse_cluster_list(&clusters)?;
+            let healthy_only = request
+                .healthy_only
+                .or(request.health_only)
+                .unwrap_or(false);
+            let info = self.service_info(&key, &clusters, healthy_only);
+            return Ok(Answer::ServiceInfo {
+                subscribed: false,
+                info,
+            });
+        }
+        let clusters = request.clusters.clone().unwrap_or_default();
+        parse_cluster_list(&clusters)?;
+        let info = self.service_info(&key, &clusters, false);
+        if request.subscribe.unwrap_or(true) {
+            conn.subscriptions
+                .lock()
+                .insert(key.clone(), clusters.clone());
+            // Also push it, as Nacos does, a moment later: a push that overtook the
+            // reply would make the client discard the reply as stale.
+            if let Some(me) = self.me.upgrade() {
+                let (conn, key) = (conn.clone(), key.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(SUBSCRIBE_PUSH_DELAY).await;
+                    if conn.subscriptions.lock().contains_key(&key) {
+                        me.push(&conn, &key, &clusters, 1);
+                    }
+                });
+            }
+        } else {
+            conn.subscriptions.lock().remove(&key);
+        }
+        Ok(Answer::ServiceInfo {
+            subscribed: true,
+            info,
+        })
+    }
+
+    /// A service list, or a change to instances.
+    async fn change(
+        &self,
+        kind: &str,
+        conn: &Arc<Connection>,
+        identity: &Identity,
+        request: NamingRequest,
     ) -> Result<Value, Error> {
         let registry = &self.app.registry;
         let max_metadata = self.app.limits.max_metadata_bytes;
@@ -514,96 +607,47 @@ impl GrpcServer {
                     .replace_connection_instances(&conn.client, &key, &regs)?;
                 Ok(json!({ "type": op }))
             }
-            "ServiceQueryRequest" => {
-                let clusters = request.cluster.clone().unwrap_or_default();
-                parse_cluster_list(&clusters)?;
-                let healthy_only = request
-                    .healthy_only
-                    .or(request.health_only)
-                    .unwrap_or(false);
-                Ok(json!({ "serviceInfo": self.service_info(&key, &clusters, healthy_only) }))
-            }
-            "SubscribeServiceRequest" => {
-                let clusters = request.clusters.clone().unwrap_or_default();
-                parse_cluster_list(&clusters)?;
-                let info = self.service_info(&key, &clusters, false);
-                if request.subscribe.unwrap_or(true) {
-                    conn.subscriptions
-                        .lock()
-                        .insert(key.clone(), clusters.clone());
-                    // Also push it, as Nacos does, a moment later: a push that overtook
-                    // the reply would make the client discard the reply as stale.
-                    if let Some(me) = self.me.upgrade() {
-                        let (conn, key) = (conn.clone(), key.clone());
-                        tokio::spawn(async move {
-                            tokio::time::sleep(SUBSCRIBE_PUSH_DELAY).await;
-                            if conn.subscriptions.lock().contains_key(&key) {
-                                me.push(&conn, &key, &clusters, 1);
-                            }
-                        });
-                    }
-                } else {
-                    conn.subscriptions.lock().remove(&key);
-                }
-                Ok(json!({ "message": "success", "serviceInfo": info }))
-            }
             _ => Err(Error::bad_request(format!("Unsupported request {kind}"))),
         }
     }
 
-    /// `ServiceInfo` as gRPC clients expect it: the plain name, the group, the clusters
-    /// string as given, and a `lastRefTime` newer than any before.
-    fn service_info(&self, key: &ServiceKey, clusters_raw: &str, healthy_only: bool) -> Value {
+    /// `ServiceInfo` as gRPC clients expect it, serialized: the plain name, the group,
+    /// the clusters string as given, and a `lastRefTime` newer than any before.
+    fn service_info(&self, key: &ServiceKey, clusters_raw: &str, healthy_only: bool) -> Vec<u8> {
         let clusters = parse_cluster_list(clusters_raw).unwrap_or_default();
         let view = self.app.registry.service_by_key(key).map(|s| s.view());
         let grouped = key.grouped();
-        let (hosts, protected) = match &view {
-            Some(v) => {
-                let selection = select(
-                    v,
-                    &Query {
-                        clusters: &clusters,
-                        healthy_only,
-                        ..Default::default()
-                    },
-                );
-                let hosts: Vec<Value> = selection
-                    .hosts
-                    .iter()
-                    .map(|h| {
-                        serde_json::to_value(Host::new(h, &grouped, selection.reported_healthy(h)))
-                            .expect("hosts serialize")
-                    })
-                    .collect();
-                (hosts, selection.protected)
-            }
-            None => (Vec::new(), false),
-        };
-        json!({
-            "name": &*key.name,
-            "groupName": &*key.group,
-            "clusters": clusters_raw,
-            "cacheMillis": CACHE_MILLIS,
-            "hosts": hosts,
-            "lastRefTime": self.next_ref_time(),
-            "checksum": "",
-            "allIPs": false,
-            "reachProtectionThreshold": protected,
-            "valid": true,
-        })
+        grpc_service_info(
+            view.as_deref(),
+            &GrpcInfoRequest {
+                name: &key.name,
+                group: &key.group,
+                grouped: &grouped,
+                clusters_raw,
+                clusters: &clusters,
+                healthy_only,
+                now_ms: self.next_ref_time(),
+            },
+        )
     }
 
     /// Pushes the current state of `key` to one subscriber.
     fn push(&self, conn: &Arc<Connection>, key: &ServiceKey, clusters: &str, attempt: u32) {
+        let info = self.service_info(key, clusters, false);
+        self.push_info(conn, key, &info, attempt);
+    }
+
+    /// Pushes `info`, the serialized state of `key`, to one subscriber.
+    fn push_info(&self, conn: &Arc<Connection>, key: &ServiceKey, info: &[u8], attempt: u32) {
         let request_id = self.connections.next_request_id();
-        let body = json!({
-            "headers": {},
-            "requestId": request_id,
-            "module": "naming",
-            "serviceInfo": self.service_info(key, clusters, false),
-        });
+        let mut body = Vec::with_capacity(info.len() + 96);
+        body.extend_from_slice(br#"{"headers":{},"requestId":"#);
+        serde_json::to_writer(&mut body, &request_id).expect("strings serialize");
+        body.extend_from_slice(br#","module":"naming","serviceInfo":"#);
+        body.extend_from_slice(info);
+        body.push(b'}');
         conn.track(&request_id, Pushed::Service(key.clone()), attempt);
-        if conn.send(Payload::new("NotifySubscriberRequest", &body)) {
+        if conn.send(Payload::from_json("NotifySubscriberRequest", body)) {
             self.app.metrics.grpc_push("sent");
         } else {
             conn.acknowledge(&request_id);
@@ -708,6 +752,9 @@ impl GrpcServer {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
             let keys = changes.drain();
+            // One serialization per service and clusters string, whatever the number
+            // of subscribers that want it.
+            let mut infos: HashMap<(ServiceKey, String), Vec<u8>> = HashMap::new();
             for conn in self.connections.all() {
                 let wanted: Vec<(ServiceKey, String)> = {
                     let subs = conn.subscriptions.lock();
@@ -716,7 +763,10 @@ impl GrpcServer {
                         .collect()
                 };
                 for (key, clusters) in wanted {
-                    self.push(&conn, &key, &clusters, 1);
+                    let info = infos.entry((key.clone(), clusters)).or_insert_with_key(
+                        |(key, clusters)| self.service_info(key, clusters, false),
+                    );
+                    self.push_info(&conn, &key, info, 1);
                 }
             }
         }
@@ -807,7 +857,7 @@ impl Handler for GrpcServer {
         self: Arc<Self>,
         remote: Option<SocketAddr>,
         inbound: Streaming<Payload>,
-    ) -> BoxFuture<ReceiverStream<Result<Payload, Status>>, Status> {
+    ) -> BoxFuture<Outbound, Status> {
         Box::pin(async move {
             let remote = remote.ok_or_else(|| Status::internal("no peer address"))?;
             if let Some(why) = self.app.ready.refusal(STARTING) {
@@ -823,7 +873,7 @@ impl Handler for GrpcServer {
                 .set(self.connections.count() as i64);
             tracing::debug!(connection = %conn.id, "grpc stream opened");
             tokio::spawn(self.clone().read_stream(conn, inbound));
-            Ok(ReceiverStream::new(rx))
+            Ok(Outbound::new(rx))
         })
     }
 }

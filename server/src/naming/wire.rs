@@ -180,3 +180,107 @@ pub fn page<T>(items: Vec<T>, page_no: usize, page_size: usize) -> Vec<T> {
         .take(page_size)
         .collect()
 }
+
+/// The `serviceInfo` object of a gRPC answer or push (Nacos 2.x `ServiceInfo`): the
+/// plain name beside the group, no `dom`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GrpcServiceInfo<'a> {
+    name: &'a str,
+    group_name: &'a str,
+    clusters: &'a str,
+    cache_millis: u64,
+    hosts: Vec<Host<'a>>,
+    last_ref_time: u64,
+    checksum: &'a str,
+    #[serde(rename = "allIPs")]
+    all_ips: bool,
+    reach_protection_threshold: bool,
+    valid: bool,
+}
+
+/// What a gRPC query or push describes.
+pub struct GrpcInfoRequest<'a> {
+    /// The plain service name.
+    pub name: &'a str,
+    /// The group.
+    pub group: &'a str,
+    /// The grouped name (hosts carry it as `serviceName`).
+    pub grouped: &'a str,
+    /// The clusters string as the client gave it (echoed; clients key caches on it).
+    pub clusters_raw: &'a str,
+    /// The clusters it names (all when empty).
+    pub clusters: &'a [&'a str],
+    /// Only healthy instances (unless protection triggers).
+    pub healthy_only: bool,
+    /// `lastRefTime`.
+    pub now_ms: u64,
+}
+
+/// Serializes the gRPC `serviceInfo` for `req` over `view` (`None`: unknown service).
+/// The plain query of a known service (every cluster, healthy or not) reuses the hosts
+/// of the cached plain list ([`plain_list_parts`]): the same hosts, serialized alike,
+/// so a query or a push to many subscribers copies bytes instead of serializing every
+/// instance again.
+pub fn grpc_service_info(view: Option<&ServiceView>, req: &GrpcInfoRequest<'_>) -> Vec<u8> {
+    if let Some(view) = view.filter(|_| req.clusters.is_empty() && !req.healthy_only) {
+        let (head, tail) = plain_list_parts(view, req.grouped, req.group);
+        // The head ends with `"hosts":[...],"lastRefTime":`; a key cannot occur inside
+        // a string value before it (quotes there are escaped), so the first `"hosts":`
+        // is the key, and the tail (`,"checksum":...,"valid":true}`) is gRPC's too.
+        const HOSTS: &[u8] = b"\"hosts\":";
+        if let Some(at) = head.windows(HOSTS.len()).position(|w| w == HOSTS) {
+            let mut out = Vec::with_capacity(head.len() - at + tail.len() + 160);
+            out.extend_from_slice(b"{\"name\":");
+            serde_json::to_writer(&mut out, req.name).expect("strings serialize");
+            out.extend_from_slice(b",\"groupName\":");
+            serde_json::to_writer(&mut out, req.group).expect("strings serialize");
+            out.extend_from_slice(b",\"clusters\":");
+            serde_json::to_writer(&mut out, req.clusters_raw).expect("strings serialize");
+            out.extend_from_slice(format!(",\"cacheMillis\":{CACHE_MILLIS},").as_bytes());
+            out.extend_from_slice(&head[at..]);
+            out.extend_from_slice(req.now_ms.to_string().as_bytes());
+            out.extend_from_slice(&tail);
+            return out;
+        }
+    }
+    grpc_service_info_made(view, req)
+}
+
+/// [`grpc_service_info`] serialized from the instances, without the cached list (the
+/// registry's model test holds the two equal byte for byte).
+pub(crate) fn grpc_service_info_made(
+    view: Option<&ServiceView>,
+    req: &GrpcInfoRequest<'_>,
+) -> Vec<u8> {
+    let query = Query {
+        clusters: req.clusters,
+        healthy_only: req.healthy_only,
+        ..Default::default()
+    };
+    let selection = match view {
+        Some(v) => select(v, &query),
+        None => Selection {
+            hosts: Vec::new(),
+            protected: false,
+            lane: None,
+        },
+    };
+    let info = GrpcServiceInfo {
+        name: req.name,
+        group_name: req.group,
+        clusters: req.clusters_raw,
+        cache_millis: CACHE_MILLIS,
+        hosts: selection
+            .hosts
+            .iter()
+            .map(|h| Host::new(h, req.grouped, selection.reported_healthy(h)))
+            .collect(),
+        last_ref_time: req.now_ms,
+        checksum: "",
+        all_ips: false,
+        reach_protection_threshold: selection.protected,
+        valid: true,
+    };
+    serde_json::to_vec(&info).expect("ServiceInfo serializes")
+}

@@ -14,7 +14,9 @@ use super::ops::{
     WEIGHTS,
 };
 use crate::health::guard::EvictionGuard;
-use crate::naming::wire::plain_list_parts;
+use crate::naming::wire::{
+    grpc_service_info, grpc_service_info_made, plain_list_parts, GrpcInfoRequest,
+};
 use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin};
 use crate::registry::changes::ChangeSet;
 use crate::registry::client::ClientData;
@@ -658,6 +660,21 @@ pub(super) fn compare(
             json["reachProtectionThreshold"].as_bool(),
             Some(want_protected),
             "cached list body's reachProtectionThreshold",
+        )?;
+        // The gRPC serviceInfo copied from that cache, as made from the instances.
+        let grpc = GrpcInfoRequest {
+            name: &k.name,
+            group: &k.group,
+            grouped: &service.grouped,
+            clusters_raw: "",
+            clusters: &[],
+            healthy_only: false,
+            now_ms: 7,
+        };
+        eq(
+            String::from_utf8_lossy(&grpc_service_info(Some(&view), &grpc)),
+            String::from_utf8_lossy(&grpc_service_info_made(Some(&view), &grpc)),
+            &format!("gRPC serviceInfo of service {svc} from the cached list"),
         )?;
     }
     eq(r.totals(), totals, "totals (services, instances, healthy)")?;

@@ -11,7 +11,8 @@
 //! - [`select`] for the plain and healthy-only queries and two random ones per step
 //!   (clusters, selectors, lanes, protection threshold), and the candidate sets of the
 //!   three pick strategies;
-//! - the cached plain list body a reader gets ([`plain_list_parts`]), parsed;
+//! - the cached plain list body a reader gets ([`plain_list_parts`]), parsed, and the
+//!   gRPC `serviceInfo` copied from it, byte for byte as made from the instances;
 //! - counts ([`Registry::totals`], healthy counts, cluster names, service lists, what a
 //!   sync task owns);
 //! - change notifications (every service whose visible state changed is marked for
