@@ -17,7 +17,7 @@
 //! - whatever goes to a peer is a client id in its pending set; the state sent is read
 //!   when the push is built, so a client queued twice goes once, in its latest state.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -49,6 +49,18 @@ pub const DROP_AFTER_ROUNDS: u64 = 4;
 /// still fit. (One message for everything failed from ~80,000 such instances on: a
 /// restarted node never got them back.)
 pub const MESSAGE_INSTANCES: usize = 20_000;
+
+/// Clients with more instances than this are pushed at most once per
+/// [`push_interval_ms`]; smaller ones (an address client holds one) at once.
+const LARGE_CLIENT: usize = 32;
+/// The longest a changed client waits for its push, ms.
+const MAX_PUSH_INTERVAL_MS: u64 = 1_000;
+
+/// How long a client of `instances` waits after a push before the next: 100 ms per 32
+/// instances, at most [`MAX_PUSH_INTERVAL_MS`].
+fn push_interval_ms(instances: usize) -> u64 {
+    (100 * instances.div_ceil(LARGE_CLIENT) as u64).min(MAX_PUSH_INTERVAL_MS)
+}
 
 /// The snapshot part client `id` belongs to, of `parts`: a hash every node computes
 /// alike, so that the parts a starting node asks one peer for cover every client once.
@@ -119,6 +131,8 @@ pub struct Core {
     /// Most instances in one push or snapshot part ([`MESSAGE_INSTANCES`]; tests lower
     /// it to see messages split without registering tens of thousands).
     message_instances: AtomicUsize,
+    /// When each large client was last pushed, ms ([`Core::take_pushes`]).
+    large_pushed: Mutex<HashMap<Arc<str>, u64>>,
 }
 
 /// What the verification rounds saw of the peers ([`Core::drop_unconfirmed`]).
@@ -148,6 +162,7 @@ impl Core {
             loaded: AtomicBool::new(false),
             sight: Mutex::new(Sight::default()),
             message_instances: AtomicUsize::new(MESSAGE_INSTANCES),
+            large_pushed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -272,7 +287,13 @@ impl Core {
     /// [`MESSAGE_INSTANCES`] instances (a larger client goes alone), so that no message
     /// comes near the peer channel's limit when many clients are pending at once (a
     /// peer that restarted asks for every client).
-    pub fn take_pushes(&self) -> Vec<Push> {
+    ///
+    /// A push carries a client whole, so a client with many instances that keeps
+    /// changing (a gRPC connection registering in 200 services one by one) would be
+    /// sent again with every change: such a client waits, after a push, for
+    /// [`push_interval_ms`] before the next (it stays pending meanwhile; the retry tick
+    /// takes it), which bounds what it costs to about one copy per interval.
+    pub fn take_pushes(&self, now: u64) -> Vec<Push> {
         let batches: Vec<(NodeId, Vec<Arc<str>>)> = {
             let mut pending = self.pending.lock();
             pending
@@ -281,8 +302,38 @@ impl Core {
                 .map(|(peer, ids)| (*peer, ids.drain().collect()))
                 .collect()
         };
+        // Which large clients wait: decided once for every peer.
+        let waiting: HashSet<Arc<str>> = {
+            let mut pushed = self.large_pushed.lock();
+            pushed.retain(|_, at| now.saturating_sub(*at) < MAX_PUSH_INTERVAL_MS);
+            let clients = self.registry.clients();
+            let unique: HashSet<&Arc<str>> = batches.iter().flat_map(|(_, ids)| ids).collect();
+            let mut waiting = HashSet::new();
+            for id in unique {
+                let size = clients.instances_of(id);
+                if size <= LARGE_CLIENT {
+                    continue;
+                }
+                match pushed.get(id) {
+                    Some(at) if now.saturating_sub(*at) < push_interval_ms(size) => {
+                        waiting.insert(id.clone());
+                    }
+                    // Pushed now: its interval starts now.
+                    _ => {
+                        pushed.insert(id.clone(), now);
+                    }
+                }
+            }
+            waiting
+        };
         let mut pushes = Vec::new();
-        for (peer, ids) in batches {
+        for (peer, mut ids) in batches {
+            if !waiting.is_empty() {
+                let (wait, go): (Vec<Arc<str>>, Vec<Arc<str>>) =
+                    ids.into_iter().partition(|id| waiting.contains(id));
+                self.queue(peer, wait);
+                ids = go;
+            }
             let mut push = Push {
                 peer,
                 ids: Vec::new(),
@@ -405,7 +456,8 @@ impl Core {
 
     /// Answers an owner's confirmations: copies at the owner's revision are confirmed
     /// and their beat clocks moved to the owner's last beat; clients this node lacks or
-    /// has older are asked for; where this node knows newer (a deletion the owner missed
+    /// has older are asked for (once its startup snapshot is loaded); where this node
+    /// knows newer (a deletion the owner missed
     /// while it was cut off or frozen) its state is queued back to the owner.
     pub fn on_verify(&self, from: NodeId, message: VerifyMessage, now: u64) -> VerifyOutcome {
         let registry = &self.registry;
@@ -418,6 +470,10 @@ impl Core {
             }
             match registry.clients().get(&id) {
                 Some(r) if r.revision > revision => outcome.newer_here.push(Arc::from(id.as_str())),
+                // While this node loads its startup snapshot, what it lacks is on its way
+                // in that snapshot: asking for it too would have the owner send every
+                // client twice.
+                _ if !self.loaded() => {}
                 _ => outcome.reply.need.push(id),
             }
         }

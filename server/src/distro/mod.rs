@@ -471,7 +471,7 @@ impl<T: Transport> Distro<T> {
     /// Pushes every pending set to its peer at once; failed pushes go back to pending.
     async fn push_pending(&self) {
         let mut sends = JoinSet::new();
-        for push in self.shared.core.take_pushes() {
+        for push in self.shared.core.take_pushes(self.now()) {
             let body = rmp_serde::to_vec_named(&push.message).expect("sync serializes");
             let this = self.clone();
             sends.spawn(async move {

@@ -734,7 +734,7 @@ async fn pushes_are_split_so_that_no_message_holds_more_than_its_share() {
     }
     let core = c.node(1).distro.core();
     core.queue_changes(&[1, 2, 3]);
-    let pushes = core.take_pushes();
+    let pushes = core.take_pushes(c.now());
     for peer in [2, 3] {
         let to_peer: Vec<&core::Push> = pushes.iter().filter(|p| p.peer == peer).collect();
         assert_eq!(
@@ -756,6 +756,41 @@ async fn pushes_are_split_so_that_no_message_holds_more_than_its_share() {
         }
         assert_eq!(sent, 10);
     }
+}
+
+#[tokio::test]
+async fn a_large_client_that_keeps_changing_is_pushed_once_per_interval_and_never_lost() {
+    let c = Cluster::start(3);
+    let ip = addresses_owned_by(1, 1).remove(0);
+    let register = |service: usize| EphemeralOp::Register {
+        key: ServiceKey::new("public", "DEFAULT_GROUP", &format!("s{service}")),
+        registration: reg(&ip, 80),
+    };
+    let core = c.node(1).distro.core();
+    let instances_pushed = |pushes: &[core::Push]| -> Vec<usize> {
+        pushes
+            .iter()
+            .map(|p| p.message.clients.iter().map(|c| c.instances.len()).sum())
+            .collect()
+    };
+    // 40 instances: a large client. Its first push goes at once.
+    for s in 0..40 {
+        c.node(1).distro.execute(register(s)).await.unwrap();
+    }
+    core.queue_changes(&[1, 2, 3]);
+    let t = c.now();
+    assert_eq!(instances_pushed(&core.take_pushes(t)), [40, 40]);
+    // Changed again at once: it waits (pending) for its interval, 200 ms at 41.
+    c.node(1).distro.execute(register(40)).await.unwrap();
+    core.queue_changes(&[1, 2, 3]);
+    assert!(core.take_pushes(t + 100).is_empty());
+    assert_eq!(core.pending(2).len(), 1, "kept for later");
+    assert_eq!(instances_pushed(&core.take_pushes(t + 200)), [41, 41]);
+    // A small client is never held back.
+    let small = addresses_owned_by(1, 2).remove(1);
+    c.register(1, &small).await;
+    core.queue_changes(&[1, 2, 3]);
+    assert_eq!(instances_pushed(&core.take_pushes(t + 210)), [1, 1]);
 }
 
 /// Waits (on tokio's clock) until `check` holds, for at most 5 s.

@@ -51,6 +51,11 @@ impl Entries {
         self.0.is_empty()
     }
 
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// The entries, in order.
     pub fn iter(&self) -> std::slice::Iter<'_, Entry> {
         self.0.iter()
@@ -179,6 +184,11 @@ impl Clients {
     /// The record of `id`.
     pub fn get(&self, id: &str) -> Option<ClientRecord> {
         self.records.get(id).map(|r| r.clone())
+    }
+
+    /// How many instances client `id` holds (0: unknown, or a deletion).
+    pub fn instances_of(&self, id: &str) -> usize {
+        self.records.get(id).map_or(0, |r| r.entries.len())
     }
 
     /// Marks the copy of `id` confirmed by its owner at `revision`; false if this node's
