@@ -412,13 +412,23 @@ impl<T: Transport> Distro<T> {
             );
             return Ok(Some(count));
         }
-        let mut count = 0;
-        for part in 0..plan.parts {
+        // The next part is asked for (and decoded) while this one is applied: the
+        // peer serializes while this node writes.
+        let fetch = |part: u32| {
+            let this = self.clone();
             let request = SnapshotRequest {
                 part,
                 parts: plan.parts,
             };
-            let answer = self.fetch_snapshot(id, request).await?;
+            tokio::spawn(async move { this.fetch_snapshot(id, request).await })
+        };
+        let mut count = 0;
+        let mut next = fetch(0);
+        for part in 0..plan.parts {
+            let answer = (&mut next).await.map_err(|e| e.to_string())??;
+            if part + 1 < plan.parts {
+                next = fetch(part + 1);
+            }
             count += answer.clients.len();
             let message = SyncMessage {
                 clients: answer.clients,
