@@ -68,6 +68,10 @@ struct Args {
     /// spring-cloud, dubbo, grpc.
     #[arg(long, value_delimiter = ',')]
     shapes: Vec<Shape>,
+    /// gRPC connections the catchup group opens, each owning 200 instances (default
+    /// 5,000: a million instances; 500 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=9_000))]
+    catchup_connections: Option<u32>,
 }
 
 /// A group of metrics that run together.
@@ -351,6 +355,7 @@ async fn run(args: Args) -> Result<()> {
             bail!("{} is missing (bench/run builds it)", bin.display());
         }
     }
+    let plan_defaults = Plan::new(args.quick, args.rounds);
     let machine = Machine::describe(&workspace, &setup.roster, &setup.rnacos);
     eprintln!(
         "machine: {}, {} cores, Linux {}; roster {}, {}",
@@ -358,7 +363,12 @@ async fn run(args: Args) -> Result<()> {
     );
     let bench = Bench {
         setup,
-        plan: Plan::new(args.quick, args.rounds),
+        plan: Plan {
+            catchup_connections: args
+                .catchup_connections
+                .map_or(plan_defaults.catchup_connections, |c| c as usize),
+            ..plan_defaults
+        },
         lua: workspace.join("bench/lua"),
         wrk_dir,
         shapes: if args.shapes.is_empty() {
