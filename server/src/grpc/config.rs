@@ -24,7 +24,8 @@ use tokio::sync::watch;
 
 use super::connection::{Connection, Listening, Pushed};
 use super::proto::Payload;
-use super::{respond, GrpcServer};
+use super::reply::respond;
+use super::GrpcServer;
 use crate::auth::permissions::{Action, Resource, DENIED};
 use crate::auth::Identity;
 use crate::configs::validate::{
