@@ -793,6 +793,33 @@ async fn a_large_client_that_keeps_changing_is_pushed_once_per_interval_and_neve
     assert_eq!(instances_pushed(&core.take_pushes(t + 210)), [1, 1]);
 }
 
+#[tokio::test]
+async fn a_node_loading_its_snapshot_does_not_ask_for_what_the_snapshot_brings() {
+    let mut c = Cluster::start(3);
+    let ip = addresses_owned_by(1, 1).remove(0);
+    c.register(1, &ip).await;
+    let id = format!("{ip}:80");
+    let revision = c.revision(1, &id).expect("the owner holds it");
+    let now = c.now();
+    let confirmation = || VerifyMessage {
+        clients: vec![(id.clone(), revision, now)],
+    };
+    // Restarted and still loading: the owner's confirmation asks for nothing.
+    c.restart(3);
+    assert!(!c.node(3).distro.loaded());
+    assert!(c
+        .node(3)
+        .distro
+        .on_verify(1, confirmation())
+        .need
+        .is_empty());
+    // Loaded (here from nobody, the others cut off), it asks for what it lacks.
+    c.net.cut_off(3);
+    c.node(3).distro.load_snapshot(Duration::ZERO).await;
+    assert!(c.node(3).distro.loaded() && !c.has(3, &ip));
+    assert_eq!(c.node(3).distro.on_verify(1, confirmation()).need, vec![id]);
+}
+
 /// Waits (on tokio's clock) until `check` holds, for at most 5 s.
 async fn until(check: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
