@@ -57,17 +57,10 @@ pub struct Payload {
 impl Payload {
     /// A payload of type `kind` with JSON `body`.
     pub fn new(kind: &str, body: &serde_json::Value) -> Self {
-        Self {
-            metadata: Some(Metadata {
-                r#type: kind.to_string(),
-                client_ip: String::new(),
-                headers: HashMap::new(),
-            }),
-            body: Some(Any {
-                type_url: String::new(),
-                value: serde_json::to_vec(body).expect("JSON bodies serialize"),
-            }),
-        }
+        Self::from_json(
+            kind,
+            serde_json::to_vec(body).expect("JSON bodies serialize"),
+        )
     }
 
     /// A payload of type `kind` whose body is `json`, serialized already.

@@ -63,12 +63,14 @@ impl<'a> Host<'a> {
     }
 }
 
-/// The `ServiceInfo` object.
+/// The `ServiceInfo` object: HTTP lists and UDP pushes carry `dom` and the grouped
+/// name, gRPC answers and pushes the plain name and no `dom`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceInfo<'a> {
     /// Grouped name; 1.x clients read `dom`.
-    dom: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dom: Option<&'a str>,
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     group_name: Option<&'a str>,
@@ -102,8 +104,39 @@ pub struct ListRequest<'a> {
 
 /// Serializes the `ServiceInfo` for `req` over `view` (`None`: unknown service).
 pub fn service_info(view: Option<&ServiceView>, req: &ListRequest<'_>) -> Vec<u8> {
+    serialize(
+        view,
+        &req.query,
+        Named {
+            dom: Some(req.grouped),
+            name: req.grouped,
+            group: req.group,
+            grouped: req.grouped,
+            clusters_raw: req.clusters_raw,
+        },
+        req.now_ms,
+    )
+}
+
+/// How a `ServiceInfo` names its service.
+struct Named<'a> {
+    dom: Option<&'a str>,
+    name: &'a str,
+    group: Option<&'a str>,
+    /// What hosts carry as `serviceName`.
+    grouped: &'a str,
+    clusters_raw: &'a str,
+}
+
+/// The `ServiceInfo` of what `query` selects of `view`, named as `named` says.
+fn serialize(
+    view: Option<&ServiceView>,
+    query: &Query<'_>,
+    named: Named<'_>,
+    now_ms: u64,
+) -> Vec<u8> {
     let selection = match view {
-        Some(v) => select(v, &req.query),
+        Some(v) => select(v, query),
         None => Selection {
             hosts: Vec::new(),
             protected: false,
@@ -113,21 +146,21 @@ pub fn service_info(view: Option<&ServiceView>, req: &ListRequest<'_>) -> Vec<u8
     let hosts = selection
         .hosts
         .iter()
-        .map(|h| Host::new(h, req.grouped, selection.reported_healthy(h)))
+        .map(|h| Host::new(h, named.grouped, selection.reported_healthy(h)))
         .collect();
     let info = ServiceInfo {
-        dom: req.grouped,
-        name: req.grouped,
-        group_name: req.group,
-        clusters: req.clusters_raw,
+        dom: named.dom,
+        name: named.name,
+        group_name: named.group,
+        clusters: named.clusters_raw,
         cache_millis: CACHE_MILLIS,
         hosts,
-        last_ref_time: req.now_ms,
+        last_ref_time: now_ms,
         checksum: "",
         all_ips: false,
         reach_protection_threshold: selection.protected,
         valid: true,
-        lane: selection.lane.clone(),
+        lane: selection.lane,
     };
     serde_json::to_vec(&info).expect("ServiceInfo serializes")
 }
@@ -179,24 +212,6 @@ pub fn page<T>(items: Vec<T>, page_no: usize, page_size: usize) -> Vec<T> {
         .skip((page_no - 1).saturating_mul(page_size))
         .take(page_size)
         .collect()
-}
-
-/// The `serviceInfo` object of a gRPC answer or push (Nacos 2.x `ServiceInfo`): the
-/// plain name beside the group, no `dom`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GrpcServiceInfo<'a> {
-    name: &'a str,
-    group_name: &'a str,
-    clusters: &'a str,
-    cache_millis: u64,
-    hosts: Vec<Host<'a>>,
-    last_ref_time: u64,
-    checksum: &'a str,
-    #[serde(rename = "allIPs")]
-    all_ips: bool,
-    reach_protection_threshold: bool,
-    valid: bool,
 }
 
 /// What a gRPC query or push describes.
@@ -258,29 +273,12 @@ pub(crate) fn grpc_service_info_made(
         healthy_only: req.healthy_only,
         ..Default::default()
     };
-    let selection = match view {
-        Some(v) => select(v, &query),
-        None => Selection {
-            hosts: Vec::new(),
-            protected: false,
-            lane: None,
-        },
-    };
-    let info = GrpcServiceInfo {
+    let named = Named {
+        dom: None,
         name: req.name,
-        group_name: req.group,
-        clusters: req.clusters_raw,
-        cache_millis: CACHE_MILLIS,
-        hosts: selection
-            .hosts
-            .iter()
-            .map(|h| Host::new(h, req.grouped, selection.reported_healthy(h)))
-            .collect(),
-        last_ref_time: req.now_ms,
-        checksum: "",
-        all_ips: false,
-        reach_protection_threshold: selection.protected,
-        valid: true,
+        group: Some(req.group),
+        grouped: req.grouped,
+        clusters_raw: req.clusters_raw,
     };
-    serde_json::to_vec(&info).expect("ServiceInfo serializes")
+    serialize(view, &query, named, req.now_ms)
 }
