@@ -26,9 +26,10 @@ use tokio::task::JoinHandle;
 
 use crate::api::{config_path, decode, Api};
 use crate::list::failures;
-use crate::report::{thousands, Report, Row, Target, Unit};
+use crate::machine::established_to;
+use crate::report::{percentile, thousands, Report, Row, Target, Unit};
 use crate::servers::{self, Node, System};
-use crate::wrk::{Load, Runs};
+use crate::wrk::{latency_rows, Load, Runs};
 use crate::Bench;
 
 /// The group of every item.
@@ -142,15 +143,6 @@ impl Sequence {
     }
 }
 
-/// The nearest-rank percentile `p` (0..=100) of sorted `values`.
-fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
-}
-
 /// Makes sure this process (and the servers it starts, which inherit it) may open
 /// `need` descriptors: raises the soft limit to the hard one if it is lower. Returns
 /// the limit in force.
@@ -171,24 +163,6 @@ fn ensure_descriptors(need: u64) -> Result<u64> {
         bail!("the descriptor limit is {now} (hard limit), {need} are needed: raise `ulimit -n`");
     }
     Ok(now)
-}
-
-/// Established TCP connections to `port` on this machine (from `/proc/net/tcp`).
-fn established_to(port: u16) -> usize {
-    let suffix = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|path| std::fs::read_to_string(path).ok())
-        .map(|text| {
-            text.lines()
-                .skip(1)
-                .filter(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    fields.len() > 3 && fields[2].ends_with(&suffix) && fields[3] == "01"
-                })
-                .count()
-        })
-        .sum()
 }
 
 /// The long polls roster says it holds (its `roster_config_long_polls` gauge); `None`
@@ -704,20 +678,9 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             failures(roster, rnacos)
         ),
     ));
-    for (label, pick) in [
-        ("p50", Runs::p50 as fn(&Runs) -> Option<f64>),
-        ("p99", Runs::p99),
-    ] {
-        report.rows.push(Row::pair(
-            "config",
-            format!("{metric}, {label}"),
-            Unit::Ms,
-            roster.and_then(pick),
-            rnacos.and_then(pick),
-            None,
-            "",
-        ));
-    }
+    report
+        .rows
+        .extend(latency_rows("config", metric, roster, rnacos));
 
     // The same changed items, in the same order, for both systems.
     let items = Sequence(SEED).distinct(bench.plan.config_rounds, LISTENED);
@@ -869,11 +832,5 @@ mod tests {
                     roster_config_long_polls 1000\n";
         assert_eq!(gauge(text, "roster_config_long_polls"), Some(1000));
         assert_eq!(gauge(text, "roster_configs"), None);
-    }
-
-    #[test]
-    fn established_connections_are_counted_by_remote_port() {
-        // Nothing listens on port 1.
-        assert_eq!(established_to(1), 0);
     }
 }

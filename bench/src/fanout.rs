@@ -26,8 +26,8 @@ use tokio::task::JoinSet;
 
 use crate::api::{Api, Instance};
 use crate::grpc::{Connection, Options, Push};
-use crate::machine::rss_kib;
-use crate::report::{thousands, Report, Row, Target, Unit};
+use crate::machine::{established_to, rss_kib};
+use crate::report::{percentile, thousands, Report, Row, Target, Unit};
 use crate::servers::{self, Node, System};
 use crate::shapes::Shape;
 use crate::Bench;
@@ -122,15 +122,6 @@ impl Run {
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
-}
-
-/// The nearest-rank percentile `p` (0..=100) of sorted `values`.
-fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 /// The loopback address connection `c` connects from.
@@ -570,25 +561,6 @@ async fn listed_subscribers(api: &Api) -> Option<u64> {
     answer.json().ok()?["count"].as_u64()
 }
 
-/// Established TCP connections to `port` on this machine (from `/proc/net/tcp`), the
-/// client ends only (the remote address is the port).
-fn established_to(port: u16) -> usize {
-    let suffix = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|path| std::fs::read_to_string(path).ok())
-        .map(|text| {
-            text.lines()
-                .skip(1)
-                .filter(|line| {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    fields.len() > 3 && fields[2].ends_with(&suffix) && fields[3] == "01"
-                })
-                .count()
-        })
-        .sum()
-}
-
 /// The open, subscribed connections and what failed.
 struct Opened {
     connections: Vec<Connection>,
@@ -780,13 +752,5 @@ mod tests {
         assert!(!lists(&service, "127.79.0.1", 8081));
         assert!(!lists(&service, "127.79.0.2", 8080));
         assert!(!lists(&Value::Null, "127.79.0.1", 8080));
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), Some(50.0));
-        assert_eq!(percentile(&v, 99.0), Some(99.0));
-        assert_eq!(percentile(&[], 50.0), None);
     }
 }

@@ -19,10 +19,10 @@ use tokio::task::JoinHandle;
 
 use crate::api::{Answer, Api, Instance};
 use crate::grpc::{self, Connection};
-use crate::report::{median, Report, Row, Target, Unit};
+use crate::report::{median, percentile, Report, Row, Target, Unit};
 use crate::servers::{self, free_port, Node, System};
 use crate::shapes::Shape;
-use crate::wrk::{Failures, Figures, Load, Runs, CONNECTIONS};
+use crate::wrk::{latency_rows, Failures, Figures, Load, Runs, CONNECTIONS};
 use crate::Bench;
 
 /// Service sizes measured.
@@ -257,20 +257,10 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                 ),
             ));
         }
-        for (label, pick) in [
-            ("p50", Runs::p50 as fn(&Runs) -> Option<f64>),
-            ("p99", Runs::p99),
-        ] {
-            report.rows.push(Row::pair(
-                "list",
-                format!("instance list, {size} instances, {label}"),
-                Unit::Ms,
-                roster.and_then(pick),
-                rnacos.and_then(pick),
-                None,
-                "",
-            ));
-        }
+        let metric = format!("instance list, {size} instances");
+        report
+            .rows
+            .extend(latency_rows("list", &metric, roster, rnacos));
     }
     for size in SIZES {
         let roster = grpc_figures.get(&(System::Roster, size));
@@ -289,20 +279,10 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                 failures(roster, rnacos)
             ),
         ));
-        for (label, pick) in [
-            ("p50", Runs::p50 as fn(&Runs) -> Option<f64>),
-            ("p99", Runs::p99),
-        ] {
-            report.rows.push(Row::pair(
-                "list",
-                format!("gRPC ServiceQuery, {size} instances, {label}"),
-                Unit::Ms,
-                roster.and_then(pick),
-                rnacos.and_then(pick),
-                None,
-                "",
-            ));
-        }
+        let metric = format!("gRPC ServiceQuery, {size} instances");
+        report
+            .rows
+            .extend(latency_rows("list", &metric, roster, rnacos));
     }
     for (face, label) in [("http", "instance list"), ("grpc", "gRPC ServiceQuery")] {
         for size in SIZES {
@@ -345,7 +325,7 @@ impl CpuUse {
         Ok(Self {
             pid,
             server: crate::machine::cpu_secs(pid)?,
-            driver: driver_cpu_secs()?,
+            driver: crate::machine::own_cpu_secs()?,
         })
     }
 
@@ -353,26 +333,9 @@ impl CpuUse {
     fn per_request(&self, answers: u64) -> Result<(f64, f64)> {
         let answers = answers.max(1) as f64;
         let server = crate::machine::cpu_secs(self.pid)? - self.server;
-        let driver = driver_cpu_secs()? - self.driver;
+        let driver = crate::machine::own_cpu_secs()? - self.driver;
         Ok((server * 1e6 / answers, driver * 1e6 / answers))
     }
-}
-
-/// This process' CPU time and that of its waited-for children (wrk), in seconds.
-fn driver_cpu_secs() -> Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
-    let rest = stat.rsplit_once(')').context("no ')' in stat")?.1;
-    let fields: Vec<f64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
-    // utime, stime, cutime, cstime: fields 14-17, at 11-14 after ')'.
-    Ok(fields
-        .get(11..15)
-        .context("a short stat line")?
-        .iter()
-        .sum::<f64>()
-        / 100.0)
 }
 
 /// A loaded node of one system: its token (roster) and its open gRPC connections.
@@ -470,20 +433,14 @@ async fn query_load(
     }
     let secs = started.elapsed().as_secs_f64();
     latencies.sort_unstable();
-    let percentile = |q: f64| -> f64 {
-        if latencies.is_empty() {
-            return 0.0;
-        }
-        let i = ((latencies.len() as f64 * q).ceil() as usize).clamp(1, latencies.len()) - 1;
-        latencies[i] as f64 / 1000.0
-    };
+    let ms: Vec<f64> = latencies.iter().map(|us| f64::from(*us) / 1000.0).collect();
     let figures = Figures {
         requests: latencies.len() as u64 + failed,
         secs,
         non_2xx: failed,
         socket_errors: 0,
-        p50_ms: percentile(0.50),
-        p99_ms: percentile(0.99),
+        p50_ms: percentile(&ms, 50.0).unwrap_or(0.0),
+        p99_ms: percentile(&ms, 99.0).unwrap_or(0.0),
     };
     Ok((connections, figures))
 }

@@ -92,6 +92,25 @@ fn output(command: &mut Command) -> Option<String> {
     Some(String::from_utf8_lossy(&text).trim().to_string())
 }
 
+/// Established TCP connections to `port` on this machine (from `/proc/net/tcp`), the
+/// client ends only (the remote address is the port).
+pub fn established_to(port: u16) -> usize {
+    let suffix = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .map(|text| {
+            text.lines()
+                .skip(1)
+                .filter(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    fields.len() > 3 && fields[2].ends_with(&suffix) && fields[3] == "01"
+                })
+                .count()
+        })
+        .sum()
+}
+
 /// Resident memory of `pid` in KiB (`VmRSS` in `/proc/PID/status`).
 pub fn rss_kib(pid: u32) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -106,19 +125,33 @@ pub fn rss_kib(pid: u32) -> Result<u64> {
 /// CPU time `pid` has used, user and system, over all its threads, in seconds
 /// (`/proc/PID/stat` fields 14 and 15, in the kernel's USER_HZ ticks of 1/100 s).
 pub fn cpu_secs(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    stat_cpu_secs(&format!("/proc/{pid}/stat"), 2)
+}
+
+/// This process' CPU time and that of the children it has waited for (wrk), in
+/// seconds (fields 14-17: utime, stime, cutime, cstime).
+pub fn own_cpu_secs() -> Result<f64> {
+    stat_cpu_secs("/proc/self/stat", 4)
+}
+
+/// The sum of the `count` CPU time fields from utime on in the stat file `path`, in
+/// seconds.
+fn stat_cpu_secs(path: &str, count: usize) -> Result<f64> {
+    let stat = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     // The command name (field 2) may hold spaces; fields count from its closing ')'.
     let rest = stat.rsplit_once(')').context("no ')' in stat")?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| -> Result<f64> {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .context("a short stat line")
-    };
-    // After ')': state is field 3, so utime (14) and stime (15) are at 11 and 12.
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
+    // After ')': state is field 3, so utime (14) is at 11.
+    let ticks = fields
+        .get(11..11 + count)
+        .context("a short stat line")?
+        .iter()
+        .map(|v| {
+            v.parse::<f64>()
+                .context("a stat field that is not a number")
+        })
+        .sum::<Result<f64>>()?;
+    Ok(ticks / 100.0)
 }
 
 /// The share (0..1) of CPU time the whole machine spent busy over `window`, from
@@ -142,4 +175,22 @@ pub async fn busy_share(window: std::time::Duration) -> Option<f64> {
     let (total1, idle1) = sample()?;
     let total = total1.checked_sub(total0)?;
     (total > 0).then(|| 1.0 - (idle1 - idle0) as f64 / total as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn established_connections_are_counted_by_remote_port() {
+        // Nothing listens on port 1.
+        assert_eq!(established_to(1), 0);
+    }
+
+    #[test]
+    fn cpu_time_is_read_for_a_process_and_for_this_one() {
+        let pid = std::process::id();
+        assert!(cpu_secs(pid).unwrap() >= 0.0);
+        assert!(own_cpu_secs().unwrap() >= cpu_secs(pid).unwrap());
+    }
 }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::api::{Api, Instance};
-use crate::report::{thousands, Report, Row, Target, Unit};
+use crate::report::{percentile, thousands, Report, Row, Target, Unit};
 use crate::servers::{self, System};
 use crate::shapes::Shape;
 use crate::Bench;
@@ -120,15 +120,6 @@ async fn push_counters(api: &Api) -> Vec<(String, f64)> {
             Some((outcome.to_string(), value.trim().parse().ok()?))
         })
         .collect()
-}
-
-/// The nearest-rank percentile `p` (0..=100) of sorted `values`.
-fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 /// Runs the push metric.
@@ -286,15 +277,6 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), Some(50.0));
-        assert_eq!(percentile(&v, 99.0), Some(99.0));
-        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
-        assert_eq!(percentile(&[], 50.0), None);
-    }
 
     #[test]
     fn plain_and_gzipped_packets_decode() {

@@ -210,6 +210,15 @@ fn unit_name(unit: Unit) -> &'static str {
     }
 }
 
+/// The nearest-rank percentile `p` (0..=100) of sorted `values`.
+pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
 /// The median of `values` (the mean of the middle two for an even count); `None` when
 /// there are none.
 pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
@@ -404,6 +413,15 @@ mod tests {
             target_text(Some(Target::AtMost(500.0)), Unit::Bytes, Versus::RNacos),
             "<= 500 B"
         );
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
+        assert_eq!(percentile(&[], 50.0), None);
     }
 
     #[test]

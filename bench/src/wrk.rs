@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::procs;
-use crate::report::{median, thousands};
+use crate::report::{median, thousands, Row, Unit};
 
 /// wrk threads and connections, the same for every run and both systems.
 pub const THREADS: u32 = 2;
@@ -111,6 +111,31 @@ impl Runs {
             .collect::<Vec<_>>()
             .join(" · ")
     }
+}
+
+/// The p50 and p99 rows of `metric` (`<metric>, p50` in ms, ...) for both systems'
+/// runs, without a target.
+pub fn latency_rows(
+    group: &'static str,
+    metric: &str,
+    roster: Option<&Runs>,
+    rnacos: Option<&Runs>,
+) -> [Row; 2] {
+    [
+        ("p50", Runs::p50 as fn(&Runs) -> Option<f64>),
+        ("p99", Runs::p99),
+    ]
+    .map(|(label, pick)| {
+        Row::pair(
+            group,
+            format!("{metric}, {label}"),
+            Unit::Ms,
+            roster.and_then(pick),
+            rnacos.and_then(pick),
+            None,
+            "",
+        )
+    })
 }
 
 impl Failures for Runs {
