@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::registry::instance::{Instance, Meta, ID_GENERATOR_KEY};
 use crate::registry::select::{select, Query, Selection};
-use crate::registry::service::ServiceView;
+use crate::registry::service::{ListParts, ServiceView};
 
 /// How long clients may cache a list, in ms (Nacos 2.x: always 10000; clients poll at
 /// this interval).
@@ -170,11 +170,7 @@ fn serialize(
 /// and kept in its [`ListCache`](crate::registry::service::ListCache) while the node's
 /// budget of cached bodies allows; a new version starts empty. The registry's model
 /// test reads it after every change.
-pub fn plain_list_parts(
-    view: &ServiceView,
-    grouped: &str,
-    group: &str,
-) -> (bytes::Bytes, bytes::Bytes) {
+pub fn plain_list_parts(view: &ServiceView, grouped: &str, group: &str) -> ListParts {
     view.list_cache.get_or_make(|| {
         split_at_ref_time(service_info(
             Some(view),
@@ -191,18 +187,26 @@ pub fn plain_list_parts(
 
 /// Splits a `ServiceInfo` serialized with `lastRefTime` 0 around that value. The
 /// top-level key comes after `hosts`, so its last occurrence is the one (a metadata
-/// value is a string and would read `"lastRefTime":"0"`).
-fn split_at_ref_time(body: Vec<u8>) -> (bytes::Bytes, bytes::Bytes) {
+/// value is a string and would read `"lastRefTime":"0"`). `"hosts":` is found once
+/// here: a key cannot occur inside a string value before it (quotes there are
+/// escaped), so its first occurrence is the key.
+fn split_at_ref_time(body: Vec<u8>) -> ListParts {
     const KEY: &[u8] = b",\"lastRefTime\":";
+    const HOSTS: &[u8] = b"\"hosts\":";
     let at = body
         .windows(KEY.len() + 1)
         .rposition(|w| w.starts_with(KEY) && w[KEY.len()] == b'0')
         .expect("ServiceInfo has lastRefTime");
+    let hosts_at = body
+        .windows(HOSTS.len())
+        .position(|w| w == HOSTS)
+        .expect("ServiceInfo has hosts");
     let body = bytes::Bytes::from(body);
-    (
-        body.slice(..at + KEY.len()),
-        body.slice(at + KEY.len() + 1..),
-    )
+    ListParts {
+        head: body.slice(..at + KEY.len()),
+        tail: body.slice(at + KEY.len() + 1..),
+        hosts_at,
+    }
 }
 
 /// The items of page `page_no` (from 1) of `page_size`.
@@ -239,25 +243,25 @@ pub struct GrpcInfoRequest<'a> {
 /// instance again.
 pub fn grpc_service_info(view: Option<&ServiceView>, req: &GrpcInfoRequest<'_>) -> Vec<u8> {
     if let Some(view) = view.filter(|_| req.clusters.is_empty() && !req.healthy_only) {
-        let (head, tail) = plain_list_parts(view, req.grouped, req.group);
-        // The head ends with `"hosts":[...],"lastRefTime":`; a key cannot occur inside
-        // a string value before it (quotes there are escaped), so the first `"hosts":`
-        // is the key, and the tail (`,"checksum":...,"valid":true}`) is gRPC's too.
-        const HOSTS: &[u8] = b"\"hosts\":";
-        if let Some(at) = head.windows(HOSTS.len()).position(|w| w == HOSTS) {
-            let mut out = Vec::with_capacity(head.len() - at + tail.len() + 160);
-            out.extend_from_slice(b"{\"name\":");
-            serde_json::to_writer(&mut out, req.name).expect("strings serialize");
-            out.extend_from_slice(b",\"groupName\":");
-            serde_json::to_writer(&mut out, req.group).expect("strings serialize");
-            out.extend_from_slice(b",\"clusters\":");
-            serde_json::to_writer(&mut out, req.clusters_raw).expect("strings serialize");
-            out.extend_from_slice(format!(",\"cacheMillis\":{CACHE_MILLIS},").as_bytes());
-            out.extend_from_slice(&head[at..]);
-            out.extend_from_slice(req.now_ms.to_string().as_bytes());
-            out.extend_from_slice(&tail);
-            return out;
-        }
+        // The head ends with `"hosts":[...],"lastRefTime":`, and the tail
+        // (`,"checksum":...,"valid":true}`) is gRPC's too.
+        let ListParts {
+            head,
+            tail,
+            hosts_at: at,
+        } = plain_list_parts(view, req.grouped, req.group);
+        let mut out = Vec::with_capacity(head.len() - at + tail.len() + 160);
+        out.extend_from_slice(b"{\"name\":");
+        serde_json::to_writer(&mut out, req.name).expect("strings serialize");
+        out.extend_from_slice(b",\"groupName\":");
+        serde_json::to_writer(&mut out, req.group).expect("strings serialize");
+        out.extend_from_slice(b",\"clusters\":");
+        serde_json::to_writer(&mut out, req.clusters_raw).expect("strings serialize");
+        out.extend_from_slice(format!(",\"cacheMillis\":{CACHE_MILLIS},").as_bytes());
+        out.extend_from_slice(&head[at..]);
+        out.extend_from_slice(req.now_ms.to_string().as_bytes());
+        out.extend_from_slice(&tail);
+        return out;
     }
     grpc_service_info_made(view, req)
 }

@@ -179,7 +179,18 @@ pub struct ServiceView {
 /// field that changes per request). Cloning a view for a change yields an empty cache,
 /// so a cached answer never outlives the view it was made from.
 #[derive(Debug, Default)]
-pub struct ListCache(std::sync::OnceLock<(bytes::Bytes, bytes::Bytes)>);
+pub struct ListCache(std::sync::OnceLock<ListParts>);
+
+/// A list answer split around its `lastRefTime` value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListParts {
+    /// Up to the value: `{..."hosts":[...],"lastRefTime":`.
+    pub head: bytes::Bytes,
+    /// After it: `,"checksum":...}`.
+    pub tail: bytes::Bytes,
+    /// Where `"hosts":` starts in `head` (gRPC answers copy the head from there).
+    pub hosts_at: usize,
+}
 
 /// Bytes of list bodies every [`ListCache`] holds together.
 static LIST_CACHE_HELD: AtomicUsize = AtomicUsize::new(0);
@@ -210,8 +221,8 @@ impl Clone for ListCache {
 
 impl Drop for ListCache {
     fn drop(&mut self) {
-        if let Some((head, tail)) = self.0.get() {
-            LIST_CACHE_HELD.fetch_sub(head.len() + tail.len(), Ordering::Relaxed);
+        if let Some(parts) = self.0.get() {
+            LIST_CACHE_HELD.fetch_sub(parts.head.len() + parts.tail.len(), Ordering::Relaxed);
         }
     }
 }
@@ -219,15 +230,12 @@ impl Drop for ListCache {
 impl ListCache {
     /// The answer's parts before and after the `lastRefTime` value: the cached ones, or
     /// made by `make` and kept if the node's budget allows.
-    pub fn get_or_make(
-        &self,
-        make: impl FnOnce() -> (bytes::Bytes, bytes::Bytes),
-    ) -> (bytes::Bytes, bytes::Bytes) {
+    pub fn get_or_make(&self, make: impl FnOnce() -> ListParts) -> ListParts {
         if let Some(parts) = self.0.get() {
             return parts.clone();
         }
         let parts = make();
-        let size = parts.0.len() + parts.1.len();
+        let size = parts.head.len() + parts.tail.len();
         let held = LIST_CACHE_HELD.load(Ordering::Relaxed);
         // A reader that lost the race to another has its parts served, not kept.
         if held + size <= LIST_CACHE_BUDGET.load(Ordering::Relaxed)
@@ -455,7 +463,11 @@ mod tests {
     fn a_list_body_is_made_once_per_version_within_the_budget() {
         // The unit tests never lower the budget (it is the node's, shared by every test).
         let cache = ListCache::default();
-        let parts = cache.get_or_make(|| (bytes::Bytes::from_static(b"{\"a\":"), "}".into()));
+        let parts = cache.get_or_make(|| ListParts {
+            head: bytes::Bytes::from_static(b"{\"a\":"),
+            tail: "}".into(),
+            hosts_at: 0,
+        });
         let again = cache.get_or_make(|| panic!("kept: not made again"));
         assert_eq!(parts, again);
         assert!(
@@ -465,9 +477,11 @@ mod tests {
         );
         // A copy (a new version) starts empty.
         let copy = cache.clone();
-        assert_eq!(
-            copy.get_or_make(|| ("x".into(), "y".into())),
-            (bytes::Bytes::from("x"), bytes::Bytes::from("y"))
-        );
+        let fresh = ListParts {
+            head: "x".into(),
+            tail: "y".into(),
+            hosts_at: 0,
+        };
+        assert_eq!(copy.get_or_make(|| fresh.clone()), fresh);
     }
 }

@@ -30,7 +30,7 @@ use crate::naming::writes::BeatOutcome;
 use crate::push::udp::{push_capable, push_target};
 use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
-use crate::registry::service::ServiceKey;
+use crate::registry::service::{ListParts, ServiceKey};
 use crate::registry::validate::{
     check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
     parse_port, parse_weight, DEFAULT_CLUSTER,
@@ -339,7 +339,7 @@ pub async fn query<'p>(
     let body = match view.as_deref() {
         // The plain query of a known service: serialized once per service version.
         Some(v) if plain => {
-            let (head, tail) = plain_list_parts(v, grouped, name.group);
+            let ListParts { head, tail, .. } = plain_list_parts(v, grouped, name.group);
             // The cached bytes go out as they are, around this request's time: no copy.
             ListBody::Spliced([head, decimal_ms(request.now_ms), tail])
         }

@@ -26,7 +26,7 @@ use crate::registry::instance::{
 use crate::registry::select::{select, Query};
 use crate::registry::selector::LabelSelector;
 use crate::registry::service::{
-    Selector, ServiceKey, ServiceSettings, ServiceView, METADATA_SELECTOR,
+    ListParts, Selector, ServiceKey, ServiceSettings, ServiceView, METADATA_SELECTOR,
 };
 use crate::registry::{InstancePatch, Registration, Registry, RegistryError};
 
@@ -636,7 +636,7 @@ pub(super) fn compare(
             drop(hosts);
         }
         // The cached plain list body, as a reader gets it.
-        let (head, tail) = plain_list_parts(&view, &service.grouped, &k.group);
+        let ListParts { head, tail, .. } = plain_list_parts(&view, &service.grouped, &k.group);
         let body = [&head[..], b"0", &tail[..]].concat();
         let json: serde_json::Value = serde_json::from_slice(&body).expect("list body is JSON");
         let listed: Vec<(String, bool)> = json["hosts"]
