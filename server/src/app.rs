@@ -414,6 +414,12 @@ pub async fn run(
         health_deny,
         stopping.clone(),
     ));
+    workers.spawn(crate::configs::prune::run(
+        store.clone(),
+        configs.clone(),
+        state.config_settings.retention,
+        stopping.clone(),
+    ));
     if args.empty_service_ttl_secs > 0 {
         workers.spawn(empty_service_worker(
             registry.clone(),

@@ -13,6 +13,7 @@
 pub mod archive;
 pub mod listen;
 pub mod listeners;
+pub mod prune;
 pub mod validate;
 pub mod writes;
 
@@ -502,6 +503,38 @@ impl Configs {
             .collect();
         keys.sort();
         keys
+    }
+
+    /// Whether [`Configs::prune_history`] at `now` would drop anything: the pruner asks
+    /// this before it proposes, so that an idle store writes nothing to the log.
+    pub fn history_due(&self, retention: Retention, now: u64) -> bool {
+        let state = self.0.state.read();
+        let oldest_kept = now.saturating_sub(retention.max_age_ms);
+        state.history.iter().any(|(key, versions)| {
+            let keep = usize::from(state.items.contains_key(key));
+            versions.len() > keep && versions.front().is_some_and(|v| v.at_ms < oldest_kept)
+        })
+    }
+
+    /// Drops every version older than `retention` at `at_ms` (applied by the state
+    /// machine, so every node prunes alike): an item that exists keeps its newest
+    /// version whatever its age; a removed item's history goes once its newest version
+    /// is that old. Writes prune the history they touch ([`record`]); this reaches the
+    /// items nobody writes any more. Returns how many versions went.
+    pub fn prune_history(&self, retention: Retention, at_ms: u64) -> usize {
+        let mut state = self.0.state.write();
+        let State { items, history, .. } = &mut *state;
+        let oldest_kept = at_ms.saturating_sub(retention.max_age_ms);
+        let mut dropped = 0;
+        history.retain(|key, versions| {
+            let keep = usize::from(items.contains_key(key));
+            while versions.len() > keep && versions.front().is_some_and(|v| v.at_ms < oldest_kept) {
+                versions.pop_front();
+                dropped += 1;
+            }
+            !versions.is_empty()
+        });
+        dropped
     }
 
     /// Publishes (applied by the state machine). Published through the API, an item

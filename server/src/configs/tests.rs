@@ -245,3 +245,43 @@ fn imports_own_their_items_and_leave_the_others_alone() {
     assert!(configs.get(&other).is_none());
     assert!(configs.get(&mine).is_some());
 }
+
+#[test]
+fn pruning_reaches_history_no_write_touches() {
+    let configs = Configs::new();
+    let keep = Retention {
+        max_age_ms: 1_000,
+        max_versions: 100,
+    };
+    let (live, gone) = (
+        ConfigKey::new("", "G", "live"),
+        ConfigKey::new("", "G", "gone"),
+    );
+    for (i, at) in [(1, 100), (2, 200), (3, 300)] {
+        configs
+            .publish(&publish(&live, &format!("v{i}"), None), at)
+            .unwrap();
+    }
+    configs.publish(&publish(&gone, "g1", None), 100).unwrap();
+    assert!(configs.remove(&gone, "ann", "127.0.0.2", keep, 400));
+    // Within the retention nothing is due, and pruning drops nothing.
+    assert!(!configs.history_due(keep, 1_100));
+    assert_eq!(configs.prune_history(keep, 1_100), 0);
+    assert_eq!(configs.history(&live).len(), 3);
+    // Later, the live item keeps only its newest version; the removed one's history
+    // (a publication and its removal) goes whole.
+    assert!(configs.history_due(keep, 1_450));
+    assert_eq!(configs.prune_history(keep, 1_450), 4);
+    let contents: Vec<String> = configs
+        .history(&live)
+        .iter()
+        .map(|v| v.content.to_string())
+        .collect();
+    assert_eq!(contents, ["v3"]);
+    assert!(configs.history(&gone).is_empty());
+    assert_eq!(configs.keys_with_history("public"), vec![live.clone()]);
+    // The newest version of a live item is never due, however old.
+    assert!(!configs.history_due(keep, 1_000_000));
+    assert_eq!(configs.prune_history(keep, 1_000_000), 0);
+    assert_eq!(&*configs.get(&live).unwrap().content, "v3");
+}

@@ -268,6 +268,14 @@ pub enum CommandV1 {
         /// Task name.
         name: String,
     },
+    /// Drop configuration history older than the retention: the leader's pruner
+    /// ([`crate::configs::prune`]) reaches the items no write touches any more.
+    PruneConfigHistory {
+        /// History retention.
+        retention: Retention,
+        /// Proposal time.
+        at_ms: u64,
+    },
 }
 
 /// Why a command was refused when applied. Deterministic: every node refuses alike.

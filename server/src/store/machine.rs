@@ -265,6 +265,10 @@ impl RegistryMachine {
                     .apply_import(&task, &upserts, &removals, retention, at_ms);
                 Ok(())
             }
+            CommandV1::PruneConfigHistory { retention, at_ms } => {
+                self.configs.prune_history(retention, at_ms);
+                Ok(())
+            }
             CommandV1::PublishConfig { publish, at_ms } => {
                 Ok(self.configs.publish(&publish, at_ms)?)
             }
@@ -761,6 +765,18 @@ mod tests {
         .unwrap();
         assert!(restored.configs.get(&key).is_none());
         assert_eq!(restored.configs.history(&key).len(), 2);
+        // The leader's pruner: a removed item's history goes once it is old enough.
+        let prune = |at_ms| CommandV1::PruneConfigHistory {
+            retention: Retention {
+                max_age_ms: 10,
+                max_versions: 100,
+            },
+            at_ms,
+        };
+        apply(&mut restored, prune(5)).unwrap();
+        assert_eq!(restored.configs.history(&key).len(), 2);
+        apply(&mut restored, prune(20)).unwrap();
+        assert!(restored.configs.history(&key).is_empty());
     }
 
     #[test]
