@@ -3,8 +3,10 @@
 //! sync runner `imports`; `grpc/` imports nothing from `api/`; no import circle spans
 //! more than five files; no source file is longer than 900 lines.
 //!
-//! Imports are read as `crate::<path>` and `super::<path>` mentions outside comments and
-//! outside `mod tests` blocks; a path names the longest module it starts with.
+//! Imports are read outside comments and outside `mod tests` blocks: every path of a
+//! `use` tree, its `{..}` groups expanded (`a::{b, c::{d, self}}` is `a::b`, `a::c::d`
+//! and `a::c`), and every `crate::`, `super::` or `self::` path elsewhere in the code. A
+//! path names the longest module it starts with.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -67,44 +69,142 @@ fn code(text: &str) -> String {
 
 /// The modules `name` imports.
 fn imports(name: &str, text: &str, all: &BTreeMap<String, String>) -> BTreeSet<String> {
-    let resolve = |path: &str| -> Option<String> {
-        let parts: Vec<&str> = path.split("::").collect();
-        (1..=parts.len())
-            .rev()
-            .map(|n| parts[..n].join("::"))
-            .find(|candidate| all.contains_key(candidate))
-    };
-    let parent = |m: &str| {
-        m.rsplit_once("::")
-            .map_or("crate".to_string(), |(p, _)| p.to_string())
-    };
-    // `super::` names the module's parent, whether the module is a `mod.rs` or a leaf
-    // file (`a/b/mod.rs` and `a/b.rs` are both `a::b`, whose parent is `a`).
-    let base = parent(name);
     let code = code(text);
-    let mut found = BTreeSet::new();
-    for (prefix, root) in [("crate::", String::new()), ("super::", base)] {
-        let mut rest = code.as_str();
+    let mut paths = use_paths(&code);
+    paths.extend(inline_paths(&code));
+    paths
+        .iter()
+        .filter_map(|path| absolute(name, path))
+        .filter_map(|path| resolve(&path, all))
+        .filter(|target| target != name)
+        .collect()
+}
+
+/// Every path the `use` declarations in `code` name, groups expanded.
+fn use_paths(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("use ") {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + "use ".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let Some(end) = rest.find(';') else { break };
+        let tree = &rest[..end];
+        // Only a use tree: path segments, `::`, groups, globs and `as` renames (this
+        // leaves out "use " in string literals).
+        let is_tree = tree
+            .chars()
+            .all(|c| c.is_alphanumeric() || c.is_whitespace() || "_:{},*".contains(c));
+        if is_tree {
+            found.extend(expand(tree));
+        }
+    }
+    found
+}
+
+/// The paths of one use tree: `a::{b, c::{d, e as f}, self}` is `a::b`, `a::c::d`,
+/// `a::c::e` and `a`; a glob `a::*` is `a`.
+fn expand(tree: &str) -> Vec<String> {
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        // `a::b as c` names `a::b`.
+        let path = tree.split_whitespace().next().unwrap_or("");
+        return vec![path.trim_end_matches("::*").to_string()];
+    };
+    let prefix = &tree[..open];
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, open + 1);
+    for (i, c) in tree.char_indices().skip_while(|(i, _)| *i <= open) {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&tree[start..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&tree[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty()) {
+        if item == "self" || item.starts_with("self ") {
+            out.push(prefix.trim_end_matches("::").to_string());
+        } else {
+            out.extend(expand(item).into_iter().map(|p| format!("{prefix}{p}")));
+        }
+    }
+    out
+}
+
+/// The `crate::`, `super::` and `self::` paths in `code`, each from its first segment.
+fn inline_paths(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for prefix in ["crate::", "super::", "self::"] {
+        let mut rest = code;
         while let Some(at) = rest.find(prefix) {
             let before = rest[..at].chars().last();
-            rest = &rest[at + prefix.len()..];
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-                continue;
-            }
-            let path: String = rest
+            let path: String = rest[at..]
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
-            let full = match root.as_str() {
-                "" | "crate" => path.trim_end_matches(':').to_string(),
-                r => format!("{r}::{}", path.trim_end_matches(':')),
-            };
-            if let Some(target) = resolve(&full).filter(|t| t != name) {
-                found.insert(target);
+            rest = &rest[at + prefix.len()..];
+            // `x::super::` is the middle of a path, `my_crate::` another word; a path
+            // that ends in `::{` or `::*` is a use tree's, read by `use_paths`.
+            let word = before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            if !word && !path.ends_with(':') {
+                found.push(path);
             }
         }
     }
     found
+}
+
+/// The path `path`, written in module `name`, from the crate root (`a::b`), or `None` for
+/// a path that does not start with `crate`, `super` or `self` (another crate's, or a
+/// child module named bare: a parent's own `mod` items are not counted as imports).
+/// `super::` names the module's parent, whether the module is a `mod.rs` or a leaf file
+/// (`a/b/mod.rs` and `a/b.rs` are both `a::b`, whose parent is `a`).
+fn absolute(name: &str, path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = path
+        .split("::")
+        .filter(|p| !p.is_empty() && *p != "*")
+        .collect();
+    let mut base: Vec<&str> = match name {
+        "crate" => Vec::new(),
+        _ => name.split("::").collect(),
+    };
+    let first = *parts.first()?;
+    if first == "crate" {
+        base.clear();
+        parts.remove(0);
+    } else if first == "self" || first == "super" {
+        while let Some(&("self" | "super")) = parts.first() {
+            if parts.remove(0) == "super" {
+                base.pop();
+            }
+        }
+    } else {
+        return None;
+    }
+    Some(base.into_iter().chain(parts).collect::<Vec<_>>().join("::"))
+}
+
+/// The longest module `path` (from the crate root) starts with.
+fn resolve(path: &str, all: &BTreeMap<String, String>) -> Option<String> {
+    if path.is_empty() {
+        return Some("crate".to_string());
+    }
+    let parts: Vec<&str> = path.split("::").collect();
+    (1..=parts.len())
+        .rev()
+        .map(|n| parts[..n].join("::"))
+        .find(|candidate| all.contains_key(candidate))
 }
 
 fn under(module: &str, prefix: &str) -> bool {
@@ -182,10 +282,7 @@ fn the_server_crate_keeps_its_layers() {
     // The faces and the wiring may import the faces; nothing else may.
     let faces = ["api", "grpc", "imports"];
     for (module, targets) in &graph {
-        let exempt = faces.iter().any(|f| under(module, f))
-            || module == "app"
-            // The model test reads the list cache as readers fill it (test code only).
-            || under(module, "registry::model");
+        let exempt = faces.iter().any(|f| under(module, f)) || module == "app";
         if exempt {
             continue;
         }
@@ -218,23 +315,49 @@ fn the_server_crate_keeps_its_layers() {
 }
 
 #[test]
+fn the_layering_check_expands_use_groups() {
+    assert_eq!(
+        expand("a::{b, c::{d, e as f, self}, self}"),
+        ["a::b", "a::c::d", "a::c::e", "a::c", "a"]
+    );
+    assert_eq!(expand("super::*"), ["super"]);
+    assert_eq!(
+        expand("crate::{x::{\n    y,\n    z::*,\n}}"),
+        ["crate::x::y", "crate::x::z"]
+    );
+    let code = "pub(crate) use super::{a, b::{self as bee, C}};\nfn reuse() {}\nuse self::d;";
+    assert_eq!(
+        use_paths(code),
+        ["super::a", "super::b", "super::b::C", "self::d"]
+    );
+}
+
+#[test]
 fn the_layering_check_sees_imports_and_circles() {
     let mut all = BTreeMap::new();
     for (name, text) in [
-        ("crate", "pub mod a; pub mod b;"),
-        ("a", "use crate::b::Thing; // crate::c is a comment"),
+        ("crate", "pub mod a; pub mod b; pub mod c;"),
+        // `c` is imported only inside a group.
+        ("a", "use crate::{b::Thing, c}; // crate::d is a comment"),
         ("a::inner", "use super::x;"),
         ("b", "use crate::a::inner::F;"),
+        ("c", "use super::{a::{self, inner::{self as i}}, b as bee};"),
     ] {
         all.insert(name.to_string(), text.to_string());
     }
     let seen = |m: &str| imports(m, &all[m], &all);
-    assert_eq!(seen("a"), BTreeSet::from(["b".to_string()]));
-    assert_eq!(seen("b"), BTreeSet::from(["a::inner".to_string()]));
-    assert_eq!(seen("a::inner"), BTreeSet::from(["a".to_string()]));
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(seen("a"), set(&["b", "c"]));
+    assert_eq!(seen("b"), set(&["a::inner"]));
+    assert_eq!(seen("a::inner"), set(&["a"]));
+    assert_eq!(seen("c"), set(&["a", "a::inner", "b"]));
     let graph: BTreeMap<String, BTreeSet<String>> =
         all.keys().map(|m| (m.clone(), seen(m))).collect();
     let found = circles(&graph);
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0].len(), 3, "a → b → a::inner → a: {found:?}");
+    assert_eq!(
+        found[0].len(),
+        4,
+        "a → c → a, a → b → a::inner → a: {found:?}"
+    );
 }

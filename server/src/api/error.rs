@@ -1,7 +1,7 @@
 //! How the HTTP API answers an error: the status its kind decides
 //! ([`Error::http_status`]) and the message as plain text, as Nacos v1 does, with
 //! `Retry-After` when the error says how long to wait (429s). The v2 routes wrap the
-//! same error in their envelope (`nacos_v2`).
+//! same error in their envelope (`nacos_v2_envelope`).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

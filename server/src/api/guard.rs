@@ -196,7 +196,7 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
 /// A refusal in the shape the path's API answers errors in (v2: the envelope).
 fn refuse(path: &str, e: Error) -> Response {
     if path.starts_with("/nacos/v2/") {
-        super::nacos_v2::failure(e)
+        super::nacos_v2_envelope::failure(e)
     } else {
         e.into_response()
     }

@@ -10,6 +10,7 @@ pub mod guard;
 pub mod nacos;
 pub mod nacos_v2;
 pub mod nacos_v2_config;
+pub mod nacos_v2_envelope;
 pub mod ops;
 pub mod params;
 pub mod pick;

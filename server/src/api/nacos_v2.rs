@@ -1,18 +1,18 @@
 //! Nacos Open API v2 for naming (`/nacos/v2/ns/...`): the v1 operations behind the
-//! `{code, message, data}` envelope and v2's error codes. `serviceName` is not grouped in
-//! v2 (a grouped one still works), list queries take `clusterName`, and the beat answers
-//! the bare v1 shape, as in Nacos.
+//! `{code, message, data}` envelope (`nacos_v2_envelope`) and v2's error codes.
+//! `serviceName` is not grouped in v2 (a grouped one still works), list queries take
+//! `clusterName`, and the beat answers the bare v1 shape, as in Nacos.
 
 use axum::body::to_bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::Router;
 use serde_json::{json, Value};
 
 use super::guard::Caller;
-use super::nacos::{instance, json, json_of, operator, service};
+use super::nacos::{instance, json, operator, service};
+use super::nacos_v2_envelope::{failure, success};
 use super::params::Params;
 use crate::error::Error;
 use crate::naming::wire::page;
@@ -43,22 +43,6 @@ pub fn routes() -> Router<AppState> {
         .route("/nacos/v2/ns/service/list", get(service_list))
         .route("/nacos/v2/ns/operator/metrics", get(metrics))
         .route("/nacos/v2/ns/operator/switches", get(switches))
-}
-
-/// `{"code":0,"message":"success","data":...}`.
-pub(crate) fn success(data: Value) -> Response {
-    json_of(&json!({ "code": 0, "message": "success", "data": data }))
-}
-
-/// The v2 shape of a v1 error: same status, `{code, message, data: <detail>}`.
-pub(crate) fn failure(e: Error) -> Response {
-    let (code, message) = e.v2_code();
-    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        status,
-        json_of(&json!({ "code": code, "message": message, "data": e.message })),
-    )
-        .into_response()
 }
 
 /// Wraps a v1 answer: `ok` and JSON bodies become `data`.

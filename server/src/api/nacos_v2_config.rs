@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::guard::Caller;
 use super::nacos::config::{self, named, Source, NOT_FOUND};
-use super::nacos_v2::{failure, success};
+use super::nacos_v2_envelope::{failure, success};
 use super::params::Params;
 use crate::error::Error;
 use crate::state::AppState;

@@ -257,7 +257,15 @@ pub async fn call<T: Transport>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::distro::mem::{Fault, MemNet, MemTransport};
+    use crate::distro::responsibility::owner_of;
+    use crate::distro::Distro;
+    use crate::registry::instance::Metadata;
+    use crate::registry::service::ServiceKey;
+    use crate::registry::{InstancePatch, Registration, Registry};
 
     /// The reply type of builds before typed errors, as they declared it.
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -336,5 +344,95 @@ mod tests {
         let other =
             TransportError::Refused("127.0.0.1:7848".into(), "403 Forbidden: bad mac".into());
         assert!(!unknown_route(&other));
+    }
+
+    fn key() -> ServiceKey {
+        ServiceKey::new("public", "DEFAULT_GROUP", "svc")
+    }
+
+    fn register(ip: &str) -> EphemeralOp {
+        let registration = Registration {
+            ip: ip.into(),
+            port: 80,
+            cluster: "DEFAULT".into(),
+            weight: 1.0,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            metadata: Metadata::new(),
+            instance_id: None,
+            client: None,
+            owner: None,
+        };
+        EphemeralOp::Register {
+            key: key(),
+            registration,
+        }
+    }
+
+    /// Node `id` of this build on `net`, loaded, and its registry.
+    fn node(net: &MemNet, id: NodeId) -> (Distro<MemTransport>, Registry) {
+        let registry = Registry::new();
+        let distro = Distro::with_transport(
+            id,
+            registry.clone(),
+            net.transport(id),
+            Duration::from_secs(1),
+            |_| false,
+            Arc::new(|| 1_700_000_000_000),
+        );
+        net.attach(&distro);
+        distro.core().set_loaded();
+        (distro, registry)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_owner_from_before_typed_errors_runs_forwarded_ops_on_the_old_route() {
+        let net = MemNet::new();
+        let (here, here_registry) = node(&net, 1);
+        // Node 2 is a build from before `forward2` and batches: it answers those 404, and
+        // `forward` in its format, `{status, message}`.
+        let (_owner, owner_registry) = node(&net, 2);
+        net.old_build(2, &[ROUTE, BATCH_ROUTE]);
+        let owned: Vec<String> = (0..10_000u32)
+            .map(|i| format!("10.9.{}.{}", i / 250, i % 250))
+            .filter(|ip| owner_of(&format!("{ip}:80"), &[1, 2]) == 2)
+            .take(12)
+            .collect();
+        let run_by_owner = |ip: &str| {
+            owner_registry.instance(&key(), ip, 80).is_some()
+                && here_registry.instance(&key(), ip, 80).is_none()
+        };
+        let (first, unknown, rest) = (&owned[0], &owned[1], &owned[2..]);
+        assert_eq!(here.execute(register(first)).await, Ok(OpReply::Done));
+        assert!(run_by_owner(first));
+        assert_eq!(net.delivered(1, 2, ROUTE).len(), 1, "refused");
+        assert_eq!(net.delivered(1, 2, LEGACY_ROUTE).len(), 1);
+        // The owner's error comes back by its status, as the kind that status stands for.
+        let update = EphemeralOp::Update {
+            key: key(),
+            ip: unknown.clone(),
+            port: 80,
+            patch: InstancePatch::default(),
+        };
+        let refused = here.execute(update).await.unwrap_err();
+        assert_eq!(refused.http_status(), 404);
+        assert_eq!(refused.kind, ErrorKind::NotFound, "a status, not a kind");
+        // Ops queued for it meanwhile: their batch is refused, and they go one by one,
+        // each on the old route.
+        net.fault(1, 2, Some(Fault::Delay(Duration::from_millis(20))));
+        let mut calls = tokio::task::JoinSet::new();
+        for ip in rest {
+            let (here, op) = (here.clone(), register(ip));
+            calls.spawn(async move { here.execute(op).await });
+        }
+        let answers = calls.join_all().await;
+        assert!(
+            answers.iter().all(|a| *a == Ok(OpReply::Done)),
+            "{answers:?}"
+        );
+        assert!(rest.iter().all(|ip| run_by_owner(ip)));
+        assert!(!net.delivered(1, 2, BATCH_ROUTE).is_empty(), "a batch went");
+        assert_eq!(net.delivered(1, 2, LEGACY_ROUTE).len(), 2 + rest.len());
     }
 }

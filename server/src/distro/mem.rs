@@ -7,8 +7,9 @@
 //! nothing reaches it or leaves it), a directed link can lose its requests, lose its
 //! replies after the receiver processed the request, or delay its requests; a node's
 //! view of the live members can be pinned. A frozen node is modelled as a cut-off node
-//! whose rounds the test does not run. Every delivered request is logged, so a test
-//! can deliver one again, late or twice.
+//! whose rounds the test does not run. A node can play a build from before some routes:
+//! it refuses them with 404, as an old node does, so a test can mix versions. Every
+//! delivered request is logged, so a test can deliver one again, late or twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
@@ -53,6 +54,8 @@ struct Net {
     cut: BTreeSet<NodeId>,
     faults: BTreeMap<(NodeId, NodeId), Fault>,
     views: BTreeMap<NodeId, Vec<NodeId>>,
+    /// Per node, the routes (without `distro/`) its build does not know.
+    unknown: BTreeMap<NodeId, BTreeSet<String>>,
     log: Vec<Delivered>,
 }
 
@@ -118,6 +121,13 @@ impl MemNet {
         };
     }
 
+    /// Makes node `id` a build from before `routes` (without `distro/`): it refuses them
+    /// as unknown ([`Refusal::UnknownRoute`], a 404) and serves the rest.
+    pub fn old_build(&self, id: NodeId, routes: &[&str]) {
+        let routes = routes.iter().map(|r| r.to_string()).collect();
+        self.net.lock().unknown.insert(id, routes);
+    }
+
     /// The requests delivered so far on `route` from `from` to `to`, oldest first.
     pub fn delivered(&self, from: NodeId, to: NodeId, route: &str) -> Vec<Delivered> {
         self.net
@@ -141,6 +151,12 @@ impl MemNet {
             shared: node.expect("the receiver is attached"),
         };
         node.handle(request.from, &request.route, &request.body)
+    }
+
+    /// Whether node `id`'s build knows `route` (see [`MemNet::old_build`]).
+    fn knows(&self, id: NodeId, route: &str) -> bool {
+        let net = self.net.lock();
+        !net.unknown.get(&id).is_some_and(|r| r.contains(route))
     }
 
     fn live_for(&self, me: NodeId) -> Live {
@@ -221,7 +237,11 @@ impl Transport for MemTransport {
         // Looked up again after a delay: the network may have changed meanwhile.
         let (node, fault) = self.route_to(peer)?;
         let route = route.strip_prefix("distro/").unwrap_or(route).to_string();
-        let reply = node.handle(self.me, &route, &body);
+        let reply = if self.net.knows(peer, &route) {
+            node.handle(self.me, &route, &body)
+        } else {
+            Err(Refusal::UnknownRoute(route.clone()))
+        };
         self.net.net.lock().log.push(Delivered {
             from: self.me,
             to: peer,
