@@ -16,17 +16,27 @@
 //! DNS carries no identity, so it cannot ask for permissions: it answers only for the
 //! namespaces `--dns-namespaces` names (default `public`; `*` for all). A name in any
 //! other namespace is NXDOMAIN, as if it did not exist.
+//!
+//! Over TCP, at most [`TCP_MAX_CONNECTIONS`] connections are open at once (a new one
+//! beyond is closed at once, by a [`Gate`] as on the HTTP and gRPC ports), accepts
+//! wait out descriptor exhaustion ([`accept`]), and a connection is closed once a
+//! query, or the writing of an answer, has taken [`TCP_IDLE_TIMEOUT`]: a client that
+//! connects and falls silent, or sends half a query, holds a descriptor that long at
+//! most.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
+use tokio::time::timeout;
 
+use crate::listen::{accept, Gate};
 use crate::registry::instance::Instance;
 use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::registry::select::{select, Query};
@@ -41,6 +51,14 @@ const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
 const PLAIN_UDP_LIMIT: usize = 512;
 /// Largest UDP answer we send even when a client offers more (avoids fragmentation).
 const EDNS_UDP_LIMIT: u16 = 1232;
+/// Most DNS-over-TCP connections open at once (BIND's `tcp-clients` default is 150).
+/// TCP carries only the few answers too large for UDP, and each connection holds a
+/// descriptor: well under the 256 of a small `ulimit -n`, the other listeners keep theirs.
+pub const TCP_MAX_CONNECTIONS: usize = 150;
+/// How long a DNS-over-TCP connection may take over a query (from connecting, or from its
+/// last answer) and over writing an answer before it is closed: Knot's default TCP idle
+/// timeout; RFC 7766 (6.2.3) has servers close idle connections after a few seconds.
+pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the DNS server answers for.
 #[derive(Clone, Debug)]
@@ -463,47 +481,70 @@ pub async fn serve_udp(
     }
 }
 
-/// Serves DNS over TCP (for truncated answers) until `stopping`.
+/// Serves DNS over TCP (for truncated answers) until `stopping`: at most
+/// [`TCP_MAX_CONNECTIONS`] at once, each closed after [`TCP_IDLE_TIMEOUT`] without a
+/// query, or at `stopping`.
 pub async fn serve_tcp(
     listener: TcpListener,
     registry: Registry,
     config: DnsConfig,
     mut stopping: watch::Receiver<bool>,
 ) {
+    let gate = Gate::new("dns", TCP_MAX_CONNECTIONS, None);
     loop {
-        let (mut stream, _) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(r) => r,
-                Err(_) => continue,
-            },
+        let (stream, remote) = tokio::select! {
+            accepted = accept(&listener, "dns") => accepted,
             _ = stopping.changed() => return,
         };
-        let (registry, config) = (registry.clone(), config.clone());
+        // Over the cap, the stream is dropped here: closed at once.
+        let Some(permit) = gate.admit(remote.ip()) else {
+            continue;
+        };
+        let (registry, config, mut stopping) = (registry.clone(), config.clone(), stopping.clone());
         tokio::spawn(async move {
-            // One query after another on the connection, each length-prefixed.
-            loop {
-                let Ok(len) = stream.read_u16().await else {
-                    return;
-                };
-                let mut buf = vec![0u8; usize::from(len)];
-                if stream.read_exact(&mut buf).await.is_err() {
-                    return;
-                }
-                let Ok(request) = Message::from_vec(&buf) else {
-                    return;
-                };
-                let Ok(bytes) = answer(&registry, &config, &request).to_vec() else {
-                    return;
-                };
-                let Ok(len) = u16::try_from(bytes.len()) else {
-                    return;
-                };
-                if stream.write_u16(len).await.is_err() || stream.write_all(&bytes).await.is_err() {
-                    return;
-                }
+            let _permit = permit;
+            tokio::select! {
+                () = serve_tcp_connection(stream, &registry, &config) => {}
+                _ = stopping.wait_for(|s| *s) => {}
             }
         });
     }
+}
+
+/// Answers the queries on one TCP connection, one after another, each length-prefixed,
+/// until the client closes, sends something that is not a query, or takes longer than
+/// [`TCP_IDLE_TIMEOUT`] over sending a query or over taking in its answer.
+async fn serve_tcp_connection(mut stream: TcpStream, registry: &Registry, config: &DnsConfig) {
+    loop {
+        let Ok(Some(request)) = timeout(TCP_IDLE_TIMEOUT, read_tcp_query(&mut stream)).await else {
+            return;
+        };
+        let Ok(bytes) = answer(registry, config, &request).to_vec() else {
+            return;
+        };
+        let Ok(len) = u16::try_from(bytes.len()) else {
+            return;
+        };
+        // Prefix and answer in one write: two would wait on the client's delayed ACK.
+        let mut framed = Vec::with_capacity(2 + bytes.len());
+        framed.extend_from_slice(&len.to_be_bytes());
+        framed.extend_from_slice(&bytes);
+        if !matches!(
+            timeout(TCP_IDLE_TIMEOUT, stream.write_all(&framed)).await,
+            Ok(Ok(()))
+        ) {
+            return;
+        }
+    }
+}
+
+/// The next length-prefixed query on `stream`; `None` once the client closes or sends
+/// something that is not a DNS message.
+async fn read_tcp_query(stream: &mut TcpStream) -> Option<Message> {
+    let len = stream.read_u16().await.ok()?;
+    let mut buf = vec![0u8; usize::from(len)];
+    stream.read_exact(&mut buf).await.ok()?;
+    Message::from_vec(&buf).ok()
 }
 
 #[cfg(test)]

@@ -3,13 +3,17 @@
 //! its own clock; connections over a cap are closed at once while the others are
 //! served; a gRPC connection that never sets up a client is closed, and one IP gets only
 //! its share; and a node whose descriptors a flood of idle connections used up keeps
-//! serving, writes its Raft snapshot once descriptors free, and never shuts down.
+//! serving, keeps its persistent instances' health, writes its Raft snapshot once
+//! descriptors free, and never shuts down. The DNS port's TCP side is capped and closes
+//! a connection that goes without a complete query for 10 s, while UDP answers on.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roster_tests::{eventually, json, unique, Node, NodeOptions};
+use roster_tests::{eventually, free_port, json, unique, Node, NodeOptions};
 
 use crate::grpc::{decode, payload, RawClient};
 
@@ -289,6 +293,26 @@ fn grpc_connections_must_set_up_a_client_in_time_and_one_ip_gets_only_its_share(
     node.raw("GET", "/health/ready", &[], None).expect(200);
 }
 
+/// A port on 127.0.0.1 that accepts (and drops) connections until the returned flag is
+/// set, or for five minutes at most: a live instance for TCP health checks.
+fn live_port() -> (u16, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = stop.clone();
+    std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(300);
+        while !stopping.load(Ordering::Relaxed) && Instant::now() < until {
+            match listener.accept() {
+                Ok((stream, _)) => drop(stream),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    (port, stop)
+}
+
 #[test]
 fn a_node_out_of_descriptors_keeps_serving_and_writes_its_snapshot_once_they_free() {
     const FLOOD: usize = 300;
@@ -298,6 +322,9 @@ fn a_node_out_of_descriptors_keeps_serving_and_writes_its_snapshot_once_they_fre
         args: [
             "--raft-snapshot-logs",
             "10",
+            // Probes of the live instance below go on through the exhaustion.
+            "--health-check-interval-secs",
+            "1",
             // The flood's connections stay until this test lets them go.
             "--http-header-timeout-secs",
             "300",
@@ -312,6 +339,15 @@ fn a_node_out_of_descriptors_keeps_serving_and_writes_its_snapshot_once_they_fre
     let applied_before = node.call("GET", "/api/v1/cluster").expect(200).json()["appliedIndex"]
         .as_u64()
         .expect("appliedIndex");
+    // A live persistent instance, healthy before the flood.
+    let (live, stop_live) = live_port();
+    let checked = unique("live");
+    let instance = format!("/nacos/v1/ns/instance?serviceName={checked}&ip=127.0.0.1&port={live}");
+    node.call("POST", &format!("{instance}&ephemeral=false"))
+        .expect(200);
+    let health = || node.call("GET", &instance).expect(200).json()["healthy"].clone();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(health(), json!(true), "probed healthy before the flood");
     // A keep-alive connection opened before the flood, to write through during it.
     let mut writer = connect(&node);
     assert_eq!(exchange(&mut writer, &get("/health/ready")), Some(200));
@@ -346,9 +382,9 @@ fn a_node_out_of_descriptors_keeps_serving_and_writes_its_snapshot_once_they_fre
             .then_some(())
             .ok_or_else(|| "no snapshot write has met the exhaustion yet".to_string())
     });
-    // Out of descriptors for a few seconds more, the node still answers on the
-    // connection it has.
-    std::thread::sleep(Duration::from_secs(3));
+    // Out of descriptors for a few seconds more (more health-check rounds than it takes
+    // to flip), the node still answers on the connection it has.
+    std::thread::sleep(Duration::from_secs(4));
     assert_eq!(exchange(&mut writer, &get("/health/ready")), Some(200));
     drop(flood);
 
@@ -390,4 +426,169 @@ fn a_node_out_of_descriptors_keeps_serving_and_writes_its_snapshot_once_they_fre
         "{log}"
     );
     assert!(!log.contains("raft stopped"), "{log}");
+    // The probes this node could not make counted against no instance.
+    assert!(
+        log.contains("cannot open health-check connections"),
+        "no probe met the exhaustion: {log}"
+    );
+    assert!(
+        !log.contains("health check flipped an instance"),
+        "the live instance was marked down while the node was out of descriptors: {log}"
+    );
+    assert_eq!(health(), json!(true));
+    stop_live.store(true, Ordering::Relaxed);
+}
+
+/// A DNS query for the A records of `name`, with `id`.
+fn dns_query(id: u16, name: &str) -> Vec<u8> {
+    let mut query = id.to_be_bytes().to_vec();
+    // Recursion desired; one question, no other records.
+    query.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        query.push(label.len() as u8);
+        query.extend_from_slice(label.as_bytes());
+    }
+    // The root label, type A, class IN.
+    query.extend_from_slice(&[0, 0, 1, 0, 1]);
+    query
+}
+
+/// The id and response code of a DNS answer.
+fn dns_reply(reply: &[u8]) -> Option<(u16, u8)> {
+    (reply.len() >= 12).then(|| (u16::from_be_bytes([reply[0], reply[1]]), reply[3] & 0x0f))
+}
+
+/// NXDOMAIN: the answer to a name in the zone that names nothing.
+const NXDOMAIN: u8 = 3;
+
+/// Asks `name` over TCP on `stream`: the answer's id and response code, or `None` when
+/// the server closed the connection instead.
+fn ask_tcp(stream: &mut TcpStream, id: u16, name: &str) -> Option<(u16, u8)> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let query = dns_query(id, name);
+    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&query);
+    stream.write_all(&framed).ok()?;
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).ok()?;
+    let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut reply).ok()?;
+    dns_reply(&reply)
+}
+
+/// Asks `name` over UDP at `addr`: the answer's id and response code, or `None`.
+fn ask_udp(addr: SocketAddr, id: u16, name: &str) -> Option<(u16, u8)> {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    socket.send_to(&dns_query(id, name), addr).ok()?;
+    let mut reply = [0u8; 1500];
+    let n = socket.recv(&mut reply).ok()?;
+    dns_reply(&reply[..n])
+}
+
+/// Whether the server has closed `stream` (looked at without waiting).
+fn is_closed(mut stream: &TcpStream) -> bool {
+    stream.set_nonblocking(true).unwrap();
+    let closed = match stream.read(&mut [0u8; 64]) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != ErrorKind::WouldBlock,
+    };
+    stream.set_nonblocking(false).unwrap();
+    closed
+}
+
+#[test]
+fn dns_over_tcp_is_capped_and_closes_silent_connections_while_udp_answers() {
+    // The DNS port's TCP cap (`dns::TCP_MAX_CONNECTIONS`) and timeout (`TCP_IDLE_TIMEOUT`).
+    const CAP: usize = 150;
+    const TIMEOUT: Duration = Duration::from_secs(10);
+    // More than the cap, and more than the node's descriptors.
+    const FLOOD: usize = 300;
+    let dns_port = free_port();
+    let node = Node::start_with(NodeOptions {
+        wrapper: vec!["prlimit".into(), "--nofile=256:256".into()],
+        args: vec!["--dns".into(), format!("127.0.0.1:{dns_port}")],
+        ..Default::default()
+    });
+    let dns: SocketAddr = ([127, 0, 0, 1], dns_port).into();
+    let name = format!("{}.roster.", unique("nothing"));
+
+    // A connection that asks once and stays, half a query (its length, and nothing
+    // after), then a flood of silent connections.
+    let opened = Instant::now();
+    let mut asked = TcpStream::connect(dns).unwrap();
+    assert_eq!(ask_tcp(&mut asked, 1, &name), Some((1, NXDOMAIN)));
+    let mut half = TcpStream::connect(dns).unwrap();
+    half.write_all(&[0, 40, 0x12]).unwrap();
+    let mut flood = Vec::new();
+    for i in 0..FLOOD {
+        let stream = TcpStream::connect_timeout(&dns, Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("flood connection {i}: {e}"));
+        flood.push(stream);
+    }
+    // Those over the cap are closed at once; the first two and the rest are kept.
+    eventually(Duration::from_secs(5), || {
+        let closed = flood.iter().filter(|s| is_closed(s)).count();
+        if closed >= FLOOD - (CAP - 2) {
+            Ok(())
+        } else {
+            Err(format!("{closed} of {FLOOD} closed; the cap is {CAP}"))
+        }
+    });
+    let mut kept: Vec<TcpStream> = flood.into_iter().filter(|s| !is_closed(s)).collect();
+    assert_eq!(
+        kept.len(),
+        CAP - 2,
+        "kept under the cap, with the first two"
+    );
+    assert!(!is_closed(&half), "the half query was closed at once");
+    assert!(
+        !is_closed(&asked),
+        "the connection that asked was closed at once"
+    );
+
+    // Meanwhile the node has descriptors for new HTTP connections, UDP answers, and a
+    // new TCP connection over the cap is closed rather than left waiting.
+    assert_eq!(
+        exchange(&mut connect(&node), &get("/health/ready")),
+        Some(200)
+    );
+    assert_eq!(ask_udp(dns, 2, &name), Some((2, NXDOMAIN)));
+    assert_eq!(
+        ask_tcp(&mut TcpStream::connect(dns).unwrap(), 3, &name),
+        None
+    );
+
+    // After the timeout, the half query, the one that asked and the silent ones are
+    // closed.
+    closed_within(&mut half, TIMEOUT + Duration::from_secs(8))
+        .expect("half a query is closed after the timeout");
+    let half_closed = opened.elapsed();
+    assert!(
+        half_closed >= TIMEOUT - Duration::from_millis(500)
+            && half_closed < TIMEOUT + Duration::from_secs(6),
+        "half a query closed {half_closed:?} after connecting (timeout {TIMEOUT:?})"
+    );
+    kept.push(asked);
+    eventually(Duration::from_secs(5), || {
+        let open = kept.iter().filter(|s| !is_closed(s)).count();
+        if open == 0 {
+            Ok(())
+        } else {
+            Err(format!("{open} idle connections still open"))
+        }
+    });
+    // Their places free, TCP answers again, on one connection query after query.
+    let mut asking = TcpStream::connect(dns).unwrap();
+    for id in 4..7 {
+        assert_eq!(ask_tcp(&mut asking, id, &name), Some((id, NXDOMAIN)));
+    }
+    assert!(node
+        .log()
+        .contains("connection limit of the listener reached"));
 }

@@ -8,8 +8,14 @@
 //! keeps its health. An HTTP probe is written only from a path and headers that pass
 //! `validate::check_health_checker` (checked when stored, and here again: settings
 //! stored by an older build may not have been).
+//!
+//! A connect that fails for want of this node's own resources — out of descriptors,
+//! file slots, buffers, memory or local ports ([`is_local_failure`]) — says nothing of
+//! the instance: that round is skipped for it, and its streak is left as it was. A
+//! leader out of descriptors would otherwise mark every live persistent instance down.
 
 use std::collections::{HashMap, HashSet};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use super::deny::DenyList;
 use crate::clock::now_ms;
@@ -32,6 +39,8 @@ pub const CHECK_TIMES: u32 = 3;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Probes in flight at once.
 const CONCURRENCY: usize = 64;
+/// One warning per this long while this node cannot make probes itself.
+const LOCAL_FAILURE_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// One instance to probe.
 #[derive(Clone, Debug)]
@@ -134,6 +143,32 @@ pub enum Outcome {
     Down,
     /// It was not probed, for this reason; its health stays as it is.
     Skipped(String),
+    /// This node could not make the probe (out of descriptors, say: the error given);
+    /// nothing is known of the instance this round.
+    LocalFailure(String),
+}
+
+/// Whether a failure to connect to (or to look up) an instance is this node's own: out
+/// of descriptors (EMFILE), the system out of open files (ENFILE), out of buffers
+/// (ENOBUFS) or memory, or out of local ports (EADDRNOTAVAIL, on a connect). Refused,
+/// unreachable, reset or timed out are the instance's (or its network's).
+pub fn is_local_failure(e: &io::Error) -> bool {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::AddrNotAvailable | io::ErrorKind::OutOfMemory
+    ) {
+        return true;
+    }
+    // std gives these no `ErrorKind` of their own, and ENOBUFS differs between systems.
+    #[cfg(unix)]
+    if let Some(code) = e.raw_os_error() {
+        use rustix::io::Errno;
+        return matches!(
+            Errno::from_raw_os_error(code),
+            Errno::MFILE | Errno::NFILE | Errno::NOBUFS
+        );
+    }
+    false
 }
 
 /// Probes one target, unless the deny list or its checker's settings forbid it.
@@ -149,56 +184,68 @@ pub async fn probe(target: &Target, deny: &DenyList) -> Outcome {
     };
     let attempt = async {
         let addrs = match resolve(&target.ip, target.check_port).await {
-            Some(addrs) => addrs,
-            None => return Outcome::Down,
+            Ok(addrs) if !addrs.is_empty() => addrs,
+            Err(e) if is_local_failure(&e) => return Outcome::LocalFailure(e.to_string()),
+            Ok(_) | Err(_) => return Outcome::Down,
         };
         let allowed: Vec<SocketAddr> = addrs.into_iter().filter(|a| !deny.denies(*a)).collect();
         if allowed.is_empty() {
             return Outcome::Skipped("the address is on the health-check deny list".into());
         }
-        match connect_and_check(&allowed, request.as_deref(), &target.checker).await {
-            Some(true) => Outcome::Up,
-            _ => Outcome::Down,
-        }
+        connect_and_check(&allowed, request.as_deref(), &target.checker).await
     };
     tokio::time::timeout(PROBE_TIMEOUT, attempt)
         .await
         .unwrap_or(Outcome::Down)
 }
 
-/// The addresses of `host` (an IP, or a name to look up) at `port`. `None`: no address.
-async fn resolve(host: &str, port: u16) -> Option<Vec<SocketAddr>> {
+/// The addresses of `host` (an IP, or a name to look up) at `port`; none when the name
+/// has none.
+async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     if let Ok(ip) = host.parse::<IpAddr>() {
-        return Some(vec![SocketAddr::new(ip, port)]);
+        return Ok(vec![SocketAddr::new(ip, port)]);
     }
-    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await.ok()?.collect();
-    (!found.is_empty()).then_some(found)
+    Ok(tokio::net::lookup_host((host, port)).await?.collect())
 }
 
 /// Connects to the first of `addrs` that accepts and, for HTTP, sends `request` and
-/// compares the status.
+/// compares the status. A connect that fails for want of this node's resources ends the
+/// probe as a [`Outcome::LocalFailure`].
 async fn connect_and_check(
     addrs: &[SocketAddr],
     request: Option<&str>,
     checker: &HealthChecker,
-) -> Option<bool> {
+) -> Outcome {
     let mut stream = None;
     for addr in addrs {
-        if let Ok(s) = TcpStream::connect(addr).await {
-            stream = Some(s);
-            break;
+        match TcpStream::connect(addr).await {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) if is_local_failure(&e) => return Outcome::LocalFailure(e.to_string()),
+            Err(_) => {}
         }
     }
-    let mut stream = stream?;
-    let (Some(request), HealthChecker::Http { expected_code, .. }) = (request, checker) else {
-        return Some(true);
+    let Some(stream) = stream else {
+        return Outcome::Down;
     };
+    let (Some(request), HealthChecker::Http { expected_code, .. }) = (request, checker) else {
+        return Outcome::Up;
+    };
+    match http_status(stream, request).await {
+        Some(code) if code == *expected_code => Outcome::Up,
+        _ => Outcome::Down,
+    }
+}
+
+/// Sends `request` on `stream` and reads the status code of the answer.
+async fn http_status(mut stream: TcpStream, request: &str) -> Option<u16> {
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut head = vec![0u8; 64];
     let n = stream.read(&mut head).await.ok()?;
     let status_line = String::from_utf8_lossy(&head[..n]);
-    let code: u16 = status_line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(code == *expected_code)
+    status_line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The `Host` an HTTP probe names unless its headers give one: the instance's address
@@ -253,6 +300,8 @@ pub async fn run_checker(
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let permits = Arc::new(Semaphore::new(CONCURRENCY));
+    // When this node last warned that it could not make probes itself.
+    let mut local_warned: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -272,6 +321,8 @@ pub async fn run_checker(
                 (target, outcome)
             });
         }
+        // Probes this node could not make this round, and the last reason.
+        let mut local_failures = (0usize, String::new());
         while let Some(done) = probes.join_next().await {
             let Ok((target, outcome)) = done else {
                 continue;
@@ -283,6 +334,10 @@ pub async fn run_checker(
                     if skipped.insert(target.id()) {
                         tracing::warn!(service = %target.key, ip = %target.ip, port = target.check_port, reason, "health check skipped; the instance keeps its health");
                     }
+                    continue;
+                }
+                Outcome::LocalFailure(error) => {
+                    local_failures = (local_failures.0 + 1, error);
                     continue;
                 }
             };
@@ -300,6 +355,17 @@ pub async fn run_checker(
             if let Err(e) = state.store.propose(command).await {
                 tracing::warn!(service = %target.key, error = %e, "could not commit a health change");
             }
+        }
+        let (instances, error) = local_failures;
+        let due = local_warned.is_none_or(|at| at.elapsed() >= LOCAL_FAILURE_WARN_EVERY);
+        if instances > 0 && due {
+            local_warned = Some(Instant::now());
+            tracing::warn!(
+                instances,
+                error,
+                "this node cannot open health-check connections (out of descriptors?); \
+                 those instances keep their health this round"
+            );
         }
     }
 }
@@ -397,6 +463,36 @@ mod tests {
         t.check_port = closed;
         t.checker = HealthChecker::Tcp;
         assert_eq!(probe(&t, &open).await, Outcome::Down);
+    }
+
+    #[test]
+    fn failures_of_this_node_are_told_from_failures_of_the_instance() {
+        use rustix::io::Errno;
+        let os = |errno: Errno| io::Error::from_raw_os_error(errno.raw_os_error());
+        for local in [
+            os(Errno::MFILE),
+            os(Errno::NFILE),
+            os(Errno::NOBUFS),
+            os(Errno::NOMEM),
+            os(Errno::ADDRNOTAVAIL),
+            io::ErrorKind::AddrNotAvailable.into(),
+            io::ErrorKind::OutOfMemory.into(),
+        ] {
+            assert!(is_local_failure(&local), "{local:?}");
+        }
+        for instance in [
+            os(Errno::CONNREFUSED),
+            os(Errno::HOSTUNREACH),
+            os(Errno::NETUNREACH),
+            os(Errno::TIMEDOUT),
+            os(Errno::CONNRESET),
+            os(Errno::INVAL),
+            io::ErrorKind::ConnectionRefused.into(),
+            io::ErrorKind::TimedOut.into(),
+            io::Error::other("failed to lookup address information"),
+        ] {
+            assert!(!is_local_failure(&instance), "{instance:?}");
+        }
     }
 
     #[test]
