@@ -416,3 +416,61 @@ fn the_trail_is_for_admins_only() {
     );
     assert_eq!(admin.status, 200, "{}", admin.body);
 }
+
+#[test]
+fn refused_grpc_writes_are_in_the_audit_trail() {
+    let node = Node::start();
+    let ns = unique("audit-refused");
+    create_user(&node, "granted-nothing", "nothing-pass-1");
+    let token = crate::authz::login(&node, "granted-nothing", "nothing-pass-1");
+    let instance = json!({"ip": "127.0.0.1", "port": 7070, "ephemeral": true});
+    let register = json!({"namespace": ns, "serviceName": "refused",
+                          "type": "registerInstance", "instance": instance});
+    let publish = json!({"tenant": ns, "dataId": "app.yaml", "content": "x"});
+    // Refused: a bad token, a user without the permission, a bad token again.
+    let refused = [
+        ("InstanceRequest", &register, "not-a-token"),
+        ("InstanceRequest", &register, token.as_str()),
+        ("ConfigPublishRequest", &publish, "not-a-token"),
+    ];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = crate::authz_push::connected(&node).await;
+        for (kind, body, token) in refused {
+            let answer = c.try_unary(payload(kind, body, Some(token))).await;
+            let (_, body) = decode(&answer.expect("unary call"));
+            let refusal = (body["errorCode"].clone(), body["success"].clone());
+            assert_eq!(refusal, (json!(403), json!(false)), "{body}");
+        }
+    });
+    let expected = [
+        ("ConfigPublishRequest".to_string(), 403),
+        ("InstanceRequest registerInstance".to_string(), 403),
+        ("InstanceRequest registerInstance".to_string(), 403),
+    ];
+    let trail = eventually(Duration::from_secs(10), || {
+        let trail = audit(&node, &format!("namespaceId={ns}"));
+        let found = action_and_status(&trail);
+        (found == expected)
+            .then_some(trail)
+            .ok_or(format!("{found:?}"))
+    });
+    let entries = trail["entries"].as_array().unwrap();
+    let field = |e: &Value, name: &str| e[name].as_str().unwrap().to_string();
+    let who: Vec<[String; 3]> = entries
+        .iter()
+        .map(|e| [field(e, "user"), field(e, "face"), field(e, "address")])
+        .collect();
+    let by = |user: &str| [user.to_string(), "grpc".into(), "127.0.0.1".into()];
+    assert_eq!(
+        who,
+        [by("anonymous"), by("granted-nothing"), by("anonymous")]
+    );
+    assert_eq!(entries[0]["resource"], "config:DEFAULT_GROUP/app.yaml");
+    let instance = "127.0.0.1#7070#DEFAULT#DEFAULT_GROUP@@refused";
+    assert_eq!(entries[1]["resource"], instance);
+}

@@ -19,8 +19,8 @@ use roster_tests::{
 
 use crate::grpc::{decode, payload, RawClient};
 
-const PASSWORD: &str = "ann-pass-123";
-const DENIED: &str = "authorization failed!";
+pub(crate) const PASSWORD: &str = "ann-pass-123";
+pub(crate) const DENIED: &str = "authorization failed!";
 
 /// Namespaces A (granted `rw`), B (`r`) and C (nothing), a user holding both grants and
 /// `r` on the public services named `<shared>*`, and the user's token.
@@ -35,7 +35,7 @@ struct World {
 }
 
 /// Binds `role` to `user` and grants it `action` on `resource`, as the admin.
-fn grant(node: &Node, user: &str, role: &str, resource: &str, action: &str) {
+pub(crate) fn grant(node: &Node, user: &str, role: &str, resource: &str, action: &str) {
     node.call_form(
         "POST",
         "/nacos/v1/auth/roles",
@@ -50,7 +50,7 @@ fn grant(node: &Node, user: &str, role: &str, resource: &str, action: &str) {
     .expect(200);
 }
 
-fn login(node: &Node, user: &str, password: &str) -> String {
+pub(crate) fn login(node: &Node, user: &str, password: &str) -> String {
     node.raw(
         "POST",
         &format!("/nacos/v1/auth/login?username={user}&password={password}"),
@@ -140,7 +140,7 @@ fn hosts(v: &Value) -> Vec<String> {
 }
 
 /// Registers `ip:80` in `service` of `namespace` as the admin.
-fn admin_register(node: &Node, namespace: &str, service: &str, ip: &str) {
+pub(crate) fn admin_register(node: &Node, namespace: &str, service: &str, ip: &str) {
     node.call(
         "POST",
         &format!(
@@ -530,7 +530,7 @@ fn the_event_stream_shows_only_readable_services_and_ends_with_the_token() {
     }
 }
 
-fn grpc_runtime() -> tokio::runtime::Runtime {
+pub(crate) fn grpc_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -538,7 +538,12 @@ fn grpc_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-async fn ask(c: &mut RawClient, kind: &str, body: Value, token: &str) -> (String, Value) {
+pub(crate) async fn ask(
+    c: &mut RawClient,
+    kind: &str,
+    body: Value,
+    token: &str,
+) -> (String, Value) {
     decode(
         &c.try_unary(payload(kind, &body, Some(token)))
             .await
@@ -546,13 +551,13 @@ async fn ask(c: &mut RawClient, kind: &str, body: Value, token: &str) -> (String
     )
 }
 
-fn instance_body(ns: &str, service: &str, kind: &str, ip: &str) -> Value {
+pub(crate) fn instance_body(ns: &str, service: &str, kind: &str, ip: &str) -> Value {
     json!({"namespace": ns, "serviceName": service, "groupName": "DEFAULT_GROUP", "type": kind,
            "instance": {"ip": ip, "port": 80, "weight": 1.0, "healthy": true, "enabled": true,
                         "ephemeral": true, "clusterName": "DEFAULT", "metadata": {}}})
 }
 
-fn query_body(ns: &str, service: &str) -> Value {
+pub(crate) fn query_body(ns: &str, service: &str) -> Value {
     json!({"namespace": ns, "serviceName": service, "groupName": "DEFAULT_GROUP", "cluster": "",
            "healthyOnly": false, "subscribe": true, "clusters": ""})
 }

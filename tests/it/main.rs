@@ -5,6 +5,7 @@ mod addresses;
 mod audit;
 mod auth;
 mod authz;
+mod authz_push;
 mod cli;
 mod clients;
 mod cluster;

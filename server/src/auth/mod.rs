@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::clock::now_ms;
 use password::{CredentialCache, PasswordChecks};
@@ -264,6 +265,9 @@ struct Shared {
     checks: PasswordChecks,
     /// Failed checks per user and source address, and the waits they impose.
     throttle: Throttle,
+    /// How many times `data` was replaced: moved on after each replacement, so that
+    /// whoever sees a new revision also sees the data that came with it.
+    revision: watch::Sender<u64>,
 }
 
 /// A token handed out at login.
@@ -304,6 +308,7 @@ impl Auth {
                 cache: CredentialCache::new(),
                 checks: PasswordChecks::new(max_password_checks),
                 throttle: Throttle::new(),
+                revision: watch::Sender::new(0),
             }),
         }
     }
@@ -323,9 +328,23 @@ impl Auth {
         self.shared.data.load_full()
     }
 
-    /// Replaces users and key (the state machine calls this on commit).
+    /// Replaces users and key (the state machine calls this on commit), then moves the
+    /// revision on.
     pub fn set_data(&self, data: AuthData) {
         self.shared.data.store(Arc::new(data));
+        self.shared.revision.send_modify(|r| *r += 1);
+    }
+
+    /// A receiver that sees each new revision of the auth data (a committed user, role
+    /// or permission change, or a snapshot): what long-lived subscriptions are checked
+    /// again on.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.shared.revision.subscribe()
+    }
+
+    /// How many times the auth data was replaced so far.
+    pub fn revision(&self) -> u64 {
+        *self.shared.revision.borrow()
     }
 
     /// Whether the cluster has a signing key and an admin.
@@ -467,6 +486,23 @@ impl Auth {
             .then(|| data.token_generation(username))
     }
 
+    /// Who subscribes as `identity`, to check the subscription again later with
+    /// [`Reader::still_reads`]; `None` with auth off (nothing is ever revoked).
+    pub fn reader(&self, identity: &Identity) -> Option<Reader> {
+        if !self.shared.enabled {
+            return None;
+        }
+        Some(Reader {
+            auth: self.clone(),
+            // Whether the user is an admin is looked up at each check: it may change.
+            identity: Identity {
+                username: identity.username.clone(),
+                admin: false,
+            },
+            generation: self.token_generation(&identity.username),
+        })
+    }
+
     /// Hashes a new password under a permit, like a check.
     pub async fn hash_password(&self, password: &str) -> Result<String, AuthError> {
         let permit = self.shared.checks.permit().await?;
@@ -474,6 +510,56 @@ impl Auth {
         permit
             .run(move |scratch| password::hash_in(scratch, &password))
             .await
+    }
+}
+
+/// Who holds a long-lived subscription (a gRPC subscription, a UDP push target): the
+/// user and their token generation when they subscribed, checked against the auth data
+/// as it is now whenever it changes. Made by [`Auth::reader`]; an event stream keeps
+/// the same two things for the same purpose.
+#[derive(Clone)]
+pub struct Reader {
+    auth: Auth,
+    /// The user, never marked admin (see [`Reader::still_reads`]).
+    identity: Identity,
+    /// Their token generation when they subscribed (`None`: no such user by then).
+    generation: Option<u64>,
+}
+
+impl Reader {
+    /// Whether the subscriber may still read `resource`: the user still exists, their
+    /// tokens were not ended since (no password or role change, no deletion), and they
+    /// are an admin or one of their roles grants them read on it, as the data is now.
+    pub fn still_reads(&self, resource: &Resource) -> bool {
+        let data = self.auth.shared.data.load();
+        let username = &*self.identity.username;
+        let Some(user) = data.users.get(username) else {
+            return false;
+        };
+        if self.generation != Some(data.token_generation(username)) {
+            return false;
+        }
+        user.admin || permissions::allowed(&data, &self.identity, resource, Action::Read)
+    }
+
+    /// The revision of the auth data now (see [`Auth::revision`]): a check that passed
+    /// at one revision holds until the next.
+    pub fn revision(&self) -> u64 {
+        self.auth.revision()
+    }
+
+    /// Whether `other` is the same user with the same token generation.
+    pub fn same_as(&self, other: &Reader) -> bool {
+        self.identity == other.identity && self.generation == other.generation
+    }
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("username", &self.identity.username)
+            .field("generation", &self.generation)
+            .finish()
     }
 }
 
@@ -582,6 +668,69 @@ mod tests {
         );
         let fresh = auth.login("nacos", "one", 0).await.unwrap();
         assert!(auth.identify(&by(&fresh), 1).await.unwrap().admin);
+    }
+
+    #[test]
+    fn a_reader_reads_while_its_grant_and_its_tokens_last() {
+        let auth = auth_with_admin("one");
+        let mut data = AuthData::clone(&auth.data());
+        let user = User {
+            password_hash: String::new(),
+            admin: false,
+        };
+        data.users.insert("ann".into(), user);
+        data.roles
+            .entry("ann".into())
+            .or_default()
+            .insert("dev".into());
+        let grant = Grant {
+            resource: "dev:*:*".into(),
+            action: permissions::Granted::Read,
+        };
+        data.permissions
+            .entry("dev".into())
+            .or_default()
+            .insert(grant);
+        auth.set_data(data.clone());
+        let ann = Identity {
+            username: Cow::Borrowed("ann"),
+            admin: false,
+        };
+        let service = |namespace| Resource::Service {
+            namespace,
+            group: "g",
+            name: "s",
+        };
+        let reader = auth.reader(&ann).unwrap();
+        assert!(reader.still_reads(&service("dev")));
+        assert!(!reader.still_reads(&service("prod")));
+        let changes = auth.changes();
+        let before = reader.revision();
+        // The grant taken back, then given again: the same reader follows it.
+        let mut revoked = data.clone();
+        revoked.permissions.clear();
+        auth.set_data(revoked);
+        assert!(changes.has_changed().unwrap());
+        assert_eq!(reader.revision(), before + 1);
+        assert!(!reader.still_reads(&service("dev")));
+        auth.set_data(data.clone());
+        assert!(reader.still_reads(&service("dev")));
+        // Made an admin: reads anything.
+        data.users.get_mut("ann").unwrap().admin = true;
+        auth.set_data(data.clone());
+        assert!(reader.still_reads(&service("prod")));
+        // Its tokens ended: no longer, though a new subscription would.
+        data.users.get_mut("ann").unwrap().admin = false;
+        data.revoke_tokens("ann");
+        auth.set_data(data.clone());
+        assert!(!reader.still_reads(&service("dev")));
+        let again = auth.reader(&ann).unwrap();
+        assert!(again.still_reads(&service("dev")) && !again.same_as(&reader));
+        // Deleted: no longer.
+        data.users.remove("ann");
+        auth.set_data(data);
+        assert!(!again.still_reads(&service("dev")));
+        assert!(Auth::new(false, 100).reader(&ann).is_none());
     }
 
     #[test]

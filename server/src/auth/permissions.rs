@@ -111,6 +111,17 @@ pub enum Resource<'a> {
     Namespace(&'a str),
 }
 
+impl<'a> Resource<'a> {
+    /// The naming service `key` names.
+    pub fn of_service(key: &'a crate::registry::service::ServiceKey) -> Self {
+        Resource::Service {
+            namespace: &key.namespace,
+            group: &key.group,
+            name: &key.name,
+        }
+    }
+}
+
 /// The namespace id Nacos leaves out of resources (`:group:...`).
 const PUBLIC: &str = crate::registry::namespace::PUBLIC_NAMESPACE;
 

@@ -26,6 +26,7 @@ use super::connection::{Connection, Listening, Pushed};
 use super::proto::Payload;
 use super::reply::respond;
 use super::GrpcServer;
+use crate::audit::Entry;
 use crate::auth::permissions::{Action, Resource, DENIED};
 use crate::auth::Identity;
 use crate::configs::validate::{
@@ -192,6 +193,26 @@ fn failure(reply_type: &str, code: u16, message: &str) -> Payload {
     Payload::new(reply_type, &body)
 }
 
+/// The audit entry of configuration request `kind` when it is a write (a publish or a
+/// removal), from its fields as sent; who sent it and the outcome come with
+/// [`Entry::answered`].
+fn audit_entry(kind: &str, request: &ConfigRequest) -> Option<Entry> {
+    matches!(kind, "ConfigPublishRequest" | "ConfigRemoveRequest").then(|| {
+        Entry::grpc_config(
+            kind,
+            request.tenant.as_deref(),
+            request.group.as_deref(),
+            request.data_id.as_deref(),
+        )
+    })
+}
+
+/// The audit entry of configuration request `kind` refused before it was read (its
+/// caller not authenticated), when it is a write: from `body` as far as it reads.
+pub(super) fn refused_entry(kind: &str, body: &[u8]) -> Option<Entry> {
+    audit_entry(kind, &serde_json::from_slice(body).unwrap_or_default())
+}
+
 /// The `errorCode` of `e` as Nacos' configuration handlers answer it.
 fn error_code(e: &Error) -> u16 {
     match e.kind {
@@ -229,13 +250,7 @@ impl GrpcServer {
             _ => self.listen_configs(conn, identity, &request),
         };
         let code = answer.as_ref().map_or_else(error_code, |_| 200);
-        if matches!(kind, "ConfigPublishRequest" | "ConfigRemoveRequest") {
-            let entry = crate::audit::Entry::grpc_config(
-                kind,
-                request.tenant.as_deref(),
-                request.group.as_deref(),
-                request.data_id.as_deref(),
-            );
+        if let Some(entry) = audit_entry(kind, &request) {
             let entry = entry.answered(identity.username.clone(), remote.ip(), code);
             self.app.audit.record(entry);
         }

@@ -33,6 +33,8 @@ use tonic::Status;
 
 use super::proto::{Payload, Queued};
 use super::tls::{GrpcStream, GrpcTls};
+use crate::auth::permissions::Resource;
+use crate::auth::Reader;
 use crate::clock::now_ms;
 use crate::configs::listeners::{ListenerList, ListenerView};
 use crate::configs::ConfigKey;
@@ -61,6 +63,17 @@ pub struct Listening {
     pub tenant: String,
     /// The md5 it said it holds when it last listened (empty: none).
     pub md5: String,
+}
+
+/// One service subscription of a connection.
+#[derive(Clone, Debug)]
+pub struct Subscription {
+    /// The `clusters` string the client gave.
+    pub clusters: String,
+    /// Who subscribed (`None` with auth off): the subscription lasts while they may
+    /// read the service ([`Connections::drop_unreadable`]). Shared by the connection's
+    /// subscriptions made by the same user.
+    pub reader: Option<Arc<Reader>>,
 }
 
 /// What a push told the client about.
@@ -99,8 +112,8 @@ pub struct Connection {
     last_active: AtomicU64,
     /// When a `ClientDetectionRequest` went out unanswered (0: none), ms.
     detection_sent: AtomicU64,
-    /// Subscriptions: service → the `clusters` string the client gave.
-    pub subscriptions: Mutex<HashMap<ServiceKey, String>>,
+    /// Subscriptions, by service.
+    pub subscriptions: Mutex<HashMap<ServiceKey, Subscription>>,
     /// Listened configuration items, with the tenant as the client spelled it and the
     /// md5 it last said it holds. Filled and emptied by `ConfigBatchListenRequest`s, at
     /// most `--config-max-listeners` items; gone with the connection.
@@ -172,6 +185,32 @@ impl Connection {
         let late = late.iter().filter_map(|id| pending.remove(id)).collect();
         release_if_empty(&mut pending);
         late
+    }
+
+    /// Subscribes the connection to `key` (or changes how), as `reader` — unless the
+    /// reader may no longer read the service by now: a revocation applied since the
+    /// request was let in, whose sweep ([`Connections::drop_unreadable`]) may have come
+    /// first. Checked under the lock the sweep takes, so one of the two sees it.
+    pub fn subscribe(&self, key: ServiceKey, clusters: String, reader: Option<Reader>) {
+        let mut subscriptions = self.subscriptions.lock();
+        // A connection's subscriptions nearly always come from one user: one copy of
+        // them (looking at one other subscription keeps this O(1)).
+        let reader = reader.map(|r| {
+            subscriptions
+                .values()
+                .next()
+                .and_then(|s| s.reader.clone())
+                .filter(|other| other.same_as(&r))
+                .unwrap_or_else(|| Arc::new(r))
+        });
+        let reads = reader
+            .as_ref()
+            .is_none_or(|r| r.still_reads(&Resource::of_service(&key)));
+        if reads {
+            subscriptions.insert(key, Subscription { clusters, reader });
+        } else {
+            subscriptions.remove(&key);
+        }
     }
 
     /// Adds `items` to the listen set (or refreshes them), unless the set would then
@@ -407,7 +446,7 @@ impl Connections {
             .by_remote
             .iter()
             .filter_map(|conn| {
-                let clusters = conn.subscriptions.lock().get(key).cloned()?;
+                let clusters = conn.subscriptions.lock().get(key)?.clusters.clone();
                 let setup = conn.setup.lock();
                 // The client's own idea of its address beats a NAT's.
                 let ip = if setup.client_ip.is_empty() {
@@ -435,6 +474,30 @@ impl Connections {
             .collect();
         all.sort_by(|a, b| a.addr_str.cmp(&b.addr_str));
         all
+    }
+
+    /// Drops every subscription whose subscriber may no longer read its service (a
+    /// grant taken back, a role removed, their tokens ended by a password change or
+    /// their deletion): nothing more is pushed for it, and its pushes awaiting an ack
+    /// are not sent again. Called whenever the auth data changes; returns how many went.
+    pub fn drop_unreadable(&self) -> usize {
+        let mut dropped = 0;
+        for conn in self.shared.by_remote.iter() {
+            let mut subscriptions = conn.subscriptions.lock();
+            let before = subscriptions.len();
+            subscriptions.retain(|key, s| {
+                let resource = Resource::of_service(key);
+                s.reader.as_ref().is_none_or(|r| r.still_reads(&resource))
+            });
+            dropped += before - subscriptions.len();
+        }
+        if dropped > 0 {
+            tracing::info!(
+                subscriptions = dropped,
+                "grpc subscriptions dropped: their subscribers may no longer read them"
+            );
+        }
+        dropped
     }
 
     /// How many connections there are.

@@ -5,6 +5,7 @@
 //! configuration store) as HTTP, so what any protocol writes is listed, pushed and
 //! managed through all of them.
 
+mod audited;
 pub mod config;
 pub mod connection;
 pub mod proto;
@@ -104,13 +105,6 @@ struct WireInstance {
 
 /// What Nacos answers while a node starts.
 const STARTING: &str = "Server is starting,please try later.";
-
-/// The requests the audit trail records (the writes); a batch names no one instance.
-const AUDITED: [&str; 3] = [
-    "InstanceRequest",
-    "PersistentInstanceRequest",
-    "BatchInstanceRequest",
-];
 
 /// The response type each naming request expects.
 fn response_type(kind: &str) -> Option<&'static str> {
@@ -257,8 +251,12 @@ impl GrpcServer {
                 let error = Error::from(e);
                 // Too busy checking passwords: say so (429), as HTTP does; any other
                 // refusal keeps Nacos' answer, which clients match on.
-                if error.kind == crate::error::ErrorKind::TooManyRequests {
-                    return failure("ErrorResponse", error.grpc_code(), &error.message);
+                let busy = error.kind == crate::error::ErrorKind::TooManyRequests;
+                let status = if busy { error.grpc_code() } else { 403 };
+                let entry = audited::unread(&kind, payload.body_bytes());
+                self.audit(entry, None, remote, status);
+                if busy {
+                    return failure("ErrorResponse", status, &error.message);
                 }
                 return refusal(reply_type, "Validate Identity failed.");
             }
@@ -273,36 +271,26 @@ impl GrpcServer {
             Ok(r) => r,
             Err(refusal) => return *refusal,
         };
-        // As Nacos: a caller without the permission gets the reply type with 403.
-        match self.authorize(&identity, &kind, &request) {
-            Ok(true) => {}
-            Ok(false) => return refusal(reply_type, DENIED),
-            Err(e) => return failure("ErrorResponse", e.grpc_code(), &e.message),
-        }
         // The audit trail (writes only): what the request addresses, read before
-        // `naming` takes it; who, from where and the outcome once it is answered.
-        let audited = AUDITED.contains(&kind.as_str()).then(|| {
-            let instance = request
-                .instance
-                .as_ref()
-                .filter(|_| kind != "BatchInstanceRequest");
-            let addressed = crate::audit::Addressed {
-                namespace: request.namespace.as_deref(),
-                group: request.group_name.as_deref(),
-                service: request.service_name.as_deref(),
-                instance: instance
-                    .and_then(|i| Some((i.ip.as_deref()?, i.port?, i.cluster_name.as_deref()))),
-            };
-            crate::audit::Entry::grpc(&kind, request.r#type.as_deref(), addressed)
-        });
-        let answer = self.naming(&kind, &conn, &identity, request).await;
-        if let Some(entry) = audited {
-            let status = answer.as_ref().map_or_else(Error::grpc_code, |_| 200);
-            let user = identity.username.clone();
-            self.app
-                .audit
-                .record(entry.answered(user, remote.ip(), status));
+        // `naming` takes it; who, from where and the outcome once it is answered or
+        // refused.
+        let audited = audited::naming(&kind, &request);
+        // As Nacos: a caller without the permission gets the reply type with 403.
+        let (status, refused) = match self.authorize(&identity, &kind, &request) {
+            Ok(true) => (200, None),
+            Ok(false) => (403, Some(refusal(reply_type, DENIED))),
+            Err(e) => (
+                e.grpc_code(),
+                Some(failure("ErrorResponse", e.grpc_code(), &e.message)),
+            ),
+        };
+        if let Some(refused) = refused {
+            self.audit(audited, Some(&identity), remote, status);
+            return refused;
         }
+        let answer = self.naming(&kind, &conn, &identity, request).await;
+        let status = answer.as_ref().map_or_else(Error::grpc_code, |_| 200);
+        self.audit(audited, Some(&identity), remote, status);
         match answer {
             Ok(answer) => respond_answer(reply_type, answer),
             // As Nacos: a refused identity answers the reply type, a failed request
@@ -411,7 +399,7 @@ impl GrpcServer {
         match kind {
             "ServiceQueryRequest" | "SubscribeServiceRequest" => {
                 let key = Self::service_key(&request)?;
-                self.read(kind, conn, key, request)
+                self.read(kind, conn, identity, key, request)
             }
             _ => self
                 .change(kind, conn, identity, request)
@@ -425,6 +413,7 @@ impl GrpcServer {
         &self,
         kind: &str,
         conn: &Arc<Connection>,
+        identity: &Identity,
         key: ServiceKey,
         request: NamingRequest,
     ) -> Result<Answer, Error> {
@@ -445,9 +434,9 @@ impl GrpcServer {
         parse_cluster_list(&clusters)?;
         let info = self.service_info(&key, &clusters, false);
         if request.subscribe.unwrap_or(true) {
-            conn.subscriptions
-                .lock()
-                .insert(key.clone(), clusters.clone());
+            // Kept while its subscriber may read the service (see `run_push`).
+            let reader = self.app.auth.reader(identity);
+            conn.subscribe(key.clone(), clusters.clone(), reader);
             // Also push it, as Nacos does, a moment later: a push that overtook the
             // reply would make the client discard the reply as stale.
             if let Some(me) = self.me.upgrade() {
@@ -686,15 +675,21 @@ impl GrpcServer {
         }
     }
 
-    /// Pushes changes to subscribers until `stopping`.
+    /// Pushes changes to subscribers until `stopping`; drops the subscriptions of
+    /// those who may no longer read them as soon as the auth data changes.
     pub async fn run_push(
         self: Arc<Self>,
         changes: Arc<ChangeSet>,
         mut stopping: watch::Receiver<bool>,
     ) {
+        let mut access = self.app.auth.changes();
         loop {
             tokio::select! {
                 _ = changes.changed() => {}
+                Ok(()) = access.changed() => {
+                    self.connections.drop_unreadable();
+                    continue;
+                }
                 _ = stopping.changed() => return,
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -706,7 +701,7 @@ impl GrpcServer {
                 let wanted: Vec<(ServiceKey, String)> = {
                     let subs = conn.subscriptions.lock();
                     keys.iter()
-                        .filter_map(|k| subs.get(k).map(|c| (k.clone(), c.clone())))
+                        .filter_map(|k| subs.get(k).map(|s| (k.clone(), s.clusters.clone())))
                         .collect()
                 };
                 for (key, clusters) in wanted {
@@ -741,7 +736,7 @@ impl GrpcServer {
                             Pushed::Service(key) => {
                                 let clusters = conn.subscriptions.lock().get(key).cloned();
                                 clusters
-                                    .map(|c| self.push(&conn, key, &c, attempt))
+                                    .map(|s| self.push(&conn, key, &s.clusters, attempt))
                                     .is_some()
                             }
                             Pushed::Config(key) => self.push_config(&conn, key, attempt),

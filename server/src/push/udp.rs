@@ -5,7 +5,10 @@
 //! sent as `{"type":"dom","data":"<ServiceInfo>","lastRefTime":n}` (gzipped from 1 KiB),
 //! resent with backoff until the client acks `push-ack` with the same `lastRefTime`, a
 //! bounded number of times, or until a newer push to the same subscription replaces it.
-//! Subscribers expire when they stop querying.
+//! Subscribers expire when they stop querying, and are dropped once the user they
+//! subscribed as may no longer read the service (a grant taken back, a role removed,
+//! their tokens ended): checked before each push, and within 250 ms
+//! (`MAINTENANCE_EVERY`) of a change to the auth data.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -21,6 +24,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
 use super::SubscriberView;
+use crate::auth::permissions::Resource;
+use crate::auth::Reader;
 use crate::clock::now_ms;
 use crate::metrics::Metrics;
 use crate::naming::wire::{service_info, ListRequest};
@@ -49,6 +54,9 @@ const RESEND_AFTER: [Duration; 3] = [
 ];
 /// How long changes are gathered before pushing, so a burst becomes one push.
 const COALESCE: Duration = Duration::from_millis(20);
+/// How often resends are due, idle subscribers expire and subscribers who may no
+/// longer read their service are dropped.
+const MAINTENANCE_EVERY: Duration = Duration::from_millis(250);
 
 /// Whether a client with this agent string listens for UDP pushes.
 pub fn push_capable(agent: &str) -> bool {
@@ -81,6 +89,40 @@ pub struct Subscriber {
     pub app: String,
     /// Last list query, wall-clock ms.
     last_seen_ms: AtomicU64,
+    /// Who subscribed (`None` with auth off).
+    reader: Option<Reader>,
+    /// The auth data's revision when the reader last passed its check (`u64::MAX`:
+    /// never yet): it holds until the data changes.
+    checked: AtomicU64,
+}
+
+impl Subscriber {
+    /// Whether the subscriber may still read `service`, its service; checked again only
+    /// when the auth data changed since it last passed.
+    fn still_reads(&self, service: &Resource) -> bool {
+        let Some(reader) = &self.reader else {
+            return true;
+        };
+        // The revision before the data: a pass counts for what it saw at the least.
+        let revision = reader.revision();
+        if self.checked.load(Ordering::Relaxed) == revision {
+            return true;
+        }
+        let reads = reader.still_reads(service);
+        if reads {
+            self.checked.store(revision, Ordering::Relaxed);
+        }
+        reads
+    }
+
+    /// Whether this subscriber was made by `reader`.
+    fn made_by(&self, reader: Option<&Reader>) -> bool {
+        match (&self.reader, reader) {
+            (None, None) => true,
+            (Some(mine), Some(theirs)) => mine.same_as(theirs),
+            _ => false,
+        }
+    }
 }
 
 /// Which subscription a push serves: subscriber address, service, clusters asked for.
@@ -167,7 +209,8 @@ impl UdpPush {
         }
     }
 
-    /// Records (or refreshes) a subscription from a list query.
+    /// Records (or refreshes) a subscription from a list query by `reader`, who must be
+    /// able to read the service for it to last.
     pub fn subscribe(
         &self,
         key: &ServiceKey,
@@ -175,11 +218,13 @@ impl UdpPush {
         clusters: &str,
         agent: &str,
         app: &str,
+        reader: Option<Reader>,
     ) {
         let now = now_ms();
         let per_service = self.shared.subscribers.entry(key.clone()).or_default();
         let id = (addr, clusters.to_string());
-        if let Some(s) = per_service.get(&id) {
+        // A query by someone else (or with newer tokens) makes the subscription theirs.
+        if let Some(s) = per_service.get(&id).filter(|s| s.made_by(reader.as_ref())) {
             s.last_seen_ms.store(now, Ordering::Relaxed);
             return;
         }
@@ -191,6 +236,8 @@ impl UdpPush {
                 agent: agent.to_string(),
                 app: app.to_string(),
                 last_seen_ms: AtomicU64::new(now),
+                reader,
+                checked: AtomicU64::new(u64::MAX),
             }),
         );
     }
@@ -270,23 +317,31 @@ impl UdpPush {
         }
     }
 
-    /// Resends unacknowledged pushes and drops idle subscribers until `shutdown` fires.
+    /// Resends unacknowledged pushes, drops idle subscribers and those who may no
+    /// longer read their service, until `shutdown` fires.
     pub async fn run_maintenance(self, mut shutdown: watch::Receiver<bool>) {
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut tick = tokio::time::interval(MAINTENANCE_EVERY);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 _ = shutdown.changed() => return,
             }
             let now = now_ms();
+            self.drop_unreadable();
             self.resend_due(now).await;
             self.expire_subscribers(now);
         }
     }
 
     async fn push_service(&self, key: &ServiceKey) {
+        let resource = Resource::of_service(key);
         let targets: Vec<Arc<Subscriber>> = match self.shared.subscribers.get(key) {
-            Some(subs) => subs.iter().map(|s| s.value().clone()).collect(),
+            // Never to a subscriber who may no longer read it (maintenance drops them).
+            Some(subs) => subs
+                .iter()
+                .filter(|s| s.still_reads(&resource))
+                .map(|s| s.value().clone())
+                .collect(),
             None => return,
         };
         let view = self.shared.registry.service_by_key(key).map(|s| s.view());
@@ -371,6 +426,35 @@ impl UdpPush {
         self.shared
             .latest
             .remove_if(slot, |_, newest| *newest == ref_time);
+    }
+
+    /// Drops the subscribers who may no longer read their service, with their pushes
+    /// awaiting an ack (not sent again).
+    fn drop_unreadable(&self) {
+        let mut dropped: Vec<Slot> = Vec::new();
+        for subs in self.shared.subscribers.iter() {
+            let resource = Resource::of_service(subs.key());
+            subs.retain(|_, s| {
+                let reads = s.still_reads(&resource);
+                if !reads {
+                    dropped.push((s.addr, subs.key().clone(), s.clusters.clone()));
+                }
+                reads
+            });
+        }
+        if dropped.is_empty() {
+            return;
+        }
+        self.shared.subscribers.retain(|_, subs| !subs.is_empty());
+        for slot in &dropped {
+            if let Some((_, ref_time)) = self.shared.latest.remove(slot) {
+                self.shared.pending.remove(&ref_time);
+            }
+        }
+        tracing::info!(
+            subscribers = dropped.len(),
+            "udp subscribers dropped: they may no longer read their service"
+        );
     }
 
     fn expire_subscribers(&self, now: u64) {

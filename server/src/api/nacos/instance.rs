@@ -169,6 +169,9 @@ pub struct Requester {
     /// The connection's peer IP (`None` only where no connection is known).
     peer: Option<IpAddr>,
     admin: bool,
+    /// Who it is, kept for a push-capable agent only: the user its UDP subscription is
+    /// made for (which lasts while they may read the service).
+    identity: Option<Identity>,
 }
 
 impl Requester {
@@ -179,13 +182,17 @@ impl Requester {
         peer: Option<SocketAddr>,
         identity: Option<&Identity>,
     ) -> Requester {
+        let agent = headers
+            .get("user-agent")
+            .or_else(|| headers.get("client-version"));
+        let pushed = agent
+            .and_then(|a| a.to_str().ok())
+            .is_some_and(push_capable);
         Requester {
-            agent: headers
-                .get("user-agent")
-                .or_else(|| headers.get("client-version"))
-                .cloned(),
+            agent: agent.cloned(),
             peer: peer.map(|p| p.ip().to_canonical()),
             admin: identity.is_some_and(|i| i.admin),
+            identity: identity.filter(|_| pushed).cloned(),
         }
     }
 
@@ -374,12 +381,17 @@ pub async fn list(
         let target = push_target(requester.peer, client_ip, requester.admin);
         if let Some(ip) = target.filter(|_| push_capable(agent)) {
             let app = params.optional("app").unwrap_or("unknown");
+            let reader = requester
+                .identity
+                .as_ref()
+                .and_then(|i| state.auth.reader(i));
             state.push.subscribe(
                 &listed.key,
                 SocketAddr::new(ip, port.get()),
                 listed.clusters_raw,
                 agent,
                 app,
+                reader,
             );
         }
     }
