@@ -25,6 +25,7 @@ use std::sync::{Arc, LazyLock, Weak};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 /// Metadata as clients send it and the API reads it: string keys to string values,
 /// ordered for stable output. Instances hold it as a [`Meta`].
@@ -137,35 +138,40 @@ impl Meta {
     /// `metadata` as held: an equal map made recently is shared, and so are the key
     /// list and the long values of a new one.
     pub fn new(metadata: &Metadata) -> Self {
+        let pairs: Pairs<'_> = metadata
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Self::from_sorted(&pairs)
+    }
+
+    /// [`Meta::new`] of entries sorted by key, keys distinct.
+    fn from_sorted(pairs: &[(&str, &str)]) -> Self {
         let tables = &*TABLES;
-        if metadata.is_empty() {
+        if pairs.is_empty() {
             return tables.empty.clone();
         }
         let mut map_hash = tables.hasher.build_hasher();
-        for (k, v) in metadata {
+        for (k, v) in pairs {
             k.hash(&mut map_hash);
             v.hash(&mut map_hash);
         }
         // The key list and the values are looked up only for a map not held already.
         let keys_hash = || {
             let mut hash = tables.hasher.build_hasher();
-            metadata.keys().for_each(|k| k.hash(&mut hash));
+            pairs.iter().for_each(|(k, _)| k.hash(&mut hash));
             hash.finish()
         };
         let body = tables.maps.share(
             map_hash.finish(),
-            |held| held.same_as(metadata),
+            |held| held.same_as(pairs.iter().copied()),
             || Body {
                 keys: Keys(tables.keys.share(
                     keys_hash(),
-                    |held| {
-                        held.iter()
-                            .map(|k| &**k)
-                            .eq(metadata.keys().map(String::as_str))
-                    },
-                    || metadata.keys().map(|k| k.as_str().into()).collect(),
+                    |held| held.iter().map(|k| &**k).eq(pairs.iter().map(|(k, _)| *k)),
+                    || pairs.iter().map(|(k, _)| (*k).into()).collect(),
                 )),
-                values: metadata.values().map(|v| value(tables, v)).collect(),
+                values: pairs.iter().map(|(_, v)| value(tables, v)).collect(),
             },
         );
         Meta(body)
@@ -209,7 +215,8 @@ impl Meta {
 
     /// Whether this holds exactly `metadata`.
     pub fn same_as(&self, metadata: &Metadata) -> bool {
-        self.0.same_as(metadata)
+        self.0
+            .same_as(metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     }
 
     /// A plain map of the same entries.
@@ -221,17 +228,21 @@ impl Meta {
 }
 
 impl Body {
-    fn same_as(&self, metadata: &Metadata) -> bool {
-        self.values.len() == metadata.len()
+    /// Whether this holds exactly the entries `pairs` gives, in key order.
+    fn same_as<'a>(&self, pairs: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> bool {
+        self.values.len() == pairs.len()
             && self
                 .keys
                 .0
                 .iter()
                 .zip(self.values.iter())
-                .zip(metadata)
-                .all(|((k, v), (mk, mv))| **k == **mk && v.as_str() == mv)
+                .zip(pairs)
+                .all(|((k, v), (mk, mv))| **k == *mk && v.as_str() == mv)
     }
 }
+
+/// Entries as `&str` pairs, on the stack for the sizes clients send.
+type Pairs<'a> = SmallVec<[(&'a str, &'a str); 16]>;
 
 /// `v` inline when short, else shared with an equal long value made recently.
 fn value(tables: &Tables, v: &str) -> Value {
@@ -282,9 +293,77 @@ impl Serialize for Meta {
     }
 }
 
+/// Deserializes as a map would (a key given twice keeps its last value), reading keys
+/// and values in place where the format allows (MessagePack from a peer, JSON without
+/// escapes) rather than making a `String` of each: a starting node decodes every
+/// instance of the cluster.
 impl<'de> Deserialize<'de> for Meta {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Meta::new(&Metadata::deserialize(deserializer)?))
+        deserializer.deserialize_map(MetaVisitor)
+    }
+}
+
+struct MetaVisitor;
+
+impl<'de> serde::de::Visitor<'de> for MetaVisitor {
+    type Value = Meta;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a map of strings to strings")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
+        let mut entries: SmallVec<[(Text<'de>, Text<'de>); 16]> = SmallVec::new();
+        while let Some(entry) = map.next_entry::<Text<'de>, Text<'de>>()? {
+            entries.push(entry);
+        }
+        // Stable: of a key given twice, the last stays last.
+        entries.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        let mut pairs: Pairs<'_> = SmallVec::with_capacity(entries.len());
+        for (i, (k, v)) in entries.iter().enumerate() {
+            let later = entries
+                .get(i + 1)
+                .is_some_and(|next| next.0.as_str() == k.as_str());
+            if !later {
+                pairs.push((k.as_str(), v.as_str()));
+            }
+        }
+        Ok(Meta::from_sorted(&pairs))
+    }
+}
+
+/// A string as the deserializer has it: borrowed from the input where it can be.
+struct Text<'de>(std::borrow::Cow<'de, str>);
+
+impl Text<'_> {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> serde::de::Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Owned(v.to_owned())))
+            }
+
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
     }
 }
 
@@ -405,6 +484,37 @@ mod tests {
                 serde_json::to_string(&held).unwrap(),
                 serde_json::to_string(&pairs).unwrap()
             );
+            let packed = rmp_serde::to_vec_named(&held).unwrap();
+            prop_assert_eq!(rmp_serde::from_slice::<Meta>(&packed).unwrap(), held.clone());
+            prop_assert_eq!(packed, rmp_serde::to_vec_named(&pairs).unwrap());
         }
+
+        /// Decoded in place, entries in any order, keys repeated: the map a
+        /// `BTreeMap` would build (the last value of a key wins).
+        #[test]
+        fn decodes_as_a_map_would(
+            entries in proptest::collection::vec(("[a-c\\\\\"é]{0,3}", ".{0,20}"), 0..10),
+        ) {
+            let mut want = Metadata::new();
+            let mut json = String::from("{");
+            for (i, (k, v)) in entries.iter().enumerate() {
+                want.insert(k.clone(), v.clone());
+                if i > 0 {
+                    json.push(',');
+                }
+                json += &format!("{}:{}", serde_json::json!(k), serde_json::json!(v));
+            }
+            json.push('}');
+            let got: Meta = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(got.to_map(), want.clone());
+            prop_assert_eq!(got, Meta::new(&want));
+        }
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_map_of_strings() {
+        assert!(serde_json::from_str::<Meta>(r#"{"a":1}"#).is_err());
+        assert!(serde_json::from_str::<Meta>(r#"["a","b"]"#).is_err());
+        assert!(serde_json::from_str::<Meta>("{}").unwrap().is_empty());
     }
 }
