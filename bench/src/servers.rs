@@ -261,7 +261,9 @@ fn spawn_roster(
         .arg(loopback(ports.peer).to_string())
         .arg("--data-dir")
         .arg(dir.join("data"))
-        .args(["--log-level", "warn"])
+        // ROSTER_BENCH_LOG (e.g. `info`) raises roster's log level for a diagnosis.
+        .arg("--log-level")
+        .arg(std::env::var("ROSTER_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
         // RUST_LOG would win over --log-level.
         .env_remove("RUST_LOG")
         .current_dir(&dir)
