@@ -29,7 +29,7 @@ use super::messages::{
 };
 use super::responsibility::{connection_owner, owner_of};
 use crate::error::Error;
-use crate::registry::client::ClientSummary;
+use crate::registry::client::{ClientShare, ClientSummary};
 use crate::registry::instance::{Addr, Heartbeat};
 use crate::registry::Registry;
 
@@ -77,7 +77,7 @@ pub struct Push {
     /// The clients (put back with [`Core::push_failed`] if the push fails).
     pub ids: Vec<Arc<str>>,
     /// What goes on the wire.
-    pub message: SyncMessage,
+    pub message: SyncMessage<ClientShare>,
 }
 
 /// What [`Core::on_sync`] did with a message.
@@ -343,7 +343,7 @@ impl Core {
             };
             let mut instances = 0;
             for id in ids {
-                let Some(data) = self.registry.client_data(&id) else {
+                let Some(data) = self.registry.client_share(&id) else {
                     continue;
                 };
                 let size = data.instances.len().max(1);
@@ -564,13 +564,13 @@ impl Core {
     }
 
     /// Every client this node has instances of, for a starting peer.
-    pub fn snapshot(&self) -> SnapshotMessage {
+    pub fn snapshot(&self) -> SnapshotMessage<ClientShare> {
         self.snapshot_part(0, 1)
     }
 
     /// What a starting peer asked for: the plan (how many parts this node's snapshot
     /// takes, [`MESSAGE_INSTANCES`] instances to a part), or one part.
-    pub fn answer_snapshot(&self, request: SnapshotRequest) -> SnapshotMessage {
+    pub fn answer_snapshot(&self, request: SnapshotRequest) -> SnapshotMessage<ClientShare> {
         if request.parts == 0 {
             let (_, instances, _) = self.registry.totals();
             return SnapshotMessage {
@@ -583,7 +583,7 @@ impl Core {
     }
 
     /// The clients with instances whose id hashes to `part` of `parts`.
-    fn snapshot_part(&self, part: u32, parts: u32) -> SnapshotMessage {
+    fn snapshot_part(&self, part: u32, parts: u32) -> SnapshotMessage<ClientShare> {
         let registry = &self.registry;
         let parts = parts.max(1);
         let clients = registry
@@ -591,7 +591,7 @@ impl Core {
             .ids()
             .iter()
             .filter(|id| snapshot_part_of(id, parts) == part)
-            .filter_map(|id| registry.client_data(id))
+            .filter_map(|id| registry.client_share(id))
             .filter(|c| !c.instances.is_empty())
             .collect();
         SnapshotMessage {

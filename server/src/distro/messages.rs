@@ -85,21 +85,23 @@ pub enum OpReply {
     BeatUnknown,
 }
 
-/// Client states pushed to a peer.
+/// Client states pushed to a peer: sent as
+/// [`ClientShare`](crate::registry::client::ClientShare)s (the registry's instances, not
+/// copies of them), received as [`ClientData`]: the same bytes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SyncMessage {
+pub struct SyncMessage<C = ClientData> {
     /// Whole client states.
-    pub clients: Vec<ClientData>,
+    pub clients: Vec<C>,
 }
 
 /// Every client a node has, or one part of them, and whether that node had itself
 /// loaded when it answered (a node that is starting too has nothing to give yet).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SnapshotMessage {
+pub struct SnapshotMessage<C = ClientData> {
     /// Whether the answering node had loaded its own state.
     pub loaded: bool,
-    /// Whole client states.
-    pub clients: Vec<ClientData>,
+    /// Whole client states (sent as `ClientShare`s, like [`SyncMessage`]'s).
+    pub clients: Vec<C>,
     /// Into how many parts the answering node splits its snapshot: the answer to a
     /// plan request ([`SnapshotRequest`] with `parts` 0) carries no clients and this
     /// count; 0 from a node that sends its snapshot whole (builds before parts, which

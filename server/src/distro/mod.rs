@@ -46,6 +46,7 @@ use crate::clock::now_ms;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
 use crate::error::Error;
+use crate::registry::client::ClientShare;
 use crate::registry::instance::Heartbeat;
 use crate::registry::Registry;
 use responsibility::owner_of;
@@ -66,6 +67,9 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
 const PEER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Timeout of one snapshot request (the largest message: every client).
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Snapshot parts a starting node has asked for and not yet applied: while it applies
+/// one, its peer builds the next two.
+const PARTS_AHEAD: u32 = 2;
 /// Pause between passes over the peers while no one has given a snapshot.
 const SNAPSHOT_RETRY: Duration = Duration::from_millis(250);
 /// A verification round yields to the runtime after this many clients, so that a round
@@ -346,7 +350,7 @@ impl<T: Transport> Distro<T> {
     }
 
     /// Every client this node has instances of.
-    pub fn on_snapshot(&self) -> SnapshotMessage {
+    pub fn on_snapshot(&self) -> SnapshotMessage<ClientShare> {
         self.shared.core.snapshot()
     }
 
@@ -412,8 +416,9 @@ impl<T: Transport> Distro<T> {
             );
             return Ok(Some(count));
         }
-        // The next part is asked for (and decoded) while this one is applied: the
-        // peer serializes while this node writes.
+        // The next parts are asked for (and decoded) while this one is applied: the
+        // peer serializes while this node writes, on a core of its own where it has
+        // one.
         let fetch = |part: u32| {
             let this = self.clone();
             let request = SnapshotRequest {
@@ -423,11 +428,13 @@ impl<T: Transport> Distro<T> {
             tokio::spawn(async move { this.fetch_snapshot(id, request).await })
         };
         let mut count = 0;
-        let mut next = fetch(0);
+        let mut ahead: std::collections::VecDeque<_> =
+            (0..plan.parts.min(PARTS_AHEAD)).map(fetch).collect();
         for part in 0..plan.parts {
-            let answer = (&mut next).await.map_err(|e| e.to_string())??;
-            if part + 1 < plan.parts {
-                next = fetch(part + 1);
+            let next = ahead.pop_front().expect("a part is asked for ahead");
+            let answer = next.await.map_err(|e| e.to_string())??;
+            if part + PARTS_AHEAD < plan.parts {
+                ahead.push_back(fetch(part + PARTS_AHEAD));
             }
             count += answer.clients.len();
             let message = SyncMessage {

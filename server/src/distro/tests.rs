@@ -700,7 +700,7 @@ async fn a_snapshot_larger_than_a_message_arrives_whole_in_parts() {
             };
             c.node(2).distro.core().answer_snapshot(request).clients
         })
-        .map(|client| client.id)
+        .map(|client| client.id.to_string())
         .collect();
     seen.sort();
     let mut want: Vec<String> = ips.iter().map(|ip| format!("{ip}:80")).collect();

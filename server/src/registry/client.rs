@@ -16,6 +16,15 @@ use tokio::sync::Notify;
 use super::instance::Instance;
 use super::service::ServiceKey;
 
+/// Whether `id` names a gRPC connection client (`g:<node>:<connection>`), whose
+/// instances live as long as the connection and carry no beat clock; an address client
+/// is `ip:port` (a host named `g` gives `g:<port>`, with no second colon).
+pub fn is_connection(id: &str) -> bool {
+    id.strip_prefix("g:")
+        .and_then(|rest| rest.split_once(':'))
+        .is_some_and(|(node, _)| !node.is_empty() && node.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// One instance of a client: its service's key (shared with the service) and address.
 pub type Entry = (Arc<ServiceKey>, Arc<str>);
 
@@ -117,6 +126,37 @@ pub struct ClientData {
     pub last_beat_ms: u64,
     /// Its instances; empty when the client was removed.
     pub instances: Vec<(ServiceKey, Instance)>,
+}
+
+/// A client's whole state as this node sends it (a Distro push, a snapshot part):
+/// [`ClientData`]'s shape on the wire, holding the registry's own instances and keys
+/// rather than copies of them.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientShare {
+    /// The client id.
+    pub id: Arc<str>,
+    /// Its revision.
+    pub revision: u64,
+    /// The newest beat this node saw, wall-clock ms.
+    pub last_beat_ms: u64,
+    /// Its instances, as the services hold them.
+    pub instances: Vec<(Arc<ServiceKey>, Arc<Instance>)>,
+}
+
+impl ClientShare {
+    /// The same state as a peer receives it.
+    pub fn to_data(&self) -> ClientData {
+        ClientData {
+            id: self.id.to_string(),
+            revision: self.revision,
+            last_beat_ms: self.last_beat_ms,
+            instances: self
+                .instances
+                .iter()
+                .map(|(k, i)| (ServiceKey::clone(k), Instance::clone(i)))
+                .collect(),
+        }
+    }
 }
 
 /// The next revision after `current`: one more, and never below the clock (shifted so
@@ -279,6 +319,23 @@ mod tests {
         // One entry inline, no allocation: this record is per client, and most clients
         // are one instance (see the README's memory figures).
         assert_eq!(std::mem::size_of::<ClientRecord>(), 48);
+    }
+
+    #[test]
+    fn connection_clients_are_told_from_address_clients() {
+        assert!(is_connection("g:1:1733900000000_127.0.0.1_50012"));
+        assert!(is_connection("g:12:x"));
+        for address in ["127.0.0.1:8080", "g:8080", "g::x", "g:a:x", "[::1]:80", ""] {
+            assert!(!is_connection(address), "{address}");
+        }
+        // What Distro's owner rule reads as a connection, this does too.
+        for id in ["g:1:abc", "g:8080", "g:a:x"] {
+            assert_eq!(
+                is_connection(id),
+                crate::distro::responsibility::connection_owner(id).is_some(),
+                "{id}"
+            );
+        }
     }
 
     #[test]

@@ -6,21 +6,30 @@
 
 use std::sync::Arc;
 
-use super::client::{self, ClientData};
+use super::client::{self, ClientData, ClientShare};
 use super::expiry::beat_deadline;
 use super::instance::{self, BeatClock, Instance};
 use super::service::{Changed, ServiceKey};
 use super::{same_instance, Registry};
 
 impl Registry {
-    /// The instances client `id` holds here (service, instance), as the services' current
-    /// state has them (read without publishing it: see [`super::service::Service::peek`]).
+    /// The instances client `id` holds here (service, instance).
     fn client_instances(&self, id: &str) -> Vec<(Arc<ServiceKey>, Arc<Instance>)> {
-        let Some(record) = self.shared.clients.get(id) else {
-            return Vec::new();
-        };
-        record
-            .entries
+        match self.shared.clients.get(id) {
+            Some(record) => self.instances_held(id, &record.entries),
+            None => Vec::new(),
+        }
+    }
+
+    /// The instances among `entries` (client `id`'s record here) that the client holds
+    /// (service, instance), as the services' current state has them (read without
+    /// publishing it: see [`super::service::Service::peek`]).
+    fn instances_held(
+        &self,
+        id: &str,
+        entries: &client::Entries,
+    ) -> Vec<(Arc<ServiceKey>, Arc<Instance>)> {
+        entries
             .iter()
             .filter_map(|(key, addr)| {
                 let svc = self.service_by_key(key)?;
@@ -32,27 +41,38 @@ impl Registry {
 
     /// The whole state of client `id` as this node has it.
     pub fn client_data(&self, id: &str) -> Option<ClientData> {
+        self.client_share(id).map(|share| share.to_data())
+    }
+
+    /// The whole state of client `id` as this node sends it: its instances shared, not
+    /// copied.
+    pub fn client_share(&self, id: &str) -> Option<ClientShare> {
+        // A copy of the record: no lock of the client table is held while the services
+        // are read.
         let record = self.shared.clients.get(id)?;
-        let held = self.client_instances(id);
-        let last_beat_ms = held
+        let instances = self.instances_held(id, &record.entries);
+        let last_beat_ms = instances
             .iter()
             .filter_map(|(_, i)| i.clock().map(|c| c.last_beat_ms()))
             .max()
             .unwrap_or(0);
-        Some(ClientData {
-            id: id.to_string(),
+        Some(ClientShare {
+            id: id.into(),
             revision: record.revision,
             last_beat_ms,
-            instances: held
-                .into_iter()
-                .map(|(k, i)| (ServiceKey::clone(&k), Instance::clone(&i)))
-                .collect(),
+            instances,
         })
     }
 
     /// Runs `f` on the beat clock of every instance client `id` holds here, without
-    /// collecting them: Distro's rounds call this once per client.
+    /// collecting them: Distro's rounds call this once per client. A connection
+    /// client's instances have no clock, so its instances are not even looked up: a
+    /// round over a million of them looked up every one, on the owner and on each peer,
+    /// every few seconds.
     fn for_each_client_clock(&self, id: &str, mut f: impl FnMut(&BeatClock)) {
+        if client::is_connection(id) {
+            return;
+        }
         self.shared.clients.with_entries(id, |entries| {
             for (key, addr) in entries {
                 let Some(svc) = self.service_by_key(key) else {

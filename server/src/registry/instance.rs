@@ -139,8 +139,8 @@ impl Keeper {
 /// On the wire (snapshots, Distro) it travels as [`InstanceWire`], with `ip` as its own
 /// field; in memory the address is one string, `ip:port`, which is also the instance's
 /// key in its service and its client's id (shared, not copied).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(from = "InstanceWire", into = "InstanceWire")]
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "InstanceWire")]
 pub struct Instance {
     /// `ip:port` (see [`addr_key`]); [`Instance::ip`] is the part before the last colon.
     pub address: Arc<str>,
@@ -364,25 +364,46 @@ impl From<InstanceWire> for Instance {
     }
 }
 
-impl From<Instance> for InstanceWire {
-    fn from(i: Instance) -> Self {
-        let rare = i.rare.as_deref().cloned().unwrap_or_default();
-        let client = i.client().cloned();
-        Self {
-            instance_id: rare.instance_id,
-            ip: Arc::from(i.ip()),
-            port: i.port,
-            cluster: i.cluster,
-            weight: i.weight,
-            healthy: i.healthy,
-            enabled: i.enabled,
-            ephemeral: i.ephemeral,
-            metadata: i.metadata,
-            heartbeat: rare.heartbeat,
-            pinned: i.pinned,
-            client,
-            owner: rare.owner,
+/// [`InstanceWire`] borrowed from an instance: the same fields in the same order, so
+/// it serializes byte for byte alike, without the copy of the instance (and of its
+/// `ip`) that serde's `into` would make for every instance of a snapshot or a Distro
+/// push.
+#[derive(Serialize)]
+struct InstanceWireRef<'a> {
+    instance_id: Option<&'a str>,
+    ip: &'a str,
+    port: u16,
+    cluster: &'a ClusterName,
+    weight: f64,
+    healthy: bool,
+    enabled: bool,
+    ephemeral: bool,
+    metadata: &'a Meta,
+    heartbeat: Heartbeat,
+    pinned: Pinned,
+    client: Option<&'a str>,
+    owner: Option<&'a str>,
+}
+
+impl Serialize for Instance {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let rare = self.rare.as_deref();
+        InstanceWireRef {
+            instance_id: rare.and_then(|r| r.instance_id.as_deref()),
+            ip: self.ip(),
+            port: self.port,
+            cluster: &self.cluster,
+            weight: self.weight,
+            healthy: self.healthy,
+            enabled: self.enabled,
+            ephemeral: self.ephemeral,
+            metadata: &self.metadata,
+            heartbeat: rare.map_or_else(Heartbeat::default, |r| r.heartbeat),
+            pinned: self.pinned,
+            client: self.client().map(|c| &**c),
+            owner: rare.and_then(|r| r.owner.as_deref()),
         }
+        .serialize(serializer)
     }
 }
 
@@ -530,6 +551,54 @@ mod tests {
         assert_eq!(ip_of("10.0.0.1:80"), "10.0.0.1");
         assert_eq!(ip_of("::1:8080"), "::1");
         assert_eq!(ip_of("host.example:1"), "host.example");
+    }
+
+    #[test]
+    fn instances_serialize_as_their_wire_form_does() {
+        let mut metadata = Metadata::new();
+        metadata.insert("side".into(), "provider".into());
+        metadata.insert(BEAT_TIMEOUT_KEY.into(), "3000".into());
+        let full = InstanceWire {
+            instance_id: Some("id-1".into()),
+            ip: "127.0.0.7".into(),
+            port: 20880,
+            cluster: ClusterName::new("blue"),
+            weight: 2.5,
+            healthy: false,
+            enabled: true,
+            ephemeral: true,
+            metadata: Meta::from(&metadata),
+            heartbeat: Heartbeat::from_metadata(&metadata),
+            pinned: Pinned {
+                weight: true,
+                ..Pinned::default()
+            },
+            client: Some("g:1:c".into()),
+            owner: Some("task".into()),
+        };
+        let bare = InstanceWire {
+            instance_id: None,
+            client: None,
+            owner: None,
+            heartbeat: Heartbeat::default(),
+            metadata: Meta::empty(),
+            ..full.clone()
+        };
+        for wire in [full, bare] {
+            let inst = Instance::from(wire.clone());
+            assert_eq!(
+                rmp_serde::to_vec_named(&inst).unwrap(),
+                rmp_serde::to_vec_named(&wire).unwrap()
+            );
+            assert_eq!(
+                rmp_serde::to_vec(&inst).unwrap(),
+                rmp_serde::to_vec(&wire).unwrap()
+            );
+            assert_eq!(
+                serde_json::to_string(&inst).unwrap(),
+                serde_json::to_string(&wire).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -743,6 +743,12 @@ pub(super) fn compare(
             .collect();
         eq(&entries, &held, &format!("entries of client {id}'s record"))?;
         if let Some(data) = r.client_data(&id) {
+            // What Distro sends (shared instances) is what a peer decodes as the data.
+            let share = r.client_share(&id).expect("a client with data has a share");
+            check(
+                rmp_serde::to_vec_named(&share).ok() == rmp_serde::to_vec_named(&data).ok(),
+                || format!("client {id}: its share does not serialize as its data"),
+            )?;
             let mut sent: Vec<String> = data
                 .instances
                 .iter()
