@@ -1,7 +1,7 @@
 //! Pushes last only as long as the right to read: a user's gRPC and UDP subscriptions
-//! are dropped within a second of a grant taken back, or of the end of their tokens (a
-//! password change, their deletion), done through another node, and no later change
-//! reaches them.
+//! and gRPC configuration listens are dropped within a second of a grant taken back, or
+//! of the end of their tokens (a password change, their deletion), done through another
+//! node, and no later change reaches them.
 
 use std::io::Read;
 use std::net::UdpSocket;
@@ -194,4 +194,120 @@ fn revoked_readers_are_pushed_nothing_more_over_grpc_or_udp() {
             }
         }
     });
+}
+
+/// A `ConfigBatchListenRequest` listening to `data_id` of `ns` (holding nothing).
+fn listen_body(ns: &str, data_id: &str) -> Value {
+    let context = json!({"dataId": data_id, "group": "DEFAULT_GROUP", "tenant": ns, "md5": ""});
+    json!({"headers": {}, "module": "config", "listen": true, "configListenContexts": [context]})
+}
+
+/// How many gRPC connections `node` says listen to `data_id` of `ns`.
+fn grpc_listeners(node: &Node, ns: &str, data_id: &str) -> usize {
+    let path =
+        format!("/nacos/v1/cs/configs/listener?dataId={data_id}&group=DEFAULT_GROUP&tenant={ns}");
+    let listeners = node.call("GET", &path).expect(200).json()["listeners"].clone();
+    let listeners = listeners.as_array().expect("listeners").clone();
+    listeners.iter().filter(|l| l["protocol"] == "grpc").count()
+}
+
+/// Publishes `content` as `data_id` of `ns` through `node`, as the admin.
+fn publish(node: &Node, ns: &str, data_id: &str, content: &str) {
+    let form = format!("dataId={data_id}&group=DEFAULT_GROUP&tenant={ns}&content={content}");
+    node.call_form("POST", "/nacos/v1/cs/configs", &form)
+        .expect(200);
+}
+
+#[test]
+fn revoked_readers_hear_of_no_more_config_changes() {
+    let c = Cluster::start(3, &[]);
+    let (admin, watched, other) = (&c.nodes[0], &c.nodes[1], &c.nodes[2]);
+    let (ns, user, data_id) = (unique("listen-ns"), unique("listener"), unique("listened"));
+    let form = format!("customNamespaceId={ns}&namespaceName={ns}");
+    admin
+        .call_form("POST", "/nacos/v1/console/namespaces", &form)
+        .expect(200);
+    let form = format!("username={user}&password={PASSWORD}");
+    admin
+        .call_form("POST", "/nacos/v1/auth/users", &form)
+        .expect(200);
+    let role = format!("{user}-r");
+    grant(admin, &user, &role, &format!("{ns}:*:*"), "r");
+    let token = login(admin, &user, PASSWORD);
+    publish(admin, &ns, &data_id, "v%3D1");
+    // Listened to once `watched` has it: a listen before would be pushed the first one.
+    let get = format!("/nacos/v1/cs/configs?dataId={data_id}&group=DEFAULT_GROUP&tenant={ns}");
+    eventually(Duration::from_secs(5), || {
+        let r = watched.call("GET", &get);
+        (r.status == 200).then_some(()).ok_or(r.body)
+    });
+    // A long poll, short (no hold): let in while the grant lasts, as every new one is.
+    let bearer = format!("Bearer {token}");
+    let poll = |node: &Node| {
+        let entry = format!("{data_id}\u{2}DEFAULT_GROUP\u{2}\u{2}{ns}\u{1}");
+        let form = format!("Listening-Configs={}", enc(&entry));
+        let headers = [("authorization", bearer.as_str())];
+        node.raw(
+            "POST",
+            "/nacos/v1/cs/configs/listener",
+            &headers,
+            Some(&form),
+        )
+        .status
+    };
+    assert_eq!(poll(watched), 200);
+    let permission = format!(
+        "role={role}&resource={}&action=r",
+        enc(&format!("{ns}:*:*"))
+    );
+    grpc_runtime().block_on(async {
+        let mut grpc = connected(watched).await;
+        let listen = listen_body(&ns, &data_id);
+        let (_, body) = ask(
+            &mut grpc,
+            "ConfigBatchListenRequest",
+            listen.clone(),
+            &token,
+        )
+        .await;
+        assert_eq!(body["success"], json!(true), "{body}");
+        assert_eq!(grpc_listeners(watched, &ns, &data_id), 1);
+        publish(admin, &ns, &data_id, "v%3D2");
+        let push = grpc
+            .expect("ConfigChangeNotifyRequest", Duration::from_secs(5))
+            .await;
+        assert_eq!(push["dataId"], json!(data_id), "{push}");
+        let ack = json!({"resultCode": 200, "errorCode": 0, "requestId": push["requestId"]});
+        grpc.send("ConfigChangeNotifyResponse", ack).await;
+
+        // Revoked through another node: the listen dropped within a second.
+        let since = Instant::now();
+        other
+            .call(
+                "DELETE",
+                &format!("/nacos/v1/auth/permissions?{permission}"),
+            )
+            .expect(200);
+        let left = Duration::from_secs(1).saturating_sub(since.elapsed());
+        eventually(left.max(Duration::from_millis(1)), || match grpc_listeners(
+            watched, &ns, &data_id,
+        ) {
+            0 => Ok(()),
+            n => Err(format!("{n} gRPC listeners left")),
+        });
+        eprintln!("config listen dropped {:?} after", since.elapsed());
+        // The next change is not pushed.
+        publish(admin, &ns, &data_id, "v%3D3");
+        let quiet = tokio::time::timeout(
+            QUIET,
+            grpc.expect("ConfigChangeNotifyRequest", Duration::from_secs(10)),
+        )
+        .await;
+        assert!(quiet.is_err(), "pushed after the revocation: {quiet:?}");
+        // Listening again is refused, as is a new long poll.
+        let (_, body) = ask(&mut grpc, "ConfigBatchListenRequest", listen, &token).await;
+        let refusal = (body["errorCode"].clone(), body["success"].clone());
+        assert_eq!(refusal, (json!(403), json!(false)), "{body}");
+    });
+    assert_eq!(poll(watched), 403);
 }

@@ -333,6 +333,7 @@ impl GrpcServer {
     /// `conn`; answers, when listening, those whose md5 differs from what the client
     /// holds, named as it named them. All or nothing: one item the caller may not read,
     /// or a listen set grown past `--config-max-listeners`, refuses the whole request.
+    /// The listens last while the caller may read their items (see `run_config_push`).
     fn listen_configs(
         &self,
         conn: &Arc<Connection>,
@@ -370,9 +371,12 @@ impl GrpcServer {
             conn.unlisten(&keys);
             return Ok(json!({ "changedConfigs": [] }));
         }
+        // One reader for the whole batch.
+        let reader = self.app.auth.reader(identity).map(Arc::new);
         let listening = |c: &ListenContext| Listening {
             tenant: c.tenant.clone().unwrap_or_default(),
             md5: c.md5.clone().unwrap_or_default(),
+            reader: reader.clone(),
         };
         let items = keys
             .iter()
@@ -425,13 +429,26 @@ impl GrpcServer {
     }
 
     /// Pushes configuration changes to the connections listening to them, until
-    /// `stopping`. The store's change feed has this one consumer.
+    /// `stopping`. The store's change feed has this one consumer. Drops the listens of
+    /// those who may no longer read their items as soon as the auth data changes, and
+    /// before pushing any change applied after it.
     pub async fn run_config_push(self: Arc<Self>, mut stopping: watch::Receiver<bool>) {
         let configs = self.app.configs.clone();
+        let mut access = self.app.auth.changes();
         loop {
             tokio::select! {
                 _ = configs.changed() => {}
+                Ok(()) = access.changed() => {
+                    self.connections.drop_unreadable_listens();
+                    continue;
+                }
                 _ = stopping.changed() => return,
+            }
+            // Raft applies in commit order: a revocation not swept yet may have been
+            // applied before these changes, and its listens must not hear of them.
+            if access.has_changed().unwrap_or(false) {
+                access.borrow_and_update();
+                self.connections.drop_unreadable_listens();
             }
             let keys = configs.drain_changes();
             if keys.is_empty() {

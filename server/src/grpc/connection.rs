@@ -56,13 +56,17 @@ pub struct Setup {
 }
 
 /// How a connection listens to a configuration item.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Listening {
     /// The tenant as the client spelled it (`""` or `public` for the public namespace),
     /// which its pushes repeat: clients key their caches by it.
     pub tenant: String,
     /// The md5 it said it holds when it last listened (empty: none).
     pub md5: String,
+    /// Who listens (`None` with auth off): the listen lasts while they may read the
+    /// item ([`Connections::drop_unreadable_listens`]). Shared by the items of one
+    /// `ConfigBatchListenRequest`.
+    pub reader: Option<Arc<Reader>>,
 }
 
 /// One service subscription of a connection.
@@ -215,7 +219,10 @@ impl Connection {
 
     /// Adds `items` to the listen set (or refreshes them), unless the set would then
     /// hold more than `max`: then nothing is added, and the size it would have had is
-    /// the error.
+    /// the error. An item its reader may no longer read by now is left out (and an
+    /// earlier listen of it dropped): a revocation applied since the request was let
+    /// in, whose sweep ([`Connections::drop_unreadable_listens`]) may have come first.
+    /// Checked under the lock the sweep takes, so one of the two sees it.
     pub fn listen(&self, items: Vec<(ConfigKey, Listening)>, max: usize) -> Result<(), usize> {
         let mut listens = self.listens.lock();
         let added = items
@@ -228,7 +235,13 @@ impl Connection {
         if listens.len() + added > max {
             return Err(listens.len() + added);
         }
-        listens.extend(items);
+        for (key, listening) in items {
+            if still_reads(&key, &listening) {
+                listens.insert(key, listening);
+            } else {
+                listens.remove(&key);
+            }
+        }
         Ok(())
     }
 
@@ -250,6 +263,19 @@ impl Connection {
         let listens = self.listens.lock();
         keys.iter().filter(|k| listens.contains_key(*k)).collect()
     }
+}
+
+/// Whether the listener of `key` may still read it (always, with auth off).
+fn still_reads(key: &ConfigKey, listening: &Listening) -> bool {
+    let resource = Resource::Config {
+        namespace: &key.namespace,
+        group: &key.group,
+        data_id: &key.data_id,
+    };
+    listening
+        .reader
+        .as_ref()
+        .is_none_or(|r| r.still_reads(&resource))
 }
 
 /// Frees an emptied map's table: most connections are idle with nothing pending most
@@ -500,6 +526,27 @@ impl Connections {
         dropped
     }
 
+    /// Drops every configuration listen whose listener may no longer read its item,
+    /// for the same reasons as [`Connections::drop_unreadable`]: no change of it is
+    /// pushed any more, and its pushes awaiting an ack are not sent again. Called
+    /// whenever the auth data changes; returns how many went.
+    pub fn drop_unreadable_listens(&self) -> usize {
+        let mut dropped = 0;
+        for conn in self.shared.by_remote.iter() {
+            let mut listens = conn.listens.lock();
+            let before = listens.len();
+            listens.retain(|key, listening| still_reads(key, listening));
+            dropped += before - listens.len();
+        }
+        if dropped > 0 {
+            tracing::info!(
+                listens = dropped,
+                "grpc config listens dropped: their listeners may no longer read them"
+            );
+        }
+        dropped
+    }
+
     /// How many connections there are.
     pub fn count(&self) -> usize {
         self.shared.by_remote.len()
@@ -648,5 +695,77 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for SetupDeadline<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+    use crate::auth::permissions::{Grant, Granted};
+    use crate::auth::{Auth, AuthData, Identity, User};
+
+    /// Auth on, `ann` reading namespace `dev` through role `dev`; and that data.
+    fn auth_with_reader() -> (Auth, AuthData) {
+        let auth = Auth::new(true, 100);
+        let mut data = AuthData::default();
+        let user = User {
+            password_hash: String::new(),
+            admin: false,
+        };
+        data.users.insert("ann".into(), user);
+        data.roles.insert("ann".into(), ["dev".to_string()].into());
+        let grant = Grant {
+            resource: "dev:*:*".into(),
+            action: Granted::Read,
+        };
+        data.permissions.insert("dev".into(), [grant].into());
+        auth.set_data(data.clone());
+        (auth, data)
+    }
+
+    #[test]
+    fn a_listen_lasts_while_its_listener_may_read_the_item() {
+        let (auth, data) = auth_with_reader();
+        let connections = Connections::new(1);
+        let (tx, _rx) = mpsc::channel(1);
+        let conn = connections.open("127.0.0.1:5000".parse().unwrap(), tx);
+        let ann = Identity {
+            username: Cow::Borrowed("ann"),
+            admin: false,
+        };
+        let reader = auth.reader(&ann).map(Arc::new);
+        let listening = |reader: &Option<Arc<Reader>>| Listening {
+            tenant: "dev".into(),
+            md5: String::new(),
+            reader: reader.clone(),
+        };
+        let (dev, prod) = (
+            ConfigKey::new("dev", "G", "a"),
+            ConfigKey::new("prod", "G", "a"),
+        );
+        // An item its reader may not read (a revocation that came first) is left out.
+        let items = vec![
+            (dev.clone(), listening(&reader)),
+            (prod, listening(&reader)),
+        ];
+        conn.listen(items, 10).unwrap();
+        assert_eq!(conn.listens.lock().len(), 1);
+        assert_eq!(connections.drop_unreadable_listens(), 0);
+        // The grant taken back: the sweep drops the listen; one without a reader (auth
+        // off) stays.
+        let other = ConfigKey::new("dev", "G", "b");
+        conn.listen(vec![(other.clone(), listening(&None))], 10)
+            .unwrap();
+        let mut revoked = data;
+        revoked.permissions.clear();
+        auth.set_data(revoked);
+        assert_eq!(connections.drop_unreadable_listens(), 1);
+        assert!(conn.listens_to(&dev).is_none() && conn.listens_to(&other).is_some());
+        // Listening again after it is refused too, should the request have passed first.
+        conn.listen(vec![(dev.clone(), listening(&reader))], 10)
+            .unwrap();
+        assert!(conn.listens_to(&dev).is_none());
     }
 }
