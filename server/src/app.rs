@@ -352,12 +352,14 @@ pub async fn run(
             udp,
             registry.clone(),
             config.clone(),
+            state.ready.clone(),
             stopping.clone(),
         ));
         workers.spawn(crate::dns::serve_tcp(
             tcp,
             registry.clone(),
             config,
+            state.ready.clone(),
             stopping.clone(),
         ));
     }

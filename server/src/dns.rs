@@ -11,7 +11,9 @@
 //!   IPv6): the targets of SRV records.
 //!
 //! Unknown names under the domain are NXDOMAIN; names outside it are REFUSED: this is not
-//! an open resolver.
+//! an open resolver. Every query is REFUSED while the node is not ready — still starting
+//! (nothing replayed yet) or removed from the cluster (its data only grows staler) — as its
+//! HTTP and gRPC ports refuse clients then: a resolver asks another server.
 //!
 //! DNS carries no identity, so it cannot ask for permissions: it answers only for the
 //! namespaces `--dns-namespaces` names (default `public`; `*` for all). A name in any
@@ -42,6 +44,7 @@ use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::registry::select::{select, Query};
 use crate::registry::service::ServiceKey;
 use crate::registry::Registry;
+use crate::state::Readiness;
 
 /// The service metadata key whose value is published as `grpc_config=<value>`.
 pub const GRPC_CONFIG_KEY: &str = "grpc_config";
@@ -303,8 +306,8 @@ fn txt_chunks(value: &str) -> Vec<String> {
     chunks
 }
 
-/// Answers one query message.
-pub fn answer(registry: &Registry, config: &DnsConfig, request: &Message) -> Message {
+/// A response to `request` with nothing in it yet: its id, opcode, question and EDNS.
+fn reply_to(request: &Message) -> Message {
     let mut response = Message::new(
         request.metadata.id,
         MessageType::Response,
@@ -317,6 +320,27 @@ pub fn answer(registry: &Registry, config: &DnsConfig, request: &Message) -> Mes
         edns.set_max_payload(EDNS_UDP_LIMIT);
         response.set_edns(edns);
     }
+    response
+}
+
+/// Answers one query message on a node in state `ready`: REFUSED unless it is ready.
+fn answer_when_ready(
+    ready: &Readiness,
+    registry: &Registry,
+    config: &DnsConfig,
+    request: &Message,
+) -> Message {
+    if ready.is_ready() {
+        return answer(registry, config, request);
+    }
+    let mut response = reply_to(request);
+    response.metadata.response_code = ResponseCode::Refused;
+    response
+}
+
+/// Answers one query message.
+pub fn answer(registry: &Registry, config: &DnsConfig, request: &Message) -> Message {
+    let mut response = reply_to(request);
     let (Some(query), OpCode::Query, 1) = (
         request.queries.first(),
         request.metadata.op_code,
@@ -452,11 +476,12 @@ fn udp_bytes(request: &Message, response: &Message) -> Option<Vec<u8>> {
     response.truncate().to_vec().ok()
 }
 
-/// Serves DNS over UDP until `stopping`.
+/// Serves DNS over UDP until `stopping`, refusing queries while `ready` is not.
 pub async fn serve_udp(
     socket: UdpSocket,
     registry: Registry,
     config: DnsConfig,
+    ready: Readiness,
     mut stopping: watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; 4096];
@@ -474,7 +499,7 @@ pub async fn serve_udp(
         let Ok(request) = Message::from_vec(&buf[..len]) else {
             continue;
         };
-        let response = answer(&registry, &config, &request);
+        let response = answer_when_ready(&ready, &registry, &config, &request);
         if let Some(bytes) = udp_bytes(&request, &response) {
             let _ = socket.send_to(&bytes, from).await;
         }
@@ -483,11 +508,12 @@ pub async fn serve_udp(
 
 /// Serves DNS over TCP (for truncated answers) until `stopping`: at most
 /// [`TCP_MAX_CONNECTIONS`] at once, each closed after [`TCP_IDLE_TIMEOUT`] without a
-/// query, or at `stopping`.
+/// query, or at `stopping`; queries are refused while `ready` is not.
 pub async fn serve_tcp(
     listener: TcpListener,
     registry: Registry,
     config: DnsConfig,
+    ready: Readiness,
     mut stopping: watch::Receiver<bool>,
 ) {
     let gate = Gate::new("dns", TCP_MAX_CONNECTIONS, None);
@@ -500,11 +526,12 @@ pub async fn serve_tcp(
         let Some(permit) = gate.admit(remote.ip()) else {
             continue;
         };
-        let (registry, config, mut stopping) = (registry.clone(), config.clone(), stopping.clone());
+        let (registry, config, ready) = (registry.clone(), config.clone(), ready.clone());
+        let mut stopping = stopping.clone();
         tokio::spawn(async move {
             let _permit = permit;
             tokio::select! {
-                () = serve_tcp_connection(stream, &registry, &config) => {}
+                () = serve_tcp_connection(stream, &ready, &registry, &config) => {}
                 _ = stopping.wait_for(|s| *s) => {}
             }
         });
@@ -514,12 +541,17 @@ pub async fn serve_tcp(
 /// Answers the queries on one TCP connection, one after another, each length-prefixed,
 /// until the client closes, sends something that is not a query, or takes longer than
 /// [`TCP_IDLE_TIMEOUT`] over sending a query or over taking in its answer.
-async fn serve_tcp_connection(mut stream: TcpStream, registry: &Registry, config: &DnsConfig) {
+async fn serve_tcp_connection(
+    mut stream: TcpStream,
+    ready: &Readiness,
+    registry: &Registry,
+    config: &DnsConfig,
+) {
     loop {
         let Ok(Some(request)) = timeout(TCP_IDLE_TIMEOUT, read_tcp_query(&mut stream)).await else {
             return;
         };
-        let Ok(bytes) = answer(registry, config, &request).to_vec() else {
+        let Ok(bytes) = answer_when_ready(ready, registry, config, &request).to_vec() else {
             return;
         };
         let Ok(len) = u16::try_from(bytes.len()) else {
@@ -763,5 +795,26 @@ mod tests {
             "a known name without healthy instances is NODATA"
         );
         assert_eq!(m.authorities.len(), 1, "with the SOA for negative caching");
+    }
+
+    #[test]
+    fn queries_are_refused_until_ready_and_once_removed() {
+        let r = registry();
+        let config = DnsConfig::new("roster", 5).unwrap();
+        let mut query = Message::new(7, MessageType::Query, OpCode::Query);
+        query.add_query(DnsQuery::query(
+            Name::from_ascii("orders.roster.").unwrap(),
+            RecordType::A,
+        ));
+        let ask = |ready: &Readiness| {
+            let m = answer_when_ready(ready, &r, &config, &query);
+            (m.metadata.id, m.metadata.response_code, m.answers.len())
+        };
+        let ready = Readiness::default();
+        assert_eq!(ask(&ready), (7, ResponseCode::Refused, 0), "starting");
+        ready.set();
+        assert_eq!(ask(&ready), (7, ResponseCode::NoError, 2), "ready");
+        ready.set_removed();
+        assert_eq!(ask(&ready), (7, ResponseCode::Refused, 0), "removed");
     }
 }

@@ -1,11 +1,19 @@
 //! The node's life at the cluster's edges: a member removed at run time stands down
-//! (not ready, refuses clients, says why in its log), a node that never formed a cluster
-//! stops promptly, and a healthy cluster's logs name its leader and hold no WARN or
-//! ERROR lines.
+//! (not ready, refuses HTTP, gRPC and DNS clients, says why in its log), a node that
+//! never formed a cluster stops promptly, and a healthy cluster's logs name its leader and
+//! hold no WARN or ERROR lines.
 
+use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use roster_tests::{eventually, free_port, Cluster, Node, NodeOptions, CLUSTER_SECRET};
+use serde_json::json;
+
+use crate::grpc::{decode, payload, RawClient};
+
+/// DNS response codes.
+const NOERROR: u8 = 0;
+const REFUSED: u8 = 5;
 
 /// Lines of `log` at WARN or ERROR (the text format puts the level after the time).
 fn warnings(log: &str) -> Vec<&str> {
@@ -14,12 +22,107 @@ fn warnings(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// A three-node cluster whose nodes also serve DNS, each on a port of its own (listed).
+fn cluster_with_dns() -> (Cluster, Vec<u16>) {
+    let ports: Vec<(u16, u16, u16)> = (0..3)
+        .map(|_| (free_port(), free_port(), free_port()))
+        .collect();
+    let members = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, peer, _))| format!("{}=127.0.0.1:{peer}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut nodes: Vec<Node> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (http, peer, dns))| {
+            Node::start_with(NodeOptions {
+                args: vec![
+                    "--node-id".into(),
+                    (i + 1).to_string(),
+                    "--members".into(),
+                    members.clone(),
+                    "--dns".into(),
+                    format!("127.0.0.1:{dns}"),
+                ],
+                env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],
+                ports: Some((*http, *peer)),
+                wait_ready: false,
+                ..Default::default()
+            })
+        })
+        .collect();
+    for node in &mut nodes {
+        node.wait_ready();
+    }
+    let dns = ports.iter().map(|p| p.2).collect();
+    (Cluster { nodes, members }, dns)
+}
+
+/// The response code and answer count of an A query for `name` over UDP at `port`, or
+/// why there is none.
+fn dns_query(port: u16, name: &str) -> Result<(u8, u16), String> {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    // Id 0x2323, recursion desired, one question.
+    let mut query = vec![0x23, 0x23, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        query.push(label.len() as u8);
+        query.extend_from_slice(label.as_bytes());
+    }
+    // The root label, type A, class IN.
+    query.extend_from_slice(&[0, 0, 1, 0, 1]);
+    socket
+        .send_to(&query, ("127.0.0.1", port))
+        .map_err(|e| e.to_string())?;
+    let mut reply = [0u8; 1500];
+    let n = socket.recv(&mut reply).map_err(|e| e.to_string())?;
+    if n < 12 || reply[..2] != [0x23, 0x23] {
+        return Err(format!("not an answer to the query: {:?}", &reply[..n]));
+    }
+    Ok((reply[3] & 0x0f, u16::from_be_bytes([reply[6], reply[7]])))
+}
+
+/// The type and body of the answer to a raw gRPC server check at `node`.
+fn grpc_server_check(node: &Node) -> (String, serde_json::Value) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut client = RawClient::connect(&format!("127.0.0.1:{}", node.http_port + 1000)).await;
+        let check = payload(
+            "ServerCheckRequest",
+            &json!({"headers": {}, "requestId": ""}),
+            None,
+        );
+        decode(&client.try_unary(check).await.expect("a gRPC answer"))
+    })
+}
+
 #[test]
 fn a_removed_node_stands_down_and_the_rest_carry_on() {
-    let c = Cluster::start(3, &[]);
+    let (c, dns) = cluster_with_dns();
     let leader = c.leader();
     let victim = (leader + 1) % 3;
     let id = victim + 1;
+    // A name every node answers for over DNS and gRPC, the one to be removed included.
+    c.nodes[leader]
+        .call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=stale&ip=127.25.1.1&port=80",
+        )
+        .expect(200);
+    eventually(Duration::from_secs(10), || {
+        match dns_query(dns[victim], "stale.roster")? {
+            (NOERROR, 1) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert_eq!(grpc_server_check(&c.nodes[victim]).0, "ServerCheckResponse");
     let term = c.view(leader)["term"].as_u64().unwrap();
     c.nodes[leader]
         .call("DELETE", &format!("/api/v1/cluster/members?id={id}"))
@@ -44,6 +147,23 @@ fn a_removed_node_stands_down_and_the_rest_carry_on() {
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("removed from the cluster"), "{}", r.body);
     assert!(r.body.contains("delete its data dir"), "{}", r.body);
+    // gRPC clients get the same reason; DNS, which carries none, is refused (a resolver
+    // asks another server) where the others still answer.
+    let (kind, body) = grpc_server_check(removed);
+    assert_eq!(
+        (kind.as_str(), &body["errorCode"]),
+        ("ErrorResponse", &json!(300)),
+        "{body}"
+    );
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("removed from the cluster"), "{body}");
+    assert!(message.contains("delete its data dir"), "{body}");
+    assert_eq!(dns_query(dns[victim], "stale.roster"), Ok((REFUSED, 0)));
+    for i in (0..3).filter(|i| *i != victim) {
+        // NOERROR: the name is known (its instance, never beating, may be unhealthy by now).
+        let answer = dns_query(dns[i], "stale.roster");
+        assert_eq!(answer.map(|a| a.0), Ok(NOERROR), "node {i}");
+    }
     let log = removed.log();
     assert_eq!(
         log.matches("this node was removed from the cluster")

@@ -32,6 +32,7 @@ import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../co
 import { ago, dateTime, errorMessage, moment, num } from '../format';
 import { namespaceOptions } from '../components/Pickers';
 import { fetchNamespaces } from './Namespaces';
+import { DEFAULT_GROUP } from '../configs';
 
 interface TaskValues {
   name: string;
@@ -41,6 +42,9 @@ interface TaskValues {
   services?: string;
   dryRun?: boolean;
 }
+
+/** The target namespace of a task that names none and reads no Nacos source. */
+const DEFAULT_NAMESPACE = 'public';
 
 const stateTag: Record<SyncState, [color: string, label: MessageKey]> = {
   pending: ['blue', 'sync.state.pending'],
@@ -146,6 +150,13 @@ export function SyncPage() {
 
   const secondary = (text: string) => <Typography.Text type="secondary">{text}</Typography.Text>;
 
+  // The target a task writes to, named as `roster sync` names it: its own, else the source's
+  // (Nacos sources), else `public` / `DEFAULT_GROUP`.
+  const targetName = (r: SyncTask, own: string | null | undefined, fallback: string) => {
+    if (own) return own;
+    return r.source.startsWith('nacos://') ? secondary(t('sync.sourceOr', { name: fallback })) : fallback;
+  };
+
   const holdTip = (r: SyncTask) => {
     const reasons = r.status?.holdReasons ?? [];
     return reasons.length ? t('sync.holdReasons', { list: reasons.join('; ') }) : undefined;
@@ -180,7 +191,7 @@ export function SyncPage() {
       render: (_: unknown, r: SyncTask) => (
         <div className="cell-lines">
           <span className="mono sync-target">
-            {r.namespace ?? secondary(t('sync.default'))} / {r.group ?? secondary(t('sync.default'))}
+            {targetName(r, r.namespace, DEFAULT_NAMESPACE)} / {targetName(r, r.group, DEFAULT_GROUP)}
           </span>
           {r.services ? (
             <Typography.Text className="mono sync-filter" ellipsis={{ tooltip: r.services }}>
