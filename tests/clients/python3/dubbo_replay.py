@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -57,11 +58,20 @@ def emit(step, ok=True, **fields):
     print(json.dumps({"step": step, "ok": ok, **fields}), flush=True)
 
 
+# The SDKs' log and cache directory, removed on every way out (os._exit skips finally).
+TMP = tempfile.mkdtemp(prefix="dubbo-replay-")
+
+
+def leave(code):
+    shutil.rmtree(TMP, ignore_errors=True)
+    os._exit(code)
+
+
 def fail(step, reason):
     emit(step, ok=False, reason=reason)
     sys.stderr.write(f"FAIL {step}: {reason}\n")
     sys.stderr.flush()
-    os._exit(1)
+    leave(1)
 
 
 def md5(text):
@@ -208,7 +218,7 @@ async def consume(step, config, naming, interface, expected):
 
 
 async def run(args):
-    tmp = tempfile.mkdtemp(prefix="dubbo-replay-")
+    tmp = TMP
     interface = args.interface
     servers = args.server
     # The consumer listens to the mapping before any provider starts, on the last node.
@@ -284,7 +294,7 @@ def main():
         await run(args)
         sys.stdout.flush()
         # Exit from inside the loop: asyncio.run's teardown would wait on the SDK's tasks.
-        os._exit(0)
+        leave(0)
 
     asyncio.run(run_and_exit())
 

@@ -173,9 +173,17 @@ impl Subscribers {
 }
 
 impl Drop for Subscribers {
+    /// Closes each observer's stdin, which ends it, and gives it 3 s to remove its SDK
+    /// directory before it is killed.
     fn drop(&mut self) {
         for child in &mut self.children {
             drop(child.stdin.take());
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        for child in &mut self.children {
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
