@@ -623,7 +623,11 @@ async fn start_up(state: &AppState, plan: &ClusterPlan, data_dir: &Path) -> anyh
             }
         }
     }
-    // Ephemeral instances live on the other nodes: take them before serving reads.
+    // Ephemeral instances live on the other nodes: take them before serving reads. A
+    // node that joined learns its peers from the membership it has just caught up with:
+    // follow it now rather than at the next hello round, or it takes itself for a
+    // cluster of one and serves no ephemeral instance until verification brings them.
+    state.members.follow(&store.status().members);
     state.distro.load_snapshot(Duration::from_secs(5)).await;
     state.ready.set();
     tracing::info!(

@@ -435,6 +435,14 @@ fn nodes_join_and_leave_at_run_time() {
             "/nacos/v1/ns/instance?serviceName=grow&ip=127.24.0.1&port=1&ephemeral=false",
         )
         .expect(200);
+    // And an ephemeral one, which the new node must load from a peer before it says
+    // it is ready (it once took itself for a cluster of one and served none).
+    c.nodes[0]
+        .call(
+            "POST",
+            "/nacos/v1/ns/instance?serviceName=grow-live&ip=127.24.0.3&port=3",
+        )
+        .expect(200);
     let (http, peer) = (free_port(), free_port());
     let mut fourth = Node::start_with(NodeOptions {
         args: vec!["--node-id".into(), "4".into(), "--join".into()],
@@ -469,6 +477,15 @@ fn nodes_join_and_leave_at_run_time() {
         v["hosts"].as_array().unwrap().len(),
         1,
         "the new node has the data"
+    );
+    let v = fourth
+        .call("GET", "/nacos/v1/ns/instance/list?serviceName=grow-live")
+        .expect(200)
+        .json();
+    assert_eq!(
+        v["hosts"].as_array().unwrap().len(),
+        1,
+        "the new node has the ephemeral instances once ready: {v}"
     );
     eventually(Duration::from_secs(10), || {
         let view = c.view(0);
