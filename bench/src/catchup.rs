@@ -3,7 +3,9 @@
 //! connections, 200 instances each, so no beats are needed to keep them), and 10,000
 //! persistent ones; every node's RSS is read once all three hold them; then node 3 is
 //! killed with SIGKILL and started again on its data, and the group times how long it
-//! takes to answer `/health/ready` 200 and to hold every instance again.
+//! takes to answer `/health/ready` 200 and to hold every instance again; then a fourth
+//! node is started with `--join` and added through node 1 (what `roster cluster add`
+//! sends), timed the same way from its start.
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::AtomicUsize;
@@ -199,25 +201,14 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let api = node.api();
     let started = Instant::now();
     node.kill_and_restart()?;
-    let mut ready_at = None;
-    let mut held_at = None;
-    let mut last = None;
-    while ready_at.is_none() || held_at.is_none() {
-        if started.elapsed() > CONVERGE {
-            break;
-        }
-        if ready_at.is_none() && ready(&api).await {
-            ready_at = Some(started.elapsed());
-        }
-        if held_at.is_none() {
-            last = held(&api).await;
-            if last == Some(want) {
-                held_at = Some(started.elapsed());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let restarted = caught_up(&api, want, started).await;
     let restarted_rss = rss_kib(node.pid).ok();
+
+    // A fourth node starts with `--join` and is added (what `roster cluster add` sends).
+    let started = Instant::now();
+    cluster.add_roster_node(&bench.setup, "catchup", 4).await?;
+    let added = caught_up(&cluster.nodes[3].api(), want, started).await;
+    let added_rss = rss_kib(cluster.nodes[3].pid).ok();
     drop(open);
 
     let scale = format!(
@@ -232,38 +223,22 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
          and were sent again); all three nodes held them {spread:.1?} later",
         RETRIED.load(std::sync::atomic::Ordering::Relaxed)
     ));
-    let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
-    report.rows.push(Row::pair(
-        "catchup",
-        format!(
-            "node killed with -9 and restarted at {} instances: ready",
-            thousands(want as u64)
+    for (how, from, times, rss) in [
+        (
+            "node killed with -9 and restarted",
+            "the restart",
+            &restarted,
+            restarted_rss,
         ),
-        Unit::Secs,
-        secs(ready_at),
-        None,
-        Some(Target::AtMost(TARGET_SECS)),
-        format!("{scale}; `/health/ready` 200, from the restart"),
-    ));
-    report.rows.push(Row::pair(
-        "catchup",
-        format!(
-            "node killed with -9 and restarted at {} instances: holds every instance",
-            thousands(want as u64)
+        (
+            "node added with `roster cluster add`",
+            "its start with `--join`",
+            &added,
+            added_rss,
         ),
-        Unit::Secs,
-        secs(held_at),
-        None,
-        Some(Target::AtMost(TARGET_SECS)),
-        format!(
-            "`instanceCount` of `/nacos/v1/ns/operator/metrics` = {want}, polled every 100 ms from the restart{}; RSS after: {} MiB",
-            match (held_at, last) {
-                (None, Some(n)) => format!(" (held {n} when the run gave up)"),
-                _ => String::new(),
-            },
-            restarted_rss.map_or("?".to_string(), |k| format!("{:.0}", k as f64 / 1024.0))
-        ),
-    ));
+    ] {
+        catch_up_rows(report, how, from, times, rss, want, &scale);
+    }
     report.rows.push(Row::pair(
         "catchup",
         format!(
@@ -288,4 +263,72 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         ),
     ));
     Ok(())
+}
+
+/// When a starting node answered `/health/ready` 200 and held `want` instances, from
+/// `started`, polled every 100 ms; and what it held last.
+struct CatchUp {
+    ready_at: Option<Duration>,
+    held_at: Option<Duration>,
+    last: Option<usize>,
+}
+
+async fn caught_up(api: &Api, want: usize, started: Instant) -> CatchUp {
+    let mut c = CatchUp {
+        ready_at: None,
+        held_at: None,
+        last: None,
+    };
+    while (c.ready_at.is_none() || c.held_at.is_none()) && started.elapsed() <= CONVERGE {
+        if c.ready_at.is_none() && ready(api).await {
+            c.ready_at = Some(started.elapsed());
+        }
+        if c.held_at.is_none() {
+            c.last = held(api).await;
+            if c.last == Some(want) {
+                c.held_at = Some(started.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c
+}
+
+/// The two rows of a catch-up: ready, and holding every instance.
+fn catch_up_rows(
+    report: &mut Report,
+    how: &str,
+    from: &str,
+    c: &CatchUp,
+    rss_kib: Option<u64>,
+    want: usize,
+    scale: &str,
+) {
+    let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+    let at = thousands(want as u64);
+    report.rows.push(Row::pair(
+        "catchup",
+        format!("{how} at {at} instances: ready"),
+        Unit::Secs,
+        secs(c.ready_at),
+        None,
+        Some(Target::AtMost(TARGET_SECS)),
+        format!("{scale}; `/health/ready` 200, from {from}"),
+    ));
+    report.rows.push(Row::pair(
+        "catchup",
+        format!("{how} at {at} instances: holds every instance"),
+        Unit::Secs,
+        secs(c.held_at),
+        None,
+        Some(Target::AtMost(TARGET_SECS)),
+        format!(
+            "`instanceCount` of `/nacos/v1/ns/operator/metrics` = {want}, polled every 100 ms from {from}{}; RSS after: {} MiB",
+            match (c.held_at, c.last) {
+                (None, Some(n)) => format!(" (held {n} when the run gave up)"),
+                _ => String::new(),
+            },
+            rss_kib.map_or("?".to_string(), |k| format!("{:.0}", k as f64 / 1024.0))
+        ),
+    ));
 }

@@ -218,7 +218,8 @@ impl Ports {
 /// Cluster settings of a roster node: its id, the members list and the secret.
 struct RosterMembership<'a> {
     id: u64,
-    members: &'a str,
+    /// `--members`; `None`: `--join` (wait to be added).
+    members: Option<&'a str>,
     secret: &'a str,
 }
 
@@ -286,9 +287,11 @@ fn spawn_roster(
             command
                 .arg("--node-id")
                 .arg(m.id.to_string())
-                .arg("--members")
-                .arg(m.members)
                 .env("ROSTER_CLUSTER_SECRET", m.secret);
+            match m.members {
+                Some(members) => command.arg("--members").arg(members),
+                None => command.arg("--join"),
+            };
             m.id
         }
         None => 1,
@@ -451,11 +454,42 @@ pub async fn start(system: System, setup: &Setup, name: &str) -> Result<Node> {
 
 /// Three nodes of one system.
 pub struct Cluster {
-    /// The nodes, ids 1..=3.
+    /// The nodes, ids 1..=3 (then any added).
     pub nodes: Vec<Node>,
+    /// roster's cluster secret (empty for r-nacos).
+    secret: String,
 }
 
 impl Cluster {
+    /// Starts roster node `id` with `--join` and adds it through node 1
+    /// (`POST /api/v1/cluster/members`, what `roster cluster add` sends); returns once
+    /// the membership change is committed, not once the node is ready.
+    pub async fn add_roster_node(&mut self, setup: &Setup, name: &str, id: u64) -> Result<()> {
+        let ports = Ports::pick()?;
+        let membership = RosterMembership {
+            id,
+            members: None,
+            secret: &self.secret,
+        };
+        let node = spawn_roster(
+            setup,
+            &format!("{name}-{id}"),
+            &ports,
+            Some(membership),
+            None,
+        )?;
+        let peer = loopback(ports.peer);
+        let answer = self.nodes[0]
+            .api()
+            .post(&format!("/api/v1/cluster/members?id={id}&peer={peer}"))
+            .await?;
+        if answer.status != 200 {
+            anyhow::bail!("adding node {id}: {} {}", answer.status, answer.text());
+        }
+        self.nodes.push(node);
+        Ok(())
+    }
+
     /// The current leader's id, as the first node that answers reports it.
     pub async fn leader(&self) -> Result<u64> {
         for node in &self.nodes {
@@ -504,7 +538,7 @@ pub async fn start_cluster(system: System, setup: &Setup, name: &str) -> Result<
             for (i, p) in ports.iter().enumerate() {
                 let membership = RosterMembership {
                     id: i as u64 + 1,
-                    members: &members,
+                    members: Some(&members),
                     secret: &secret,
                 };
                 nodes.push(spawn_roster(
@@ -518,7 +552,7 @@ pub async fn start_cluster(system: System, setup: &Setup, name: &str) -> Result<
             for node in &nodes {
                 roster_ready(node).await?;
             }
-            Ok(Cluster { nodes })
+            Ok(Cluster { nodes, secret })
         }
         System::RNacos => {
             // Started one after another, each once the previous one has joined: the
@@ -587,7 +621,10 @@ pub async fn start_cluster(system: System, setup: &Setup, name: &str) -> Result<
                 })
                 .await?;
             }
-            Ok(Cluster { nodes })
+            Ok(Cluster {
+                nodes,
+                secret: String::new(),
+            })
         }
     }
 }
