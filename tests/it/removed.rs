@@ -22,44 +22,6 @@ fn warnings(log: &str) -> Vec<&str> {
         .collect()
 }
 
-/// A three-node cluster whose nodes also serve DNS, each on a port of its own (listed).
-fn cluster_with_dns() -> (Cluster, Vec<u16>) {
-    let ports: Vec<(u16, u16, u16)> = (0..3)
-        .map(|_| (free_port(), free_port(), free_port()))
-        .collect();
-    let members = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (_, peer, _))| format!("{}=127.0.0.1:{peer}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut nodes: Vec<Node> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (http, peer, dns))| {
-            Node::start_with(NodeOptions {
-                args: vec![
-                    "--node-id".into(),
-                    (i + 1).to_string(),
-                    "--members".into(),
-                    members.clone(),
-                    "--dns".into(),
-                    format!("127.0.0.1:{dns}"),
-                ],
-                env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],
-                ports: Some((*http, *peer)),
-                wait_ready: false,
-                ..Default::default()
-            })
-        })
-        .collect();
-    for node in &mut nodes {
-        node.wait_ready();
-    }
-    let dns = ports.iter().map(|p| p.2).collect();
-    (Cluster { nodes, members }, dns)
-}
-
 /// The response code and answer count of an A query for `name` over UDP at `port`, or
 /// why there is none.
 fn dns_query(port: u16, name: &str) -> Result<(u8, u16), String> {
@@ -105,7 +67,7 @@ fn grpc_server_check(node: &Node) -> (String, serde_json::Value) {
 
 #[test]
 fn a_removed_node_stands_down_and_the_rest_carry_on() {
-    let (c, dns) = cluster_with_dns();
+    let (c, dns) = Cluster::start_with_dns(3, &[]);
     let leader = c.leader();
     let victim = (leader + 1) % 3;
     let id = victim + 1;

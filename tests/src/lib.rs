@@ -588,7 +588,29 @@ impl Cluster {
         Self::start_on(n, extra, Some(lab))
     }
 
+    /// Starts `n` nodes with `extra` arguments each, every one also serving DNS
+    /// (`--dns`) on a port of its own; returns the cluster and the DNS ports, in node
+    /// order.
+    pub fn start_with_dns(n: usize, extra: &[&str]) -> (Self, Vec<u16>) {
+        let dns: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let cluster = Self::start_each(n, None, |i| {
+            let mut args = vec!["--dns".to_string(), format!("127.0.0.1:{}", dns[i])];
+            args.extend(extra.iter().map(|a| a.to_string()));
+            args
+        });
+        (cluster, dns)
+    }
+
     fn start_on(n: usize, extra: &[&str], lab: Option<&netlab::NetLab>) -> Self {
+        Self::start_each(n, lab, |_| extra.iter().map(|a| a.to_string()).collect())
+    }
+
+    /// Starts `n` nodes, node `i` (from 0) with the arguments `extra(i)`.
+    fn start_each(
+        n: usize,
+        lab: Option<&netlab::NetLab>,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let peer_host = |i: usize| {
             lab.map(|l| l.peer_host(i + 1))
@@ -610,7 +632,7 @@ impl Cluster {
                     "--members".into(),
                     members.clone(),
                 ];
-                args.extend(extra.iter().map(|a| a.to_string()));
+                args.extend(extra(i));
                 let mut options = NodeOptions {
                     args,
                     env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],

@@ -27,7 +27,7 @@ mod views;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use roster_tests::{free_port, Cluster, Node, NodeOptions, CLUSTER_SECRET};
+use roster_tests::{free_port, Cluster, Node, NodeOptions};
 
 use paths::Target;
 use service::{Beater, Spec};
@@ -234,18 +234,21 @@ fn run_a_to_d(specs: &[Spec], beaters: &[Beater], targets: &[Target], via: &Node
     });
 }
 
+/// What every observed node runs with besides `--dns`.
+const DNS_EXTRA: [&str; 4] = [
+    // Every case has a namespace of its own; DNS answers for all of them.
+    "--dns-namespaces",
+    "*",
+    // Two silent instances of a namespace are enough to engage the guard (case c);
+    // one silent of two (case d) is not more than half.
+    "--eviction-guard-min",
+    "2",
+];
+
 fn dns_args(dns_port: u16) -> Vec<String> {
-    vec![
-        "--dns".into(),
-        format!("127.0.0.1:{dns_port}"),
-        // Every case has a namespace of its own; DNS answers for all of them.
-        "--dns-namespaces".into(),
-        "*".into(),
-        // Two silent instances of a namespace are enough to engage the guard (case c);
-        // one silent of two (case d) is not more than half.
-        "--eviction-guard-min".into(),
-        "2".into(),
-    ]
+    let mut args = vec!["--dns".to_string(), format!("127.0.0.1:{dns_port}")];
+    args.extend(DNS_EXTRA.iter().map(|a| a.to_string()));
+    args
 }
 
 fn check_sdk_queries(subscribers: &[&Subscribers]) {
@@ -293,48 +296,10 @@ fn every_client_path_tells_the_truth_on_time_on_one_node() {
     eprintln!("observer on one node took {:?}", started.elapsed());
 }
 
-/// A three-node cluster whose nodes serve DNS on ports of their own.
-fn cluster_with_dns() -> (Cluster, Vec<u16>) {
-    let ports: Vec<(u16, u16, u16)> = (0..3)
-        .map(|_| (free_port(), free_port(), free_port()))
-        .collect();
-    let members = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (_, peer, _))| format!("{}=127.0.0.1:{peer}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut nodes: Vec<Node> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (http, peer, dns))| {
-            let mut args = vec![
-                "--node-id".to_string(),
-                (i + 1).to_string(),
-                "--members".into(),
-                members.clone(),
-            ];
-            args.extend(dns_args(*dns));
-            Node::start_with(NodeOptions {
-                args,
-                env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],
-                ports: Some((*http, *peer)),
-                wait_ready: false,
-                ..Default::default()
-            })
-        })
-        .collect();
-    for node in &mut nodes {
-        node.wait_ready();
-    }
-    let dns = ports.iter().map(|p| p.2).collect();
-    (Cluster { nodes, members }, dns)
-}
-
 #[test]
 fn every_client_path_tells_the_truth_on_each_node_and_when_an_owner_dies() {
     let started = Instant::now();
-    let (mut c, dns) = cluster_with_dns();
+    let (mut c, dns) = Cluster::start_with_dns(3, &DNS_EXTRA);
     let specs = cases_a_to_d("127.92");
     let owner_case = Spec::new("e owner killed", "127.92.5", 1, 0.0, LONG);
     let e_addr = owner_case.addr(0).to_string();
