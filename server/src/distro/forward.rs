@@ -262,10 +262,9 @@ mod tests {
     use super::*;
     use crate::distro::mem::{Fault, MemNet, MemTransport};
     use crate::distro::responsibility::owner_of;
+    use crate::distro::tests::{key, reg};
     use crate::distro::Distro;
-    use crate::registry::instance::Metadata;
-    use crate::registry::service::ServiceKey;
-    use crate::registry::{InstancePatch, Registration, Registry};
+    use crate::registry::{InstancePatch, Registry};
 
     /// The reply type of builds before typed errors, as they declared it.
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -346,27 +345,10 @@ mod tests {
         assert!(!unknown_route(&other));
     }
 
-    fn key() -> ServiceKey {
-        ServiceKey::new("public", "DEFAULT_GROUP", "svc")
-    }
-
     fn register(ip: &str) -> EphemeralOp {
-        let registration = Registration {
-            ip: ip.into(),
-            port: 80,
-            cluster: "DEFAULT".into(),
-            weight: 1.0,
-            healthy: true,
-            enabled: true,
-            ephemeral: true,
-            metadata: Metadata::new(),
-            instance_id: None,
-            client: None,
-            owner: None,
-        };
         EphemeralOp::Register {
             key: key(),
-            registration,
+            registration: reg(ip, 80),
         }
     }
 

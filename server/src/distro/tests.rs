@@ -25,11 +25,13 @@ const ROUND: u64 = 1_000;
 /// Where the clock starts, ms (revisions follow the clock, so not zero).
 const T0: u64 = 1_700_000_000_000;
 
-fn key() -> ServiceKey {
+/// The service the tests register in.
+pub(crate) fn key() -> ServiceKey {
     ServiceKey::new("public", "DEFAULT_GROUP", "svc")
 }
 
-fn reg(ip: &str, port: u16) -> Registration {
+/// An ephemeral registration of `ip:port` with the defaults.
+pub(crate) fn reg(ip: &str, port: u16) -> Registration {
     Registration {
         ip: ip.into(),
         port,
