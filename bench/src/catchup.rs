@@ -5,7 +5,9 @@
 //! killed with SIGKILL and started again on its data, and the group times how long it
 //! takes to answer `/health/ready` 200 and to hold every instance again; then a fourth
 //! node is started with `--join` and added through node 1 (what `roster cluster add`
-//! sends), timed the same way from its start.
+//! sends), timed the same way from its start; last, 1,000 more connections each
+//! register 100 instances in one `BatchInstanceRequest` through node 1. The CPU each
+//! node spends per registration, and while idle with everything held, is read too.
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::AtomicUsize;
@@ -17,7 +19,7 @@ use tokio::sync::Semaphore;
 
 use crate::api::{Api, Instance};
 use crate::grpc::Connection;
-use crate::machine::rss_kib;
+use crate::machine::{cpu_secs, rss_kib};
 use crate::report::{thousands, Report, Row, Target, Unit};
 use crate::servers::{self, Cluster, Node, System};
 use crate::shapes::Shape;
@@ -40,6 +42,59 @@ static RETRIED: AtomicUsize = AtomicUsize::new(0);
 const TARGET_SECS: f64 = 10.0;
 /// RSS target per node at a million instances, MiB.
 const TARGET_MIB: f64 = 1024.0;
+
+/// Connections of the batch phase, each sending one `BatchInstanceRequest`.
+const BATCH_CONNECTIONS: usize = 1_000;
+/// Instances per batch.
+const BATCH_SIZE: usize = 100;
+/// Batch connections registering at once.
+const BATCH_CONCURRENCY: usize = 100;
+
+/// Opens [`BATCH_CONNECTIONS`] gRPC connections to `node`, from `127.200.x.y`, each
+/// registering [`BATCH_SIZE`] instances of its address (ports from 20000) in one of 50
+/// services in one request, with the Dubbo metadata. The count acknowledged, and the
+/// connections (their instances last as long as they do).
+async fn register_batches(node: &Node) -> Result<(usize, Vec<Connection>)> {
+    let gate = Arc::new(Semaphore::new(BATCH_CONCURRENCY));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(BATCH_CONNECTIONS);
+    for c in 0..BATCH_CONNECTIONS {
+        let (gate, answered, addr) = (gate.clone(), answered.clone(), node.grpc);
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let ip = Ipv4Addr::new(127, 200, (c / 256) as u8, c as u8);
+            let mut connection = Connection::open(addr, ip, answered).await?;
+            let service = format!("cb-{}", c % 50);
+            let instances: Vec<Instance> = (0..BATCH_SIZE)
+                .map(|i| Instance {
+                    service: service.clone(),
+                    ip: ip.to_string(),
+                    port: 20_000 + i as u16,
+                    k: c * BATCH_SIZE + i,
+                })
+                .collect();
+            connection
+                .register_batch(&service, &instances, |i| {
+                    Shape::Dubbo.metadata(&i.service, i.k)
+                })
+                .await?;
+            Ok::<Connection, anyhow::Error>(connection)
+        }));
+    }
+    let mut open = Vec::with_capacity(BATCH_CONNECTIONS);
+    for task in tasks {
+        open.push(task.await.context("a batch task panicked")??);
+    }
+    Ok((open.len() * BATCH_SIZE, open))
+}
+
+/// How long the idle CPU of the loaded nodes is read over.
+const QUIET: Duration = Duration::from_secs(10);
+
+/// Each node's CPU seconds so far.
+fn cpu_of(cluster: &Cluster) -> Result<Vec<f64>> {
+    cluster.nodes.iter().map(|n| cpu_secs(n.pid)).collect()
+}
 
 /// `instanceCount` of `GET /nacos/v1/ns/operator/metrics?onlyStatus=false`.
 async fn held(api: &Api) -> Option<usize> {
@@ -164,9 +219,15 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         .collect::<Result<_>>()?;
     let first = cluster.nodes[0].api();
 
+    let cpu_before = cpu_of(&cluster)?;
     let started = Instant::now();
     let (open, ephemeral) = register_ephemeral(&cluster.nodes[0], connections).await?;
     let ephemeral_secs = started.elapsed().as_secs_f64();
+    let cpu_registering: Vec<f64> = cpu_of(&cluster)?
+        .iter()
+        .zip(&cpu_before)
+        .map(|(after, before)| (after - before) * 1e6 / ephemeral.max(1) as f64)
+        .collect();
     let started = Instant::now();
     let persisted = register_persistent(&first, persistent).await?;
     let persistent_secs = started.elapsed().as_secs_f64();
@@ -195,6 +256,15 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         .collect::<Vec<_>>()
         .join(" / ");
     eprintln!("  every node holds {want} after {spread:.1?}; RSS MiB {rss_text}");
+    // What holding them costs while nothing changes: verification rounds, sweeps, the
+    // connections' keep-alives.
+    let quiet_from = cpu_of(&cluster)?;
+    tokio::time::sleep(QUIET).await;
+    let cpu_idle: Vec<f64> = cpu_of(&cluster)?
+        .iter()
+        .zip(&quiet_from)
+        .map(|(after, before)| (after - before) * 1000.0 / QUIET.as_secs_f64())
+        .collect();
 
     // Node 3 (never the one the clients talk to) crashes and comes back.
     let node = &mut cluster.nodes[2];
@@ -209,6 +279,14 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     cluster.add_roster_node(&bench.setup, "catchup", 4).await?;
     let added = caught_up(&cluster.nodes[3].api(), want, started).await;
     let added_rss = rss_kib(cluster.nodes[3].pid).ok();
+
+    // gRPC batch registration through node 1 (of the four now), beside the one-by-one
+    // registrations above.
+    let started = Instant::now();
+    let (batched, batch_conns) = register_batches(&cluster.nodes[0]).await?;
+    let batch_secs = started.elapsed().as_secs_f64();
+    let batch_spread = converge(&cluster, want + batched).await?;
+    drop(batch_conns);
     drop(open);
 
     let scale = format!(
@@ -239,6 +317,58 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     ] {
         catch_up_rows(report, how, from, times, rss, want, &scale);
     }
+    report.rows.push(Row::pair(
+        "catchup",
+        format!(
+            "gRPC batch registration through node 1 of 4, {BATCH_SIZE} instances per request"
+        ),
+        Unit::PerSec,
+        Some(batched as f64 / batch_secs),
+        None,
+        None,
+        format!(
+            "{} Dubbo-shaped instances in {} `BatchInstanceRequest`s over as many new connections ({BATCH_CONCURRENCY} at a time), acknowledged in {batch_secs:.1} s; every node held them {batch_spread:.1?} later (the cluster already holding {})",
+            thousands(batched as u64),
+            thousands(BATCH_CONNECTIONS as u64),
+            thousands(want as u64)
+        ),
+    ));
+    let listed = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    report.rows.push(Row::pair(
+        "catchup",
+        format!(
+            "3 nodes at {} instances: CPU per ephemeral registration, node 1",
+            thousands(want as u64)
+        ),
+        Unit::Us,
+        cpu_registering.first().copied(),
+        None,
+        None,
+        format!(
+            "CPU seconds of each node over the registrations / instances registered, µs: {} (node 1 holds the connections; the others apply copies)",
+            listed(&cpu_registering)
+        ),
+    ));
+    report.rows.push(Row::pair(
+        "catchup",
+        format!(
+            "3 nodes at {} instances: CPU per second while idle, busiest node",
+            thousands(want as u64)
+        ),
+        Unit::Ms,
+        cpu_idle.iter().copied().reduce(f64::max),
+        None,
+        None,
+        format!(
+            "CPU ms per second over {QUIET:?} with nothing changing (1,000 = one core), per node: {}",
+            listed(&cpu_idle)
+        ),
+    ));
     report.rows.push(Row::pair(
         "catchup",
         format!(

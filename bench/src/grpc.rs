@@ -313,6 +313,72 @@ impl Connection {
             instance.port
         )
     }
+
+    /// Registers `instances` (all of one service, this connection's) in one
+    /// `BatchInstanceRequest`, as the Java client's `batchRegisterService` sends it,
+    /// each with the metadata `metadata` gives it. Only loopback addresses are
+    /// registered.
+    pub async fn register_batch(
+        &mut self,
+        service: &str,
+        instances: &[Instance],
+        metadata: impl Fn(&Instance) -> Option<Map<String, Value>>,
+    ) -> Result<()> {
+        let mut wires = Vec::with_capacity(instances.len());
+        for instance in instances {
+            let ip: Ipv4Addr = instance.ip.parse().context("instance address")?;
+            if !ip.is_loopback() {
+                bail!("{ip} is not a loopback address: the bench registers only 127.0.0.0/8");
+            }
+            wires.push(json!({
+                "instanceId": null,
+                "ip": instance.ip,
+                "port": instance.port,
+                "weight": 1.0,
+                "healthy": true,
+                "enabled": true,
+                "ephemeral": true,
+                "clusterName": "DEFAULT",
+                "serviceName": service,
+                "metadata": metadata(instance).unwrap_or_default(),
+                "instanceHeartBeatInterval": 5000,
+                "instanceHeartBeatTimeOut": 15000,
+                "ipDeleteTimeout": 30000,
+            }));
+        }
+        let mut body = json!({
+            "headers": {},
+            "module": "naming",
+            "namespace": "public",
+            "serviceName": service,
+            "groupName": "DEFAULT_GROUP",
+            "type": "batchRegisterInstance",
+            "instances": wires,
+        });
+        for _ in 0..=UNREGISTERED_RETRIES {
+            body["requestId"] = self.next_request.to_string().into();
+            self.next_request += 1;
+            let request = payload_with(
+                "BatchInstanceRequest",
+                &body,
+                self.local,
+                self.token.as_deref(),
+            );
+            let (kind, answer) = unary(&mut self.grpc, request).await?;
+            match kind.as_str() {
+                "BatchInstanceResponse" if answer["resultCode"] == 200 => return Ok(()),
+                // The setup is not registered yet: the Java client waits and retries.
+                "ErrorResponse" if answer["errorCode"] == 301 => {
+                    tokio::time::sleep(SETUP_WAIT).await
+                }
+                _ => bail!(
+                    "a batch of {} in {service} answered {kind} {answer}",
+                    instances.len()
+                ),
+            }
+        }
+        bail!("a batch in {service}: the connection stayed unregistered")
+    }
 }
 
 /// A `ServiceQueryRequest` made once and sent many times (a load loop should spend its
