@@ -76,8 +76,9 @@ pub struct Push {
     pub peer: NodeId,
     /// The clients (put back with [`Core::push_failed`] if the push fails).
     pub ids: Vec<Arc<str>>,
-    /// What goes on the wire.
-    pub message: SyncMessage<ClientShare>,
+    /// What goes on the wire (a client pushed to several peers at once is built once
+    /// and shared by their pushes).
+    pub message: SyncMessage<Arc<ClientShare>>,
 }
 
 /// What [`Core::on_sync`] did with a message.
@@ -327,6 +328,8 @@ impl Core {
             waiting
         };
         let mut pushes = Vec::new();
+        // Each client's state is read once, whichever peers it goes to.
+        let mut shares: HashMap<Arc<str>, Option<Arc<ClientShare>>> = HashMap::new();
         for (peer, mut ids) in batches {
             if !waiting.is_empty() {
                 let (wait, go): (Vec<Arc<str>>, Vec<Arc<str>>) =
@@ -343,7 +346,10 @@ impl Core {
             };
             let mut instances = 0;
             for id in ids {
-                let Some(data) = self.registry.client_share(&id) else {
+                let share = shares
+                    .entry(id.clone())
+                    .or_insert_with(|| self.registry.client_share(&id).map(Arc::new));
+                let Some(data) = share.clone() else {
                     continue;
                 };
                 let size = data.instances.len().max(1);

@@ -119,12 +119,18 @@ impl Registry {
             return false;
         }
         if let Some(old) = &old {
-            let gone = old.entries.iter().filter(|(key, addr)| {
-                !data
-                    .instances
-                    .iter()
-                    .any(|(k, i)| k == &**key && i.address == *addr)
-            });
+            // Sorted, so that a large client's copy (a connection with 200 instances,
+            // applied again with every push) is not compared entry by entry.
+            let mut incoming: Vec<(&ServiceKey, &str)> = data
+                .instances
+                .iter()
+                .map(|(k, i)| (k, &*i.address))
+                .collect();
+            incoming.sort_unstable();
+            let gone = old
+                .entries
+                .iter()
+                .filter(|(key, addr)| incoming.binary_search(&(&**key, &**addr)).is_err());
             for (key, addr) in gone {
                 self.remove_client_instance(key, addr, &id, now_ms);
             }
