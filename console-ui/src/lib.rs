@@ -6,6 +6,17 @@
 //! are gzipped once, on first request, and served compressed to clients that accept
 //! it. The app routes with the URL fragment (`/#/services`), so no other path needs
 //! the server. `/nacos` and `/nacos/`, where Nacos serves its console, redirect here.
+//!
+//! Headers: the page gets its Content-Security-Policy here (tower-http's
+//! `SetResponseHeaderLayer`, on HTML answers only); `X-Content-Type-Options`,
+//! `X-Frame-Options` and `Referrer-Policy` come from the server's layers around every
+//! answer, API and console alike (`roster::api::service`).
+//!
+//! Why not tower-http's `CompressionLayer`: it compresses each response as it is sent,
+//! so every load of the page would gzip the same embedded script bundle again (CPU per
+//! request, at a fast level). The embedded files never change while the process runs,
+//! so each is compressed once, at the best level, and the bytes are kept; only files
+//! read from `--console-dir` (development) are compressed per request.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -20,6 +31,7 @@ use axum::routing::get;
 use axum::Router;
 use parking_lot::Mutex;
 use rust_embed::RustEmbed;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 #[derive(RustEmbed)]
 #[folder = "dist/"]
@@ -74,21 +86,23 @@ pub fn router<S: Clone + Send + Sync + 'static>(dir: Option<PathBuf>) -> Router<
         )
         .route("/nacos", get(to_console))
         .route("/nacos/", get(to_console))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            csp_for_html as fn(&Response) -> Option<HeaderValue>,
+        ))
 }
 
 async fn index(source: Source, headers: HeaderMap) -> Response {
-    let mut response = serve(&source, "index.html", REVALIDATE, &headers);
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    response
+    serve(&source, "index.html", REVALIDATE, &headers)
+}
+
+/// The policy for an HTML answer (the page); scripts, styles and images need none.
+fn csp_for_html(response: &Response) -> Option<HeaderValue> {
+    let html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    html.then(|| HeaderValue::from_static(CSP))
 }
 
 async fn to_console() -> Redirect {
@@ -164,10 +178,6 @@ fn serve(source: &Source, path: &str, cache: &'static str, request: &HeaderMap) 
     };
     let mut headers = HeaderMap::new();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
     headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     if let Ok(v) = HeaderValue::from_str(&etag) {
         headers.insert(header::ETAG, v);
@@ -220,7 +230,8 @@ fn accepts_gzip(request: &HeaderMap) -> bool {
         })
 }
 
-/// The gzip of an embedded file, made once.
+/// The gzip of an embedded file, made once (see the top of this file for why not
+/// per response).
 fn gzipped(path: &str, body: &[u8]) -> Arc<[u8]> {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<[u8]>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);

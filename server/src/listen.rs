@@ -12,8 +12,8 @@
 //!   connection's first request), and a connection with no request in progress is closed
 //!   once no byte has moved for `idle_timeout`. A timer per connection looks a few times
 //!   per timeout; per request the watch costs a few counter updates, one reference count
-//!   and no allocation (no tower layer, no boxing: `api::Front` still takes each request
-//!   straight from hyper). The peer listener (`cluster/listener.rs`) keeps the same two
+//!   and no allocation (the connection's service is `api::Front` under one tower-http
+//!   header layer, no boxing). The peer listener (`cluster/listener.rs`) keeps the same two
 //!   clocks with a lock and a clock read per read; here that would be on the hot path.
 //!   With `--http-tls-*` the port is HTTPS only: the watch wraps the socket under TLS
 //!   (raw bytes count as movement), the handshake falls within the first head's

@@ -16,6 +16,7 @@ mod console;
 mod distro;
 mod durability;
 mod grpc;
+mod headers;
 mod health_check;
 mod heartbeat;
 mod layering;
