@@ -69,6 +69,14 @@ impl Entries {
     pub fn iter(&self) -> std::slice::Iter<'_, Entry> {
         self.0.iter()
     }
+
+    /// The entries in service `key`, in order (found by binary search: they are
+    /// together).
+    pub fn of_service(&self, key: &ServiceKey) -> &[Entry] {
+        let start = self.0.partition_point(|e| &*e.0 < key);
+        let len = self.0[start..].partition_point(|e| &*e.0 == key);
+        &self.0[start..start + len]
+    }
 }
 
 impl FromIterator<Entry> for Entries {
@@ -336,6 +344,30 @@ mod tests {
                 "{id}"
             );
         }
+    }
+
+    #[test]
+    fn a_services_entries_are_found_together() {
+        let key = |name: &str| Arc::new(ServiceKey::new("public", "g", name));
+        let (a, b, c) = (key("a"), key("b"), key("c"));
+        let addr = |s: &str| -> Arc<str> { s.into() };
+        let mut e = Entries::default();
+        for (k, x) in [
+            (&c, "127.0.0.1:1"),
+            (&a, "127.0.0.1:2"),
+            (&b, "127.0.0.1:3"),
+        ] {
+            e.insert(k, &addr(x));
+        }
+        e.insert(&b, &addr("127.0.0.1:1"));
+        let of = |k: &ServiceKey| -> Vec<String> {
+            e.of_service(k).iter().map(|(_, x)| x.to_string()).collect()
+        };
+        assert_eq!(of(&b), ["127.0.0.1:1", "127.0.0.1:3"]);
+        assert_eq!(of(&a), ["127.0.0.1:2"]);
+        assert_eq!(of(&c), ["127.0.0.1:1"]);
+        assert!(of(&ServiceKey::new("public", "g", "bb")).is_empty());
+        assert!(Entries::default().of_service(&a).is_empty());
     }
 
     #[test]

@@ -232,8 +232,18 @@ impl Registry {
         now_ms: u64,
     ) -> usize {
         let id: Arc<str> = id.into();
+        // Only the client's entries in this service: a connection with instances in
+        // 200 services registers in each, and looking all of them up every time made
+        // registering a connection's instances quadratic.
+        let entries: client::Entries = self
+            .shared
+            .clients
+            .with_entries(&id, |entries| {
+                entries.of_service(key).iter().cloned().collect()
+            })
+            .unwrap_or_default();
         let mut removed = 0;
-        for (k, inst) in self.client_instances(&id) {
+        for (k, inst) in self.instances_held(&id, &entries) {
             let addr = inst.addr();
             if &*k == key
                 && !keep.contains(&addr)
