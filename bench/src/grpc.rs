@@ -261,57 +261,23 @@ impl Connection {
         instance: &Instance,
         metadata: Option<Map<String, Value>>,
     ) -> Result<()> {
-        let ip: Ipv4Addr = instance.ip.parse().context("instance address")?;
-        if !ip.is_loopback() {
-            bail!("{ip} is not a loopback address: the bench registers only 127.0.0.0/8");
-        }
-        for _ in 0..=UNREGISTERED_RETRIES {
-            let body = json!({
-                "headers": {},
-                "requestId": self.next_request.to_string(),
-                "module": "naming",
-                "namespace": "public",
-                "serviceName": instance.service,
-                "groupName": "DEFAULT_GROUP",
-                "type": "registerInstance",
-                "instance": {
-                    "instanceId": null,
-                    "ip": instance.ip,
-                    "port": instance.port,
-                    "weight": 1.0,
-                    "healthy": true,
-                    "enabled": true,
-                    "ephemeral": true,
-                    "clusterName": "DEFAULT",
-                    "serviceName": null,
-                    "metadata": metadata.clone().unwrap_or_default(),
-                    "instanceHeartBeatInterval": 5000,
-                    "instanceHeartBeatTimeOut": 15000,
-                    "ipDeleteTimeout": 30000,
-                },
-            });
-            self.next_request += 1;
-            let request = payload_with("InstanceRequest", &body, self.local, self.token.as_deref());
-            let (kind, answer) = unary(&mut self.grpc, request).await?;
-            match kind.as_str() {
-                "InstanceResponse" if answer["resultCode"] == 200 => return Ok(()),
-                // The setup is not registered yet: the Java client waits and retries.
-                "ErrorResponse" if answer["errorCode"] == 301 => {
-                    tokio::time::sleep(SETUP_WAIT).await
-                }
-                _ => bail!(
-                    "registering {}:{} in {} answered {kind} {answer}",
-                    instance.ip,
-                    instance.port,
-                    instance.service
-                ),
-            }
-        }
-        bail!(
-            "registering {}:{}: the connection stayed unregistered",
-            instance.ip,
-            instance.port
-        )
+        let mut wire = wire_instance(instance, metadata)?;
+        wire["serviceName"] = Value::Null;
+        let body = json!({
+            "headers": {},
+            "module": "naming",
+            "namespace": "public",
+            "serviceName": instance.service,
+            "groupName": "DEFAULT_GROUP",
+            "type": "registerInstance",
+            "instance": wire,
+        });
+        let what = format!(
+            "registering {}:{} in {}",
+            instance.ip, instance.port, instance.service
+        );
+        self.send_write("InstanceRequest", "InstanceResponse", body, &what)
+            .await
     }
 
     /// Registers `instances` (all of one service, this connection's) in one
@@ -324,29 +290,11 @@ impl Connection {
         instances: &[Instance],
         metadata: impl Fn(&Instance) -> Option<Map<String, Value>>,
     ) -> Result<()> {
-        let mut wires = Vec::with_capacity(instances.len());
-        for instance in instances {
-            let ip: Ipv4Addr = instance.ip.parse().context("instance address")?;
-            if !ip.is_loopback() {
-                bail!("{ip} is not a loopback address: the bench registers only 127.0.0.0/8");
-            }
-            wires.push(json!({
-                "instanceId": null,
-                "ip": instance.ip,
-                "port": instance.port,
-                "weight": 1.0,
-                "healthy": true,
-                "enabled": true,
-                "ephemeral": true,
-                "clusterName": "DEFAULT",
-                "serviceName": service,
-                "metadata": metadata(instance).unwrap_or_default(),
-                "instanceHeartBeatInterval": 5000,
-                "instanceHeartBeatTimeOut": 15000,
-                "ipDeleteTimeout": 30000,
-            }));
-        }
-        let mut body = json!({
+        let wires = instances
+            .iter()
+            .map(|i| wire_instance(i, metadata(i)))
+            .collect::<Result<Vec<_>>>()?;
+        let body = json!({
             "headers": {},
             "module": "naming",
             "namespace": "public",
@@ -355,30 +303,60 @@ impl Connection {
             "type": "batchRegisterInstance",
             "instances": wires,
         });
+        let what = format!("a batch of {} in {service}", instances.len());
+        self.send_write("BatchInstanceRequest", "BatchInstanceResponse", body, &what)
+            .await
+    }
+
+    /// Sends a naming write (`kind`, answered `answer` with `resultCode` 200), waiting
+    /// and sending it again while the server says the connection's setup is not
+    /// registered yet, as the Java client does.
+    async fn send_write(
+        &mut self,
+        kind: &str,
+        answer_kind: &str,
+        mut body: Value,
+        what: &str,
+    ) -> Result<()> {
         for _ in 0..=UNREGISTERED_RETRIES {
             body["requestId"] = self.next_request.to_string().into();
             self.next_request += 1;
-            let request = payload_with(
-                "BatchInstanceRequest",
-                &body,
-                self.local,
-                self.token.as_deref(),
-            );
-            let (kind, answer) = unary(&mut self.grpc, request).await?;
-            match kind.as_str() {
-                "BatchInstanceResponse" if answer["resultCode"] == 200 => return Ok(()),
-                // The setup is not registered yet: the Java client waits and retries.
+            let request = payload_with(kind, &body, self.local, self.token.as_deref());
+            let (answered, answer) = unary(&mut self.grpc, request).await?;
+            match answered.as_str() {
+                k if k == answer_kind && answer["resultCode"] == 200 => return Ok(()),
                 "ErrorResponse" if answer["errorCode"] == 301 => {
                     tokio::time::sleep(SETUP_WAIT).await
                 }
-                _ => bail!(
-                    "a batch of {} in {service} answered {kind} {answer}",
-                    instances.len()
-                ),
+                _ => bail!("{what} answered {answered} {answer}"),
             }
         }
-        bail!("a batch in {service}: the connection stayed unregistered")
+        bail!("{what}: the connection stayed unregistered")
     }
+}
+
+/// An instance as the Java client sends it (`serviceName` set: a batch's form), after
+/// checking that its address is a loopback one: the bench registers only 127.0.0.0/8.
+fn wire_instance(instance: &Instance, metadata: Option<Map<String, Value>>) -> Result<Value> {
+    let ip: Ipv4Addr = instance.ip.parse().context("instance address")?;
+    if !ip.is_loopback() {
+        bail!("{ip} is not a loopback address: the bench registers only 127.0.0.0/8");
+    }
+    Ok(json!({
+        "instanceId": null,
+        "ip": instance.ip,
+        "port": instance.port,
+        "weight": 1.0,
+        "healthy": true,
+        "enabled": true,
+        "ephemeral": true,
+        "clusterName": "DEFAULT",
+        "serviceName": instance.service,
+        "metadata": metadata.unwrap_or_default(),
+        "instanceHeartBeatInterval": 5000,
+        "instanceHeartBeatTimeOut": 15000,
+        "ipDeleteTimeout": 30000,
+    }))
 }
 
 /// A `ServiceQueryRequest` made once and sent many times (a load loop should spend its
