@@ -47,23 +47,52 @@ const TARGET_MIB: f64 = 1024.0;
 const BATCH_CONNECTIONS: usize = 1_000;
 /// Instances per batch.
 const BATCH_SIZE: usize = 100;
-/// Batch connections registering at once.
-const BATCH_CONCURRENCY: usize = 100;
+
+/// Opens `count` gRPC connections to `node`, [`CONCURRENCY`] at a time, connection `c`
+/// from the loopback address `ip_of(c)`, and has `register` register its instances
+/// through it. The connections, each once its registrations were acknowledged (their
+/// instances last as long as they do).
+async fn open_registering<F, R>(
+    node: &Node,
+    count: usize,
+    ip_of: fn(usize) -> Ipv4Addr,
+    register: F,
+) -> Result<Vec<Connection>>
+where
+    F: Fn(usize, Ipv4Addr, Connection) -> R + Clone + Send + 'static,
+    R: std::future::Future<Output = Result<Connection>> + Send,
+{
+    let gate = Arc::new(Semaphore::new(CONCURRENCY));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(count);
+    for c in 0..count {
+        let (gate, answered, addr) = (gate.clone(), answered.clone(), node.grpc);
+        let register = register.clone();
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let ip = ip_of(c);
+            let connection = Connection::open(addr, ip, answered).await?;
+            register(c, ip, connection).await
+        }));
+    }
+    let mut open = Vec::with_capacity(count);
+    for task in tasks {
+        open.push(task.await.context("a registering task panicked")??);
+    }
+    Ok(open)
+}
 
 /// Opens [`BATCH_CONNECTIONS`] gRPC connections to `node`, from `127.200.x.y`, each
 /// registering [`BATCH_SIZE`] instances of its address (ports from 20000) in one of 50
 /// services in one request, with the Dubbo metadata. The count acknowledged, and the
-/// connections (their instances last as long as they do).
+/// connections.
 async fn register_batches(node: &Node) -> Result<(usize, Vec<Connection>)> {
-    let gate = Arc::new(Semaphore::new(BATCH_CONCURRENCY));
-    let answered = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::with_capacity(BATCH_CONNECTIONS);
-    for c in 0..BATCH_CONNECTIONS {
-        let (gate, answered, addr) = (gate.clone(), answered.clone(), node.grpc);
-        tasks.push(tokio::spawn(async move {
-            let _permit = gate.acquire_owned().await;
-            let ip = Ipv4Addr::new(127, 200, (c / 256) as u8, c as u8);
-            let mut connection = Connection::open(addr, ip, answered).await?;
+    let ip_of = |c: usize| Ipv4Addr::new(127, 200, (c / 256) as u8, c as u8);
+    let open = open_registering(
+        node,
+        BATCH_CONNECTIONS,
+        ip_of,
+        |c, ip, mut connection| async move {
             let service = format!("cb-{}", c % 50);
             let instances: Vec<Instance> = (0..BATCH_SIZE)
                 .map(|i| Instance {
@@ -78,13 +107,10 @@ async fn register_batches(node: &Node) -> Result<(usize, Vec<Connection>)> {
                     Shape::Dubbo.metadata(&i.service, i.k)
                 })
                 .await?;
-            Ok::<Connection, anyhow::Error>(connection)
-        }));
-    }
-    let mut open = Vec::with_capacity(BATCH_CONNECTIONS);
-    for task in tasks {
-        open.push(task.await.context("a batch task panicked")??);
-    }
+            Ok(connection)
+        },
+    )
+    .await?;
     Ok((open.len() * BATCH_SIZE, open))
 }
 
@@ -119,15 +145,12 @@ async fn ready(api: &Api) -> bool {
 /// `cu-0..SERVICES` with the Dubbo metadata. The open connections and the count
 /// acknowledged.
 async fn register_ephemeral(node: &Node, connections: usize) -> Result<(Vec<Connection>, usize)> {
-    let gate = Arc::new(Semaphore::new(CONCURRENCY));
-    let answered = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::with_capacity(connections);
-    for c in 0..connections {
-        let (gate, answered, addr) = (gate.clone(), answered.clone(), node.grpc);
-        tasks.push(tokio::spawn(async move {
-            let _permit = gate.acquire_owned().await;
-            let ip = Ipv4Addr::new(127, 1 + (c / 65536) as u8, (c / 256) as u8, c as u8);
-            let mut connection = Connection::open(addr, ip, answered).await?;
+    let ip_of = |c: usize| Ipv4Addr::new(127, 1 + (c / 65536) as u8, (c / 256) as u8, c as u8);
+    let open = open_registering(
+        node,
+        connections,
+        ip_of,
+        |c, ip, mut connection| async move {
             for s in 0..SERVICES {
                 let instance = Instance {
                     service: format!("cu-{s}"),
@@ -138,13 +161,10 @@ async fn register_ephemeral(node: &Node, connections: usize) -> Result<(Vec<Conn
                 let metadata = Shape::Dubbo.metadata(&instance.service, instance.k);
                 connection.register(&instance, metadata).await?;
             }
-            Ok::<Connection, anyhow::Error>(connection)
-        }));
-    }
-    let mut open = Vec::with_capacity(connections);
-    for task in tasks {
-        open.push(task.await.context("a registering task panicked")??);
-    }
+            Ok(connection)
+        },
+    )
+    .await?;
     let acked = open.len() * SERVICES;
     Ok((open, acked))
 }
@@ -327,7 +347,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         None,
         None,
         format!(
-            "{} Dubbo-shaped instances in {} `BatchInstanceRequest`s over as many new connections ({BATCH_CONCURRENCY} at a time), acknowledged in {batch_secs:.1} s; every node held them {batch_spread:.1?} later (the cluster already holding {})",
+            "{} Dubbo-shaped instances in {} `BatchInstanceRequest`s over as many new connections ({CONCURRENCY} at a time), acknowledged in {batch_secs:.1} s; every node held them {batch_spread:.1?} later (the cluster already holding {})",
             thousands(batched as u64),
             thousands(BATCH_CONNECTIONS as u64),
             thousands(want as u64)
