@@ -309,11 +309,8 @@ impl Parts {
         let state = axum::extract::State(self.state.clone());
         match hot {
             Hot::List => {
-                let requester = instance::Requester::new(
-                    admitted.req.headers(),
-                    peer,
-                    admitted.identity.as_ref(),
-                );
+                let requester =
+                    instance::Requester::new(admitted.req.headers(), peer, admitted.identity);
                 instance::list(state, requester, admitted.params)
                     .await
                     .into_response()

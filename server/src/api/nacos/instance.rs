@@ -161,39 +161,38 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
 }
 
 /// Who sent a list query, as far as UDP push needs: the client's agent string
-/// (`User-Agent`, else `Client-Version`), the IP its connection comes from, and whether
-/// it is an admin. An extractor of its own so that a list request does not copy every
-/// header to read one.
+/// (`User-Agent`, else `Client-Version`), the IP its connection comes from, and who it
+/// is (whether an admin; the user a UDP subscription is made for, which lasts while
+/// they may read the service). An extractor of its own so that a list request does not
+/// copy every header to read one.
 pub struct Requester {
     agent: Option<HeaderValue>,
     /// The connection's peer IP (`None` only where no connection is known).
     peer: Option<IpAddr>,
-    admin: bool,
-    /// Who it is, kept for a push-capable agent only: the user its UDP subscription is
-    /// made for (which lasts while they may read the service).
     identity: Option<Identity>,
 }
 
 impl Requester {
     /// The requester of a request with these headers, from `peer`, authenticated as
-    /// `identity`.
+    /// `identity` (taken, not copied: the hot route owns it).
     pub fn new(
         headers: &axum::http::HeaderMap,
         peer: Option<SocketAddr>,
-        identity: Option<&Identity>,
+        identity: Option<Identity>,
     ) -> Requester {
-        let agent = headers
-            .get("user-agent")
-            .or_else(|| headers.get("client-version"));
-        let pushed = agent
-            .and_then(|a| a.to_str().ok())
-            .is_some_and(push_capable);
         Requester {
-            agent: agent.cloned(),
+            agent: headers
+                .get("user-agent")
+                .or_else(|| headers.get("client-version"))
+                .cloned(),
             peer: peer.map(|p| p.ip().to_canonical()),
-            admin: identity.is_some_and(|i| i.admin),
-            identity: identity.filter(|_| pushed).cloned(),
+            identity,
         }
+    }
+
+    /// Whether it is an admin.
+    fn admin(&self) -> bool {
+        self.identity.as_ref().is_some_and(|i| i.admin)
     }
 
     /// The agent, or `""`.
@@ -216,7 +215,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Requester {
         Ok(Requester::new(
             &parts.headers,
             peer,
-            parts.extensions.get::<Identity>(),
+            parts.extensions.get::<Identity>().cloned(),
         ))
     }
 }
@@ -378,7 +377,7 @@ pub async fn list(
             Error::illegal("clientIP", format!("'{client_ip}' is not an IP address."))
         })?;
         let agent = requester.agent();
-        let target = push_target(requester.peer, client_ip, requester.admin);
+        let target = push_target(requester.peer, client_ip, requester.admin());
         if let Some(ip) = target.filter(|_| push_capable(agent)) {
             let app = params.optional("app").unwrap_or("unknown");
             let reader = requester
