@@ -197,8 +197,8 @@ async fn stream(
         caller: caller.0,
         auth: state.auth.clone(),
     };
-    // The caller's token generation now: a later one means their tokens were revoked.
-    let generation = state.auth.token_generation(&filter.caller.username);
+    // Who the caller is now (`None` with auth off): their tokens ended, the stream ends.
+    let reader = state.auth.reader(&filter.caller);
     let mut closing = state.events.closing();
     let mut changes = state.events.subscribe();
     let (tx, rx) = mpsc::channel(64);
@@ -210,9 +210,7 @@ async fn stream(
                 _ = closing.wait_for(|c| *c) => return,
                 () = tx.closed() => return,
             };
-            if filter.auth.enabled()
-                && filter.auth.token_generation(&filter.caller.username) != generation
-            {
+            if reader.as_ref().is_some_and(|r| !r.signed_in()) {
                 // Revoked (or deleted) since the stream opened: it ends with them.
                 return;
             }

@@ -515,8 +515,8 @@ impl Auth {
 
 /// Who holds a long-lived subscription (a gRPC subscription, a UDP push target): the
 /// user and their token generation when they subscribed, checked against the auth data
-/// as it is now whenever it changes. Made by [`Auth::reader`]; an event stream keeps
-/// the same two things for the same purpose.
+/// as it is now whenever it changes. Made by [`Auth::reader`]; an event stream lasts
+/// while its caller's [`Reader::signed_in`] holds.
 #[derive(Clone)]
 pub struct Reader {
     auth: Auth,
@@ -532,14 +532,23 @@ impl Reader {
     /// are an admin or one of their roles grants them read on it, as the data is now.
     pub fn still_reads(&self, resource: &Resource) -> bool {
         let data = self.auth.shared.data.load();
+        self.user_in(&data).is_some_and(|user| {
+            user.admin || permissions::allowed(&data, &self.identity, resource, Action::Read)
+        })
+    }
+
+    /// Whether the user still exists and their tokens were not ended since (no
+    /// password or role change, no deletion): what an event stream lasts for.
+    pub fn signed_in(&self) -> bool {
+        self.user_in(&self.auth.shared.data.load()).is_some()
+    }
+
+    /// The user in `data`, if they exist there with the token generation they
+    /// subscribed with.
+    fn user_in<'d>(&self, data: &'d AuthData) -> Option<&'d User> {
         let username = &*self.identity.username;
-        let Some(user) = data.users.get(username) else {
-            return false;
-        };
-        if self.generation != Some(data.token_generation(username)) {
-            return false;
-        }
-        user.admin || permissions::allowed(&data, &self.identity, resource, Action::Read)
+        let user = data.users.get(username)?;
+        (self.generation == Some(data.token_generation(username))).then_some(user)
     }
 
     /// The revision of the auth data now (see [`Auth::revision`]): a check that passed
@@ -702,6 +711,7 @@ mod tests {
             name: "s",
         };
         let reader = auth.reader(&ann).unwrap();
+        assert!(reader.signed_in());
         assert!(reader.still_reads(&service("dev")));
         assert!(!reader.still_reads(&service("prod")));
         let changes = auth.changes();
@@ -723,13 +733,13 @@ mod tests {
         data.users.get_mut("ann").unwrap().admin = false;
         data.revoke_tokens("ann");
         auth.set_data(data.clone());
-        assert!(!reader.still_reads(&service("dev")));
+        assert!(!reader.still_reads(&service("dev")) && !reader.signed_in());
         let again = auth.reader(&ann).unwrap();
         assert!(again.still_reads(&service("dev")) && !again.same_as(&reader));
         // Deleted: no longer.
         data.users.remove("ann");
         auth.set_data(data);
-        assert!(!again.still_reads(&service("dev")));
+        assert!(!again.still_reads(&service("dev")) && !again.signed_in());
         assert!(Auth::new(false, 100).reader(&ann).is_none());
     }
 
