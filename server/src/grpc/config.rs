@@ -446,8 +446,7 @@ impl GrpcServer {
             }
             // Raft applies in commit order: a revocation not swept yet may have been
             // applied before these changes, and its listens must not hear of them.
-            if access.has_changed().unwrap_or(false) {
-                access.borrow_and_update();
+            if super::access_changed(&mut access) {
                 self.connections.drop_unreadable_listens();
             }
             let keys = configs.drain_changes();

@@ -507,16 +507,13 @@ impl Connections {
     /// their deletion): nothing more is pushed for it, and its pushes awaiting an ack
     /// are not sent again. Called whenever the auth data changes; returns how many went.
     pub fn drop_unreadable(&self) -> usize {
-        let mut dropped = 0;
-        for conn in self.shared.by_remote.iter() {
-            let mut subscriptions = conn.subscriptions.lock();
-            let before = subscriptions.len();
-            subscriptions.retain(|key, s| {
+        let dropped = self.sweep(
+            |conn| &conn.subscriptions,
+            |key, s| {
                 let resource = Resource::of_service(key);
                 s.reader.as_ref().is_none_or(|r| r.still_reads(&resource))
-            });
-            dropped += before - subscriptions.len();
-        }
+            },
+        );
         if dropped > 0 {
             tracing::info!(
                 subscriptions = dropped,
@@ -531,18 +528,29 @@ impl Connections {
     /// pushed any more, and its pushes awaiting an ack are not sent again. Called
     /// whenever the auth data changes; returns how many went.
     pub fn drop_unreadable_listens(&self) -> usize {
-        let mut dropped = 0;
-        for conn in self.shared.by_remote.iter() {
-            let mut listens = conn.listens.lock();
-            let before = listens.len();
-            listens.retain(|key, listening| still_reads(key, listening));
-            dropped += before - listens.len();
-        }
+        let dropped = self.sweep(|conn| &conn.listens, still_reads);
         if dropped > 0 {
             tracing::info!(
                 listens = dropped,
                 "grpc config listens dropped: their listeners may no longer read them"
             );
+        }
+        dropped
+    }
+
+    /// Keeps, in the map `of` picks on every connection, the entries `keep` keeps;
+    /// returns how many went.
+    fn sweep<K, V>(
+        &self,
+        of: impl Fn(&Connection) -> &Mutex<HashMap<K, V>>,
+        keep: impl Fn(&K, &V) -> bool,
+    ) -> usize {
+        let mut dropped = 0;
+        for conn in self.shared.by_remote.iter() {
+            let mut map = of(&conn).lock();
+            let before = map.len();
+            map.retain(|k, v| keep(k, v));
+            dropped += before - map.len();
         }
         dropped
     }

@@ -693,6 +693,11 @@ impl GrpcServer {
                 _ = stopping.changed() => return,
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+            // Raft applies in commit order: a revocation not swept yet may have been
+            // applied before these changes, and its subscribers must not hear of them.
+            if access_changed(&mut access) {
+                self.connections.drop_unreadable();
+            }
             let keys = changes.drain();
             // One serialization per service and clusters string, whatever the number
             // of subscribers that want it.
@@ -870,4 +875,14 @@ pub async fn serve(
     if let Err(e) = result {
         tracing::error!(error = %e, "grpc server failed");
     }
+}
+
+/// Whether the auth data changed since `access` last saw it (now marked seen): the push
+/// loops then sweep what may no longer be read before they push.
+fn access_changed(access: &mut watch::Receiver<u64>) -> bool {
+    let changed = access.has_changed().unwrap_or(false);
+    if changed {
+        access.borrow_and_update();
+    }
+    changed
 }
