@@ -193,6 +193,18 @@ fn action_and_status(entries: &Value) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Namespace `ns`'s audit trail on `node` once its (action, status) pairs, newest
+/// first, are `expected` (within 10 s).
+fn trail_of(node: &Node, ns: &str, expected: &[(String, u64)]) -> Value {
+    eventually(Duration::from_secs(10), || {
+        let trail = audit(node, &format!("namespaceId={ns}"));
+        let found = action_and_status(&trail);
+        (found == expected)
+            .then_some(trail)
+            .ok_or(format!("{found:?}"))
+    })
+}
+
 #[test]
 fn a_session_is_in_the_audit_trail_newest_first_and_in_the_file() {
     let node = Node::start();
@@ -261,13 +273,7 @@ fn a_session_is_in_the_audit_trail_newest_first_and_in_the_file() {
         ("POST /nacos/v1/ns/instance".to_string(), 200),
         ("POST /nacos/v1/console/namespaces".to_string(), 200),
     ];
-    let trail = eventually(Duration::from_secs(10), || {
-        let trail = audit(&node, &format!("namespaceId={ns}"));
-        let found = action_and_status(&trail);
-        (found == expected)
-            .then_some(trail)
-            .ok_or(format!("{found:?}"))
-    });
+    let trail = trail_of(&node, &ns, &expected);
     assert_eq!(trail["truncated"], false);
     let entries = trail["entries"].as_array().unwrap();
     for e in entries {
@@ -452,13 +458,7 @@ fn refused_grpc_writes_are_in_the_audit_trail() {
         ("InstanceRequest registerInstance".to_string(), 403),
         ("InstanceRequest registerInstance".to_string(), 403),
     ];
-    let trail = eventually(Duration::from_secs(10), || {
-        let trail = audit(&node, &format!("namespaceId={ns}"));
-        let found = action_and_status(&trail);
-        (found == expected)
-            .then_some(trail)
-            .ok_or(format!("{found:?}"))
-    });
+    let trail = trail_of(&node, &ns, &expected);
     let entries = trail["entries"].as_array().unwrap();
     let field = |e: &Value, name: &str| e[name].as_str().unwrap().to_string();
     let who: Vec<[String; 3]> = entries

@@ -108,11 +108,10 @@ fn subscribers(node: &Node, namespace: &str, service: &str) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn revoked_readers_are_pushed_nothing_more_over_grpc_or_udp() {
-    let c = Cluster::start(3, &[]);
-    let (admin, watched, other) = (&c.nodes[0], &c.nodes[1], &c.nodes[2]);
-    let (ns, user, svc) = (unique("push-ns"), unique("pusher"), "watched");
+/// A new namespace and a new user (names from `ns` and `user`) granted `r` on all of
+/// it through a role of their own, made through `admin`: (namespace, user, role).
+fn reader_of_new_namespace(admin: &Node, ns: &str, user: &str) -> (String, String, String) {
+    let (ns, user) = (unique(ns), unique(user));
     let form = format!("customNamespaceId={ns}&namespaceName={ns}");
     admin
         .call_form("POST", "/nacos/v1/console/namespaces", &form)
@@ -123,6 +122,15 @@ fn revoked_readers_are_pushed_nothing_more_over_grpc_or_udp() {
         .expect(200);
     let role = format!("{user}-r");
     grant(admin, &user, &role, &format!("{ns}:*:*"), "r");
+    (ns, user, role)
+}
+
+#[test]
+fn revoked_readers_are_pushed_nothing_more_over_grpc_or_udp() {
+    let c = Cluster::start(3, &[]);
+    let (admin, watched, other) = (&c.nodes[0], &c.nodes[1], &c.nodes[2]);
+    let svc = "watched";
+    let (ns, user, role) = reader_of_new_namespace(admin, "push-ns", "pusher");
     let mut token = login(admin, &user, PASSWORD);
     admin_register(watched, &ns, svc, "127.36.0.1");
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -222,17 +230,8 @@ fn publish(node: &Node, ns: &str, data_id: &str, content: &str) {
 fn revoked_readers_hear_of_no_more_config_changes() {
     let c = Cluster::start(3, &[]);
     let (admin, watched, other) = (&c.nodes[0], &c.nodes[1], &c.nodes[2]);
-    let (ns, user, data_id) = (unique("listen-ns"), unique("listener"), unique("listened"));
-    let form = format!("customNamespaceId={ns}&namespaceName={ns}");
-    admin
-        .call_form("POST", "/nacos/v1/console/namespaces", &form)
-        .expect(200);
-    let form = format!("username={user}&password={PASSWORD}");
-    admin
-        .call_form("POST", "/nacos/v1/auth/users", &form)
-        .expect(200);
-    let role = format!("{user}-r");
-    grant(admin, &user, &role, &format!("{ns}:*:*"), "r");
+    let data_id = unique("listened");
+    let (ns, user, role) = reader_of_new_namespace(admin, "listen-ns", "listener");
     let token = login(admin, &user, PASSWORD);
     publish(admin, &ns, &data_id, "v%3D1");
     // Listened to once `watched` has it: a listen before would be pushed the first one.
