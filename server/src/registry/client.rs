@@ -153,6 +153,7 @@ pub struct ClientShare {
 
 impl ClientShare {
     /// The same state as a peer receives it.
+    #[cfg(test)]
     pub fn to_data(&self) -> ClientData {
         ClientData {
             id: self.id.to_string(),
