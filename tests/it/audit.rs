@@ -273,7 +273,7 @@ fn a_session_is_in_the_audit_trail_newest_first_and_in_the_file() {
         ("POST /nacos/v1/ns/instance".to_string(), 200),
         ("POST /nacos/v1/console/namespaces".to_string(), 200),
     ];
-    let trail = trail_of(&node, &ns, &expected);
+    let trail = trail_of(&node, ns, &expected);
     assert_eq!(trail["truncated"], false);
     let entries = trail["entries"].as_array().unwrap();
     for e in entries {
