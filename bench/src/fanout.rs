@@ -12,9 +12,12 @@
 //! after [`ROUND_TIMEOUT`]); the instance is deregistered after the round and the
 //! removal pushes are waited for (at most [`REMOVAL_TIMEOUT`]), so no instance expires
 //! (30 s without beats) during a later round and each round starts from a quiet node.
+//! Last, [`curve`] reads roster's RSS and CPU against subscribers, step by step, on one
+//! more fresh node (issue 20's cost curve).
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -203,6 +206,10 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
         );
     }
     rows(report, &runs, n, limit);
+    match curve(bench, report, n).await {
+        Ok(steps) => curve_rows(report, &steps),
+        Err(e) => report.check(format!("fanout curve FAILED: {e:#}")),
+    }
     Ok(())
 }
 
@@ -321,6 +328,177 @@ fn rows(report: &mut Report, runs: &[Run], n: usize, limit: u64) {
     ));
 }
 
+/// Rounds run at each step of the cost curve.
+const CURVE_ROUNDS: usize = 3;
+/// How long the idle CPU of each curve step is read over.
+const CURVE_IDLE: Duration = Duration::from_secs(5);
+/// A step whose server CPU per change and subscriber is this many times the first
+/// step's is the curve's knee (as is one whose p99 misses the latency target).
+const KNEE_GROWTH: f64 = 1.5;
+
+/// One step of the cost curve: what a node with `subscribers` subscribed connections
+/// costs at rest and per change.
+struct Step {
+    subscribers: usize,
+    rss_mib: f64,
+    /// Server CPU per second of wall time with nothing changing, ms.
+    idle_ms_per_sec: f64,
+    /// Server CPU per change (a registration or a deregistration and its pushes), ms.
+    cpu_per_change_ms: f64,
+    p99_ms: Option<f64>,
+    missed: usize,
+}
+
+impl Step {
+    /// Server CPU per change and subscriber, µs.
+    fn per_subscriber_us(&self) -> f64 {
+        self.cpu_per_change_ms * 1000.0 / self.subscribers.max(1) as f64
+    }
+}
+
+/// The curve's subscriber counts for a plan of `n`: a tenth, a quarter, half, all.
+fn curve_steps(n: usize) -> Vec<usize> {
+    let mut steps: Vec<usize> = [n / 10, n / 4, n / 2, n]
+        .into_iter()
+        .filter(|&s| s > 0)
+        .collect();
+    steps.dedup();
+    steps
+}
+
+/// The first step past the knee: CPU per change and subscriber [`KNEE_GROWTH`] times
+/// the first step's, or a p99 over the latency target.
+fn knee(steps: &[Step]) -> Option<&Step> {
+    let base = steps.first()?.per_subscriber_us();
+    steps.iter().skip(1).find(|s| {
+        s.per_subscriber_us() > base * KNEE_GROWTH || s.p99_ms.is_some_and(|p| p >= P99_TARGET_MS)
+    })
+}
+
+/// CPU and RSS against subscribers (issue 20's cost curve): one fresh roster node takes
+/// the subscribers in [`curve_steps`], and at each step, once they are open and
+/// subscribed, its RSS, its CPU over [`CURVE_IDLE`] with nothing changing, and its CPU
+/// over [`CURVE_ROUNDS`] push rounds are read.
+async fn curve(bench: &Bench, report: &mut Report, n: usize) -> Result<Vec<Step>> {
+    let system = System::Roster;
+    let node = servers::start(system, &bench.setup, "fanout-curve").await?;
+    tokio::time::sleep(SETTLE).await;
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Push>();
+    let mut connections = Vec::new();
+    let mut subscribed = HashSet::new();
+    let mut steps = Vec::new();
+    let mut opened_to = 0;
+    let mut round = 0;
+    for want in curve_steps(n) {
+        eprintln!("  curve: {} subscribers", thousands(want as u64));
+        let opened = open_all(node.grpc, opened_to..want, answered.clone(), tx.clone()).await;
+        let opened = subscribe_all(opened).await;
+        opened_to = want;
+        subscribed.extend(opened.indices.iter().copied());
+        connections.extend(opened.connections);
+        tokio::time::sleep(SETTLE).await;
+        let rss_mib = mib(rss_kib(node.pid)?);
+        let idle = CpuMark::now(node.pid);
+        tokio::time::sleep(CURVE_IDLE).await;
+        let idle = idle.since(node.pid);
+        let cpu = CpuMark::now(node.pid);
+        let label = format!("curve {}", thousands(want as u64));
+        let rounds = push_rounds(
+            &node,
+            &mut rx,
+            &subscribed,
+            n,
+            round..round + CURVE_ROUNDS,
+            &label,
+        )
+        .await?;
+        let used = cpu.since(node.pid);
+        round += rounds.count;
+        let mut latencies = rounds.latencies_ms;
+        latencies.sort_by(f64::total_cmp);
+        let step = Step {
+            subscribers: subscribed.len(),
+            rss_mib,
+            idle_ms_per_sec: idle.server * 1000.0 / idle.wall,
+            cpu_per_change_ms: used.server * 1000.0 / (2 * rounds.count.max(1)) as f64,
+            p99_ms: percentile(&latencies, 99.0),
+            missed: rounds.missed + rounds.removal_missed,
+        };
+        report.check(format!(
+            "fanout curve: {} of {want} subscribed, RSS {:.1} MiB, idle {:.1} ms of CPU per s, \
+             {:.2} ms of CPU per change ({:.1} µs per subscriber), p99 {:.0} ms, {} missed; \
+             rounds: {used}",
+            thousands(step.subscribers as u64),
+            step.rss_mib,
+            step.idle_ms_per_sec,
+            step.cpu_per_change_ms,
+            step.per_subscriber_us(),
+            step.p99_ms.unwrap_or(f64::NAN),
+            step.missed,
+        ));
+        steps.push(step);
+        if rounds.stopped {
+            report.check(format!(
+                "fanout curve: {EMPTY_ROUNDS_STOP} rounds in a row without a push; curve stopped"
+            ));
+            break;
+        }
+    }
+    drop(connections);
+    Ok(steps)
+}
+
+/// The curve's rows: RSS and CPU per change at each step, the knee named.
+fn curve_rows(report: &mut Report, steps: &[Step]) {
+    let knee = knee(steps);
+    let knee_note = match knee {
+        Some(k) => format!(
+            "knee at {} subscribers (CPU per change and subscriber {:.1} µs against {:.1} at the \
+             first step, p99 {:.0} ms)",
+            thousands(k.subscribers as u64),
+            k.per_subscriber_us(),
+            steps[0].per_subscriber_us(),
+            k.p99_ms.unwrap_or(f64::NAN)
+        ),
+        None => format!(
+            "no knee up to {} subscribers (CPU per change and subscriber within {KNEE_GROWTH}x \
+             of the first step's, p99 under {P99_TARGET_MS:.0} ms)",
+            thousands(steps.last().map_or(0, |s| s.subscribers) as u64)
+        ),
+    };
+    for step in steps {
+        let count = thousands(step.subscribers as u64);
+        report.rows.push(Row::pair(
+            "fanout",
+            format!("cost curve, {count} gRPC subscribers: RSS"),
+            Unit::MiB,
+            Some(step.rss_mib),
+            None,
+            None,
+            format!(
+                "one roster node, subscribers added step by step; idle {:.1} ms of CPU per s",
+                step.idle_ms_per_sec
+            ),
+        ));
+        report.rows.push(Row::pair(
+            "fanout",
+            format!("cost curve, {count} gRPC subscribers: server CPU per change"),
+            Unit::Ms,
+            Some(step.cpu_per_change_ms),
+            None,
+            None,
+            format!(
+                "{:.1} µs per subscriber; {CURVE_ROUNDS} registrations and their removals, p99 \
+                 {:.0} ms, {} missed; {knee_note}",
+                step.per_subscriber_us(),
+                step.p99_ms.unwrap_or(f64::NAN),
+                step.missed,
+            ),
+        ));
+    }
+}
+
 /// One fresh node of `system`: idle RSS, `n` subscribers, RSS, then the push rounds.
 async fn measure(
     bench: &Bench,
@@ -339,7 +517,7 @@ async fn measure(
     let started = Instant::now();
     eprintln!("  {system}: opening {} subscribers", thousands(n as u64));
     let cpu = CpuMark::now(node.pid);
-    let opened = open_all(node.grpc, n, answered.clone(), tx).await;
+    let opened = open_all(node.grpc, 0..n, answered.clone(), tx).await;
     let open_secs = started.elapsed().as_secs_f64();
     let connected = opened.connections.len();
     tokio::time::sleep(SETTLE).await;
@@ -405,59 +583,28 @@ async fn measure(
         answered: 0,
     };
     let subscribed: HashSet<usize> = opened.indices.iter().copied().collect();
-    let mut empty_rounds = 0;
     let cpu = CpuMark::now(node.pid);
-    for round in 0..rounds {
-        // Stale pushes (subscription, earlier rounds) must not count for this round.
-        while rx.try_recv().is_ok() {
-            run.stale += 1;
-        }
-        let instance = round_instance(round);
-        let sent = Instant::now();
-        api.register(&instance, true, Shape::None)
-            .await
-            .with_context(|| format!("round {}: registering", round + 1))?;
-        let (seen, pushes) = await_pushes(&mut rx, &subscribed, n, sent, ROUND_TIMEOUT, |s| {
-            lists(s, &instance.ip, instance.port)
-        })
-        .await;
-        run.pushes += pushes;
-        run.rounds += 1;
-        let got = seen.len();
-        run.missed += open - got;
-        run.latencies_ms.extend(seen.iter().map(ms));
-        let removed = Instant::now();
-        deregister(&node, &instance)
-            .await
-            .with_context(|| format!("round {}: deregistering", round + 1))?;
-        let (gone, pushes) = await_pushes(&mut rx, &subscribed, n, removed, REMOVAL_TIMEOUT, |s| {
-            !lists(s, &instance.ip, instance.port)
-        })
-        .await;
-        run.pushes += pushes;
-        run.removal_missed += open - gone.len();
-        run.removal_ms.extend(gone.iter().map(ms));
-        let mut this: Vec<f64> = seen.iter().map(ms).collect();
-        this.sort_by(f64::total_cmp);
-        eprintln!(
-            "  {system} round {}: {} of {open} saw it, p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; \
-             removal seen by {}",
-            round + 1,
-            got,
-            percentile(&this, 50.0).unwrap_or(f64::NAN),
-            percentile(&this, 99.0).unwrap_or(f64::NAN),
-            this.last().copied().unwrap_or(f64::NAN),
-            gone.len(),
-        );
-        empty_rounds = if got == 0 { empty_rounds + 1 } else { 0 };
-        if empty_rounds >= EMPTY_ROUNDS_STOP {
-            report.check(format!(
-                "fanout {system}: {EMPTY_ROUNDS_STOP} rounds in a row without a push; rounds stopped"
-            ));
-            break;
-        }
-        tokio::time::sleep(BETWEEN_ROUNDS).await;
+    let rounds = push_rounds(
+        &node,
+        &mut rx,
+        &subscribed,
+        n,
+        0..rounds,
+        &system.to_string(),
+    )
+    .await?;
+    if rounds.stopped {
+        report.check(format!(
+            "fanout {system}: {EMPTY_ROUNDS_STOP} rounds in a row without a push; rounds stopped"
+        ));
     }
+    run.rounds = rounds.count;
+    run.latencies_ms = rounds.latencies_ms;
+    run.missed = rounds.missed;
+    run.removal_ms = rounds.removal_ms;
+    run.removal_missed = rounds.removal_missed;
+    run.pushes = rounds.pushes;
+    run.stale = rounds.stale;
     run.rounds_cpu = cpu.since(node.pid);
     while rx.try_recv().is_ok() {
         run.stale += 1;
@@ -491,6 +638,94 @@ async fn measure(
     // The connections close before the node goes.
     drop(opened);
     Ok(run)
+}
+
+/// What a series of push rounds saw.
+#[derive(Default)]
+struct Rounds {
+    /// Rounds run.
+    count: usize,
+    /// Registration → push latencies, ms, unsorted.
+    latencies_ms: Vec<f64>,
+    /// (subscriber, round) pairs that never saw the instance.
+    missed: usize,
+    /// Deregistration → push latencies, ms, unsorted.
+    removal_ms: Vec<f64>,
+    /// Subscriber-rounds that saw no removal push in time.
+    removal_missed: usize,
+    /// Pushes received in the timed waits.
+    pushes: usize,
+    /// Pushes received outside them (on subscribing, late ones).
+    stale: usize,
+    /// Whether the rounds stopped early, [`EMPTY_ROUNDS_STOP`] rounds in a row unseen.
+    stopped: bool,
+}
+
+/// Runs the rounds numbered `numbers` on `node`: each registers
+/// [`round_instance`]`(number)`, waits for every subscriber in `subscribed` to be pushed
+/// a list naming it, deregisters it and waits for the removal pushes.
+async fn push_rounds(
+    node: &Node,
+    rx: &mut mpsc::UnboundedReceiver<Push>,
+    subscribed: &HashSet<usize>,
+    n: usize,
+    numbers: Range<usize>,
+    label: &str,
+) -> Result<Rounds> {
+    let api = node.api();
+    let open = subscribed.len();
+    let mut out = Rounds::default();
+    let mut empty_rounds = 0;
+    for round in numbers {
+        // Stale pushes (subscription, earlier rounds) must not count for this round.
+        while rx.try_recv().is_ok() {
+            out.stale += 1;
+        }
+        let instance = round_instance(round);
+        let sent = Instant::now();
+        api.register(&instance, true, Shape::None)
+            .await
+            .with_context(|| format!("round {}: registering", round + 1))?;
+        let (seen, pushes) = await_pushes(rx, subscribed, n, sent, ROUND_TIMEOUT, |s| {
+            lists(s, &instance.ip, instance.port)
+        })
+        .await;
+        out.pushes += pushes;
+        out.count += 1;
+        let got = seen.len();
+        out.missed += open - got;
+        out.latencies_ms.extend(seen.iter().map(ms));
+        let removed = Instant::now();
+        deregister(node, &instance)
+            .await
+            .with_context(|| format!("round {}: deregistering", round + 1))?;
+        let (gone, pushes) = await_pushes(rx, subscribed, n, removed, REMOVAL_TIMEOUT, |s| {
+            !lists(s, &instance.ip, instance.port)
+        })
+        .await;
+        out.pushes += pushes;
+        out.removal_missed += open - gone.len();
+        out.removal_ms.extend(gone.iter().map(ms));
+        let mut this: Vec<f64> = seen.iter().map(ms).collect();
+        this.sort_by(f64::total_cmp);
+        eprintln!(
+            "  {label} round {}: {} of {open} saw it, p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; \
+             removal seen by {}",
+            round + 1,
+            got,
+            percentile(&this, 50.0).unwrap_or(f64::NAN),
+            percentile(&this, 99.0).unwrap_or(f64::NAN),
+            this.last().copied().unwrap_or(f64::NAN),
+            gone.len(),
+        );
+        empty_rounds = if got == 0 { empty_rounds + 1 } else { 0 };
+        if empty_rounds >= EMPTY_ROUNDS_STOP {
+            out.stopped = true;
+            break;
+        }
+        tokio::time::sleep(BETWEEN_ROUNDS).await;
+    }
+    Ok(out)
 }
 
 fn ms(d: &Duration) -> f64 {
@@ -570,17 +805,18 @@ struct Opened {
     first_error: Option<String>,
 }
 
-/// Opens `n` connections to `addr`, [`CONCURRENCY`] at a time, connection `c` from
-/// [`client_ip`]`(c)`, its pushes sent to `tx` under index `c`.
+/// Opens the connections numbered `range` to `addr`, [`CONCURRENCY`] at a time,
+/// connection `c` from [`client_ip`]`(c)`, its pushes sent to `tx` under index `c`.
 async fn open_all(
     addr: SocketAddr,
-    n: usize,
+    range: Range<usize>,
     answered: Arc<AtomicUsize>,
     tx: mpsc::UnboundedSender<Push>,
 ) -> Opened {
     let gate = Arc::new(Semaphore::new(CONCURRENCY));
     let mut tasks = JoinSet::new();
-    for c in 0..n {
+    let n = range.len();
+    for c in range {
         let (gate, answered, tx) = (gate.clone(), answered.clone(), tx.clone());
         tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
@@ -743,6 +979,35 @@ mod tests {
             .parse::<Ipv4Addr>()
             .unwrap()
             .is_loopback()));
+    }
+
+    #[test]
+    fn curve_steps_grow_to_the_plan() {
+        assert_eq!(curve_steps(10_000), [1_000, 2_500, 5_000, 10_000]);
+        assert_eq!(curve_steps(3), [1, 3]);
+        assert_eq!(curve_steps(1), [1]);
+    }
+
+    #[test]
+    fn the_knee_is_where_cost_per_subscriber_grows() {
+        let step = |subscribers, cpu_per_change_ms, p99| Step {
+            subscribers,
+            rss_mib: 0.0,
+            idle_ms_per_sec: 0.0,
+            cpu_per_change_ms,
+            p99_ms: Some(p99),
+            missed: 0,
+        };
+        let flat = [step(1_000, 10.0, 50.0), step(2_000, 21.0, 90.0)];
+        assert!(knee(&flat).is_none());
+        let steep = [
+            step(1_000, 10.0, 50.0),
+            step(2_000, 20.0, 90.0),
+            step(4_000, 80.0, 300.0),
+        ];
+        assert_eq!(knee(&steep).map(|s| s.subscribers), Some(4_000));
+        let slow = [step(1_000, 10.0, 50.0), step(2_000, 20.0, 1_200.0)];
+        assert_eq!(knee(&slow).map(|s| s.subscribers), Some(2_000));
     }
 
     #[test]
