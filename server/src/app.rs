@@ -200,6 +200,7 @@ pub async fn run(
         (Some(cert), Some(key), Some(ca)) => Some(PeerTls::load(cert, key, ca)?),
         _ => None,
     };
+    watch_for_metrics(&metrics, &args.data_dir, &http_tls, &grpc_tls, &peer_tls);
     let peer_limits = PeerLimits {
         max_connections: args.peer_max_connections as usize,
         header_timeout: Duration::from_secs(args.peer_header_timeout_secs),
@@ -504,6 +505,27 @@ pub async fn run(
     match failure {
         Some(reason) => anyhow::bail!(reason),
         None => Ok(()),
+    }
+}
+
+/// Registers with `metrics` what it reads at each scrape: the data dir's filesystem and
+/// the certificate of every TLS face.
+fn watch_for_metrics(
+    metrics: &Metrics,
+    data_dir: &Path,
+    http: &Option<crate::tls::ServerTls>,
+    grpc: &Option<crate::grpc::tls::GrpcTls>,
+    peer: &Option<PeerTls>,
+) {
+    metrics.watch_data_dir(data_dir);
+    if let Some(tls) = http {
+        metrics.watch_certificate("http", tls.cert.clone());
+    }
+    if let Some(tls) = grpc {
+        metrics.watch_certificate("grpc", tls.certificate().clone());
+    }
+    if let Some(tls) = peer {
+        metrics.watch_certificate("peer", tls.certificate.clone());
     }
 }
 

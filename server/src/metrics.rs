@@ -1,5 +1,7 @@
 //! Prometheus metrics: request counts and latencies per route, registry sizes, beats,
-//! expiry, pushes and Raft position, rendered in the text exposition format.
+//! expiry, pushes, Raft position, sync task states, the data dir's filesystem and the
+//! served certificates' expiry, rendered in the text exposition format. Every metric is
+//! described in `docs/metrics.md`; a black-box test holds the two in step.
 //!
 //! Every label comes from a closed set, because a label value lives as long as the
 //! process and each one adds a dozen series: HTTP methods are the seven standard ones
@@ -10,6 +12,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::Method;
@@ -19,6 +22,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as PromRegistry;
+use roster_sync::TaskState;
+
+use crate::tls::ReloadingCert;
 
 /// Labels of an HTTP request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -84,8 +90,50 @@ pub struct GrpcLabels {
 /// Labels of a push outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PushLabels {
-    /// `sent`, `acked`, `resent` or `failed`.
+    /// `sent`, `acked`, `superseded` (UDP only) or `failed`.
     pub outcome: &'static str,
+}
+
+/// Labels of a sync task state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskStateLabels {
+    /// One of [`TASK_STATES`].
+    pub state: &'static str,
+}
+
+/// Every sync task state, as the sync API names them: each is exported, at zero too, so
+/// an alert on `state="error"` has a series to watch before the first error.
+pub const TASK_STATES: [&str; 6] = [
+    "pending", "starting", "running", "holding", "error", "paused",
+];
+
+/// The label of a task state.
+fn task_state_label(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Pending => "pending",
+        TaskState::Starting => "starting",
+        TaskState::Running => "running",
+        TaskState::Holding => "holding",
+        TaskState::Error => "error",
+        TaskState::Paused => "paused",
+    }
+}
+
+/// Labels of a TLS face's certificate.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    /// `http`, `grpc` or `peer`.
+    pub listener: &'static str,
+}
+
+/// What `/metrics` reads from outside the node's state at each scrape, registered once by
+/// the wiring (`app`): the data dir, whose filesystem may fill, and the certificates the
+/// TLS faces serve, which may expire (read from their reloading holders, so a renewed
+/// certificate shows at the next scrape).
+#[derive(Default)]
+struct Watched {
+    data_dir: Option<PathBuf>,
+    certificates: Vec<(&'static str, ReloadingCert)>,
 }
 
 /// Every metric the node exports.
@@ -136,6 +184,12 @@ pub struct Metrics {
     raft_commit_index: Gauge,
     replication_lag: Family<NodeLabels, Gauge>,
     owned_by: Family<NodeLabels, Gauge>,
+    sync_tasks: Family<TaskStateLabels, Gauge>,
+    data_dir_size: Gauge,
+    data_dir_avail: Gauge,
+    certificate_expiry: Family<ListenerLabels, Gauge>,
+    /// Guarded for registration and for each render; never held across an await.
+    watched: parking_lot::Mutex<Watched>,
 }
 
 impl Default for Metrics {
@@ -297,10 +351,37 @@ impl Metrics {
             "Ephemeral clients owned by each live member, as this node sees them",
             owned_by.clone(),
         );
+        let sync_tasks = Family::<TaskStateLabels, Gauge>::default();
+        registry.register(
+            "sync_tasks",
+            "Sync tasks by the state their runner last reported",
+            sync_tasks.clone(),
+        );
+        let data_dir_size = gauge(
+            &mut registry,
+            "data_dir_filesystem_size_bytes",
+            "Size of the filesystem that holds --data-dir",
+        );
+        let data_dir_avail = gauge(
+            &mut registry,
+            "data_dir_filesystem_avail_bytes",
+            "Bytes of the --data-dir filesystem that roster may still write",
+        );
+        let certificate_expiry = Family::<ListenerLabels, Gauge>::default();
+        registry.register(
+            "tls_certificate_expiry_timestamp_seconds",
+            "When the certificate each TLS listener serves expires (its notAfter), Unix seconds",
+            certificate_expiry.clone(),
+        );
         static IDS: AtomicU64 = AtomicU64::new(0);
         Self {
             id: IDS.fetch_add(1, Ordering::Relaxed),
             registry,
+            sync_tasks,
+            data_dir_size,
+            data_dir_avail,
+            certificate_expiry,
+            watched: parking_lot::Mutex::default(),
             ready,
             members,
             members_live,
@@ -387,6 +468,17 @@ impl Metrics {
         });
     }
 
+    /// Exports the size and free space of the filesystem holding `dir` from now on.
+    pub fn watch_data_dir(&self, dir: &Path) {
+        self.watched.lock().data_dir = Some(dir.to_path_buf());
+    }
+
+    /// Exports the expiry of the certificate `cert` serves on `listener` (`http`, `grpc`
+    /// or `peer`) from now on.
+    pub fn watch_certificate(&self, listener: &'static str, cert: ReloadingCert) {
+        self.watched.lock().certificates.push((listener, cert));
+    }
+
     /// Counts a push outcome.
     pub fn push(&self, outcome: &'static str) {
         self.pushes.get_or_create(&PushLabels { outcome }).inc();
@@ -471,11 +563,76 @@ impl Metrics {
                     .set(raft.last_log_index.saturating_sub(*matched) as i64);
             }
         }
+        for state in TASK_STATES {
+            let count = figures.sync_tasks.iter().filter(|s| **s == state).count();
+            self.sync_tasks
+                .get_or_create(&TaskStateLabels { state })
+                .set(count as i64);
+        }
+        self.render_watched();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
     }
+
+    /// Reads the data dir's filesystem and the served certificates' expiry into their
+    /// gauges. A filesystem that cannot be read keeps its last figures (a warning says
+    /// why); a certificate whose expiry cannot be read is left out.
+    fn render_watched(&self) {
+        let watched = self.watched.lock();
+        if let Some(dir) = &watched.data_dir {
+            match filesystem_space(dir) {
+                Ok(space) => {
+                    self.data_dir_size.set(space.size as i64);
+                    self.data_dir_avail.set(space.avail as i64);
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot read the data dir's filesystem")
+                }
+            }
+        }
+        self.certificate_expiry.clear();
+        for (listener, cert) in &watched.certificates {
+            let current = cert.current();
+            if let Some(expiry) = current.cert.first().and_then(|leaf| not_after(leaf)) {
+                self.certificate_expiry
+                    .get_or_create(&ListenerLabels { listener })
+                    .set(expiry);
+            }
+        }
+    }
+}
+
+/// A filesystem's size and the bytes an unprivileged writer may still use, in bytes.
+struct FilesystemSpace {
+    size: u64,
+    avail: u64,
+}
+
+/// The space of the filesystem holding `dir` (`statvfs`).
+#[cfg(unix)]
+fn filesystem_space(dir: &Path) -> std::io::Result<FilesystemSpace> {
+    let stat = rustix::fs::statvfs(dir)?;
+    Ok(FilesystemSpace {
+        size: stat.f_blocks.saturating_mul(stat.f_frsize),
+        avail: stat.f_bavail.saturating_mul(stat.f_frsize),
+    })
+}
+
+/// No `statvfs` here: the gauges stay at zero.
+#[cfg(not(unix))]
+fn filesystem_space(_dir: &Path) -> std::io::Result<FilesystemSpace> {
+    Err(std::io::Error::other(
+        "filesystem space is read on Unix only",
+    ))
+}
+
+/// The notAfter of a DER certificate, Unix seconds; `None` if it does not parse (rustls
+/// accepted it, so that would be a certificate this parser cannot read, not a bad one).
+fn not_after(der: &[u8]) -> Option<i64> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(cert.validity().not_after.timestamp())
 }
 
 /// The figures of a node that the gauges show, read when `/metrics` is asked for.
@@ -502,6 +659,14 @@ pub struct NodeFigures {
     pub list_cache_bytes: usize,
     /// Raft's state on this node.
     pub raft: roster_raft::RaftStatus,
+    /// The state of every sync task, as its runner last reported it (one of
+    /// [`TASK_STATES`] each).
+    pub sync_tasks: Vec<&'static str>,
+}
+
+/// The labels of `states`, for [`NodeFigures::sync_tasks`].
+pub fn task_state_labels(states: impl Iterator<Item = TaskState>) -> Vec<&'static str> {
+    states.map(task_state_label).collect()
 }
 
 #[cfg(test)]
@@ -538,6 +703,37 @@ mod tests {
             page.contains(r#"roster_grpc_requests_total{kind="other"} 2"#),
             "{page}"
         );
+    }
+
+    #[test]
+    fn certificate_expiry_is_the_leaf_not_after() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".into()]).unwrap();
+        params.not_after = rcgen::date_time_ymd(2031, 5, 17);
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(
+            not_after(cert.der()),
+            Some(params.not_after.unix_timestamp())
+        );
+        assert_eq!(not_after(b"not a certificate"), None);
+    }
+
+    #[test]
+    fn every_task_state_has_its_label_and_series() {
+        let states = [
+            TaskState::Pending,
+            TaskState::Starting,
+            TaskState::Running,
+            TaskState::Holding,
+            TaskState::Error,
+            TaskState::Paused,
+        ];
+        let labels = task_state_labels(states.into_iter());
+        assert_eq!(labels, TASK_STATES);
+        // The API's names, so that `roster sync list` and the metric agree.
+        for (state, label) in states.iter().zip(labels) {
+            assert_eq!(serde_json::to_value(state).unwrap(), label);
+        }
     }
 
     #[test]

@@ -176,6 +176,9 @@ impl AppState {
             config_long_polls: self.long_polls.count(),
             list_cache_bytes: crate::registry::service::list_cache_held(),
             raft: self.store.status(),
+            sync_tasks: crate::metrics::task_state_labels(
+                self.tasks.all().into_iter().map(|t| t.status.state),
+            ),
         }
     }
 }

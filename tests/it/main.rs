@@ -13,6 +13,7 @@ mod config_cluster;
 mod config_grpc;
 mod config_http;
 mod console;
+mod deploy;
 mod distro;
 mod durability;
 mod grpc;
