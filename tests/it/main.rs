@@ -28,6 +28,7 @@ mod observer;
 mod ops;
 mod push;
 mod removed;
+mod rolling;
 mod selection;
 mod sync;
 mod sync_fakes;

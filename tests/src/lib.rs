@@ -538,6 +538,12 @@ impl Drop for Node {
             );
         }
         self.kill();
+        // `ROSTER_TEST_KEEP=1` keeps a failed test's node directories (logs, data) for a
+        // closer look; their paths are in the log tails above.
+        if std::thread::panicking() && std::env::var_os("ROSTER_TEST_KEEP").is_some() {
+            let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+            eprintln!("kept {}", dir.keep().display());
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 //! revision that grows with every change made here, so that copies on other nodes can be
 //! compared and replaced wholesale.
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -184,6 +186,14 @@ pub struct Clients {
     /// again, and Distro takes them every 100 ms ([`Clients::drain_changed`] dedups).
     dirty: Mutex<Vec<Arc<str>>>,
     notify: Notify,
+    /// Clients whose copy here lacks an instance because another client's copy held the
+    /// same address when it came ([`crate::registry::Registry::apply_client`]): such a
+    /// copy is never confirmed, so its owner's next verification round sends it again,
+    /// and once the other client's instance has gone it is taken whole. Almost always
+    /// empty (a client that moved to another node while its old connection's copy was
+    /// still here), hence the flag read before the lock.
+    shadowed: Mutex<HashSet<Arc<str>>>,
+    any_shadowed: AtomicBool,
 }
 
 impl Clients {
@@ -218,8 +228,10 @@ impl Clients {
         }
     }
 
-    /// Sets a client's record from a copy received from its owner.
+    /// Sets a client's record from a copy received from its owner (whole: no longer
+    /// shadowed).
     pub(crate) fn replace(&self, id: &Arc<str>, revision: u64, entries: Entries, now_ms: u64) {
+        self.set_shadowed(id, false);
         self.records.insert(
             id.clone(),
             ClientRecord {
@@ -240,9 +252,33 @@ impl Clients {
         self.records.get(id).map_or(0, |r| r.entries.len())
     }
 
+    /// Records whether this node's copy of `id` lacks an instance another client's copy
+    /// holds (see [`Clients::shadowed`]).
+    pub(crate) fn set_shadowed(&self, id: &Arc<str>, shadowed: bool) {
+        if !shadowed && !self.any_shadowed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut set = self.shadowed.lock();
+        if shadowed {
+            set.insert(id.clone());
+        } else {
+            set.remove(id);
+        }
+        self.any_shadowed.store(!set.is_empty(), Ordering::Release);
+    }
+
+    /// Whether this node's copy of `id` lacks an instance another client's copy holds.
+    pub fn is_shadowed(&self, id: &str) -> bool {
+        self.any_shadowed.load(Ordering::Acquire) && self.shadowed.lock().contains(id)
+    }
+
     /// Marks the copy of `id` confirmed by its owner at `revision`; false if this node's
-    /// copy has another revision.
+    /// copy has another revision, or lacks an instance another client's copy holds (so
+    /// that the owner sends it again).
     pub fn confirm(&self, id: &str, revision: u64, now_ms: u64) -> bool {
+        if self.is_shadowed(id) {
+            return false;
+        }
         match self.records.get_mut(id) {
             Some(mut r) if r.revision == revision => {
                 r.confirmed_ms = now_ms;
@@ -289,6 +325,11 @@ impl Clients {
     pub fn forget_deleted(&self, keep_ms: u64, now_ms: u64) {
         self.records
             .retain(|_, r| !r.entries.is_empty() || r.confirmed_ms + keep_ms > now_ms);
+        if self.any_shadowed.load(Ordering::Acquire) {
+            let mut set = self.shadowed.lock();
+            set.retain(|id| self.records.contains_key(id));
+            self.any_shadowed.store(!set.is_empty(), Ordering::Release);
+        }
     }
 
     /// Waits until a client changed here.

@@ -117,7 +117,12 @@ impl Registry {
     pub fn apply_client(&self, data: &ClientData, now_ms: u64) -> bool {
         let id: Arc<str> = data.id.as_str().into();
         let old = self.shared.clients.get(&data.id);
-        if old.as_ref().is_some_and(|r| r.revision >= data.revision) {
+        // The same revision again is taken only by a copy that lacks an instance another
+        // client's copy held (see `Clients::shadowed`): that one may be free now.
+        let shadowed = self.shared.clients.is_shadowed(&data.id);
+        if old.as_ref().is_some_and(|r| {
+            r.revision > data.revision || (r.revision == data.revision && !shadowed)
+        }) {
             return false;
         }
         if let Some(old) = &old {
@@ -139,14 +144,19 @@ impl Registry {
         }
         // The entries as stored share the service's key and the view's address.
         let mut interned = Vec::with_capacity(data.instances.len());
+        let mut shadowed = false;
         for (key, incoming) in &data.instances {
             let addr = incoming.addr();
             let (svc, _, (held, deadline)) = self.modify_service(key, now_ms, |view| {
                 let existing = view.instances.get(&addr).cloned();
-                if existing
+                if let Some(e) = existing
                     .as_ref()
-                    .is_some_and(|e| !e.ephemeral || e.client_id() != id)
+                    .filter(|e| !e.ephemeral || e.client_id() != id)
                 {
+                    // Another client's ephemeral instance may go (its connection closed
+                    // on a node that is shutting down): this copy is asked for again
+                    // until it is whole.
+                    shadowed |= e.ephemeral;
                     return (Changed::No, (None, None));
                 }
                 let mut instance = incoming.clone();
@@ -192,6 +202,9 @@ impl Registry {
         self.shared
             .clients
             .replace(&id, data.revision, interned.into_iter().collect(), now_ms);
+        if shadowed {
+            self.shared.clients.set_shadowed(&id, true);
+        }
         true
     }
 

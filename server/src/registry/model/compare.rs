@@ -386,7 +386,9 @@ pub(super) fn apply(real: &Real, model: &mut Model, op: &Op) -> Result<(), TestC
                 instances: wire,
             };
             let got = r.apply_client(&data, now);
-            let want = model.copy_applies(&id, *revision);
+            // An older revision than 0 is 0 again: the same.
+            let revision = if rev == base { Rev::Same } else { *revision };
+            let want = model.copy_applies(&id, revision);
             if want {
                 model.apply_copy(&id, last_beat, &modelled, &svcs);
             }

@@ -148,6 +148,9 @@ pub(super) struct Model {
     pub(super) foreign: BTreeSet<String>,
     /// Clients this node has a record of.
     pub(super) known: BTreeSet<String>,
+    /// Clients whose last copy left out an instance because another client's ephemeral
+    /// instance held its address: the same revision is taken again.
+    shadowed: BTreeSet<String>,
     /// Per namespace, the last sweep at which the guard held removals.
     last_hold: BTreeMap<String, u64>,
     /// Clients changed here in the current step (Distro must take them).
@@ -165,6 +168,7 @@ impl Model {
             services: BTreeMap::new(),
             foreign: BTreeSet::new(),
             known: BTreeSet::new(),
+            shadowed: BTreeSet::new(),
             last_hold: BTreeMap::new(),
             changed_here: BTreeSet::new(),
             may_linger: Vec::new(),
@@ -447,7 +451,9 @@ impl Model {
     }
 
     pub(super) fn copy_applies(&self, client: &str, revision: Rev) -> bool {
-        !self.known.contains(client) || matches!(revision, Rev::Newer)
+        !self.known.contains(client)
+            || matches!(revision, Rev::Newer)
+            || (matches!(revision, Rev::Same) && self.shadowed.contains(client))
     }
 
     /// A copy from the owner: the client's instances become exactly these, where no
@@ -472,10 +478,12 @@ impl Model {
                     .remove(&address);
             }
         }
+        let mut shadowed = false;
         for (inst, &svc) in incoming.iter().zip(svcs) {
             let s = self.services.entry(svc).or_default();
             let existing = s.instances.get(&inst.address);
-            if existing.is_some_and(|e| !e.ephemeral || e.client_id() != client) {
+            if let Some(e) = existing.filter(|e| !e.ephemeral || e.client_id() != client) {
+                shadowed |= e.ephemeral;
                 continue;
             }
             let mut next = inst.clone();
@@ -493,12 +501,18 @@ impl Model {
             }
         }
         self.known.insert(client.to_string());
+        if shadowed {
+            self.shadowed.insert(client.to_string());
+        } else {
+            self.shadowed.remove(client);
+        }
     }
 
     pub(super) fn drop_copy(&mut self, client: &str) {
         if !self.known.contains(client) {
             return;
         }
+        self.shadowed.remove(client);
         for (svc, address) in self.client_instances(client) {
             self.services
                 .get_mut(&svc)
