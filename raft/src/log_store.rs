@@ -44,11 +44,13 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Why one attempt at a log operation failed.
 #[derive(Debug, thiserror::Error)]
-enum LogError {
+pub(crate) enum LogError {
     #[error("{0}")]
     Db(#[from] redb::Error),
     #[error("undecodable log record: {0}")]
     Decode(#[from] rmp_serde::decode::Error),
+    #[error("unencodable log record: {0}")]
+    Encode(#[from] rmp_serde::encode::Error),
     #[error("log task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -352,6 +354,72 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
         .await
     }
+}
+
+/// Everything a log database holds, read with the node stopped ([`crate::offline`]).
+pub(crate) struct LogContents {
+    /// The last vote saved.
+    pub(crate) vote: Option<Vote<NodeId>>,
+    /// The committed hint (written lazily: the true commit point may be later).
+    pub(crate) committed: Option<LogId>,
+    /// The last entry removed by compaction.
+    pub(crate) last_purged: Option<LogId>,
+    /// Every entry still in the log, in index order.
+    pub(crate) entries: Vec<Entry>,
+}
+
+fn meta_of<T: DeserializeOwned>(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    key: &str,
+) -> Result<Option<T>, LogError> {
+    match table.get(key).map_err(redb::Error::from)? {
+        Some(bytes) => Ok(Some(rmp_serde::from_slice(bytes.value())?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads the whole log database at `path` (which must exist) without changing it.
+pub(crate) fn read_offline(path: &Path) -> Result<LogContents, LogError> {
+    let db = Database::open(path).map_err(redb::Error::from)?;
+    let txn = db.begin_read().map_err(redb::Error::from)?;
+    let meta = txn.open_table(META).map_err(redb::Error::from)?;
+    let logs = txn.open_table(LOGS).map_err(redb::Error::from)?;
+    let mut entries = Vec::new();
+    for item in logs.iter().map_err(redb::Error::from)? {
+        let (_, bytes) = item.map_err(redb::Error::from)?;
+        entries.push(rmp_serde::from_slice(bytes.value())?);
+    }
+    Ok(LogContents {
+        vote: meta_of(&meta, KEY_VOTE)?,
+        committed: meta_of::<Option<LogId>>(&meta, KEY_COMMITTED)?.flatten(),
+        last_purged: meta_of(&meta, KEY_LAST_PURGED)?,
+        entries,
+    })
+}
+
+/// Creates a log database at `path` (which must not exist) holding no entry, with
+/// `vote` saved and everything up to `start` marked purged and committed: the log of a
+/// node whose state is a snapshot at `start`. Fsynced before it returns.
+pub(crate) fn create_offline(
+    path: &Path,
+    vote: &Vote<NodeId>,
+    start: Option<LogId>,
+) -> Result<(), LogError> {
+    let vote_bytes = rmp_serde::to_vec_named(vote)?;
+    let committed_bytes = rmp_serde::to_vec_named(&start)?;
+    let db = Database::create(path).map_err(redb::Error::from)?;
+    let mut txn = db.begin_write().map_err(redb::Error::from)?;
+    txn.set_durability(Durability::Immediate);
+    {
+        txn.open_table(LOGS).map_err(redb::Error::from)?;
+        put_meta(&txn, KEY_VOTE, &vote_bytes)?;
+        put_meta(&txn, KEY_COMMITTED, &committed_bytes)?;
+        if let Some(start) = start {
+            put_meta(&txn, KEY_LAST_PURGED, &rmp_serde::to_vec_named(&start)?)?;
+        }
+    }
+    txn.commit().map_err(redb::Error::from)?;
+    Ok(())
 }
 
 #[cfg(test)]

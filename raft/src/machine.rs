@@ -48,19 +48,31 @@ pub trait StateMachine: Send + Sync + 'static {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String>;
 }
 
-/// What the snapshot file holds.
+/// What the snapshot file holds (also written by [`crate::offline`]).
 #[derive(Serialize, Deserialize)]
-struct SnapshotFile {
-    meta: SnapshotMeta<NodeId, openraft::BasicNode>,
+pub(crate) struct SnapshotFile {
+    pub(crate) meta: SnapshotMeta<NodeId, openraft::BasicNode>,
     #[serde(with = "serde_bytes")]
-    data: Vec<u8>,
+    pub(crate) data: Vec<u8>,
 }
 
 /// The state guarded by [`MachineStore::applied`].
-struct Applied<S> {
-    machine: S,
-    last_applied: Option<LogId>,
-    last_membership: StoredMembership,
+pub(crate) struct Applied<S> {
+    pub(crate) machine: S,
+    pub(crate) last_applied: Option<LogId>,
+    pub(crate) last_membership: StoredMembership,
+}
+
+/// The whole state of a machine at one point of the log, read under one lock: what a
+/// backup holds.
+#[derive(Clone, Debug)]
+pub struct StateExport {
+    /// The last log entry applied to it (`None`: nothing applied yet).
+    pub last_applied: Option<LogId>,
+    /// The membership in effect at that point: voters and every member's peer address.
+    pub membership: StoredMembership,
+    /// [`StateMachine::snapshot`] of the machine.
+    pub data: Vec<u8>,
 }
 
 /// Runs a [`StateMachine`] for openraft. Cheap to clone; clones share the machine.
@@ -86,7 +98,8 @@ impl<S> Clone for MachineStore<S> {
     }
 }
 
-const SNAPSHOT_FILE: &str = "snapshot.bin";
+/// The snapshot file's name in the snapshot directory.
+pub(crate) const SNAPSHOT_FILE: &str = "snapshot.bin";
 
 /// How long writing a snapshot retries transient errors before it fails (and Raft stops).
 const PATIENCE: Duration = Duration::from_secs(600);
@@ -97,18 +110,15 @@ impl<S: StateMachine> MachineStore<S> {
         fs::create_dir_all(dir)?;
         let path = dir.join(SNAPSHOT_FILE);
         let mut applied_state = (None, StoredMembership::default());
-        let current = match fs::read(&path) {
-            Ok(bytes) => {
-                let file: SnapshotFile = rmp_serde::from_slice(&bytes)
-                    .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+        let current = match read_snapshot_file(dir)? {
+            Some(file) => {
                 machine.restore(&file.data).map_err(|e| {
                     std::io::Error::other(format!("restore {}: {e}", path.display()))
                 })?;
                 applied_state = (file.meta.last_log_id, file.meta.last_membership.clone());
                 Some(Arc::new(file))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+            None => None,
         };
         Ok(Self {
             applied: Arc::new(Mutex::new(Applied {
@@ -138,6 +148,17 @@ impl<S: StateMachine> MachineStore<S> {
         .map_err(snapshot_err)
     }
 
+    /// The machine's state with its position in the log, taken under the lock that
+    /// applying holds: consistent, at exactly one applied index.
+    pub fn export(&self) -> StateExport {
+        let applied = self.lock();
+        StateExport {
+            last_applied: applied.last_applied,
+            membership: applied.last_membership.clone(),
+            data: applied.machine.snapshot(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Applied<S>> {
         // A panic while applying leaves the machine unusable either way; keep going with
         // the poisoned guard so the error surfaces where it happened, not here.
@@ -145,8 +166,20 @@ impl<S: StateMachine> MachineStore<S> {
     }
 }
 
+/// Reads the snapshot file in `dir`, if there is one.
+pub(crate) fn read_snapshot_file(dir: &Path) -> std::io::Result<Option<SnapshotFile>> {
+    let path = dir.join(SNAPSHOT_FILE);
+    match fs::read(&path) {
+        Ok(bytes) => rmp_serde::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes the snapshot file in `dir`: temp file, fsync, rename, fsync of the directory.
-fn write_snapshot_file(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_snapshot_file(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
     {
         let mut f = fs::File::create(&tmp)?;
@@ -185,6 +218,52 @@ fn apply_one<S: StateMachine>(
 ) -> Result<Vec<u8>, StorageError> {
     let command = decode_command::<S>(log_id, bytes)?;
     encode_response::<S>(log_id, &machine.apply(command))
+}
+
+/// Applies `entries` in order: commands to the machine, memberships to the recorded one;
+/// answers one response per entry. Used by Raft and by offline recovery alike.
+pub(crate) fn apply_entries<S: StateMachine>(
+    applied: &mut Applied<S>,
+    entries: impl IntoIterator<Item = Entry>,
+) -> Result<Vec<Payload>, StorageError> {
+    let mut responses = Vec::new();
+    for entry in entries {
+        let log_id = entry.log_id;
+        let response = match entry.payload {
+            EntryPayload::Blank => Payload::default(),
+            EntryPayload::Membership(m) => {
+                applied.last_membership = StoredMembership::new(Some(log_id), m);
+                Payload::default()
+            }
+            EntryPayload::Normal(Payload(bytes)) => match batch::decode_batch(&bytes) {
+                None => Payload(apply_one(&mut applied.machine, log_id, &bytes)?),
+                Some(commands) => {
+                    // Decode the whole batch before applying any of it, so that an
+                    // entry this build cannot read stops Raft with nothing applied.
+                    let commands = commands
+                        .iter()
+                        .map(|bytes| decode_command::<S>(log_id, bytes))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let responses = commands
+                        .into_iter()
+                        .map(|command| {
+                            encode_response::<S>(log_id, &applied.machine.apply(command))
+                                .map(ByteBuf::from)
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    batch::encode_batch(&responses).map_err(|e| {
+                        StorageError::from(StorageIOError::apply(
+                            log_id,
+                            &std::io::Error::other(e.to_string()),
+                        ))
+                    })?
+                }
+            },
+        };
+        applied.last_applied = Some(log_id);
+        responses.push(response);
+    }
+    Ok(responses)
 }
 
 fn snapshot_err(e: impl std::fmt::Display) -> StorageError {
@@ -232,45 +311,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for MachineStore<S> {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut applied = self.lock();
-        let mut responses = Vec::new();
-        for entry in entries {
-            let log_id = entry.log_id;
-            let response = match entry.payload {
-                EntryPayload::Blank => Payload::default(),
-                EntryPayload::Membership(m) => {
-                    applied.last_membership = StoredMembership::new(Some(log_id), m);
-                    Payload::default()
-                }
-                EntryPayload::Normal(Payload(bytes)) => match batch::decode_batch(&bytes) {
-                    None => Payload(apply_one(&mut applied.machine, log_id, &bytes)?),
-                    Some(commands) => {
-                        // Decode the whole batch before applying any of it, so that an
-                        // entry this build cannot read stops Raft with nothing applied.
-                        let commands = commands
-                            .iter()
-                            .map(|bytes| decode_command::<S>(log_id, bytes))
-                            .collect::<Result<Vec<_>, _>>()?;
-                        let responses = commands
-                            .into_iter()
-                            .map(|command| {
-                                encode_response::<S>(log_id, &applied.machine.apply(command))
-                                    .map(ByteBuf::from)
-                            })
-                            .collect::<Result<Vec<_>, _>>()?;
-                        batch::encode_batch(&responses).map_err(|e| {
-                            StorageError::from(StorageIOError::apply(
-                                log_id,
-                                &std::io::Error::other(e.to_string()),
-                            ))
-                        })?
-                    }
-                },
-            };
-            applied.last_applied = Some(log_id);
-            responses.push(response);
-        }
-        Ok(responses)
+        apply_entries(&mut self.lock(), entries)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {

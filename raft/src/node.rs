@@ -15,9 +15,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{self, Batcher, Forwarder, Redirect, FORWARD_TIMEOUT};
 use crate::log_store::LogStore;
-use crate::machine::{MachineStore, StateMachine};
+use crate::machine::{MachineStore, StateExport, StateMachine};
 use crate::network::{decode, encode, Handler, Network, Rpc, Transport};
 use crate::types::{NodeId, Payload, TypeConfig};
+
+/// The log database's file in a node's directory.
+pub(crate) const LOG_FILE: &str = "log.redb";
+/// The directory of the state machine's snapshot in a node's directory.
+pub(crate) const SNAPSHOT_DIR: &str = "snapshot";
 
 /// How long a write waits for a leader to exist before giving up.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
@@ -147,6 +152,8 @@ pub struct RaftStatus {
 /// clone.
 pub struct RaftNode<S, T> {
     raft: Raft<TypeConfig>,
+    /// The state machine Raft applies to, shared with it: read for exports.
+    machine: MachineStore<S>,
     batcher: Batcher,
     forwarder: Forwarder,
     node_id: NodeId,
@@ -159,6 +166,7 @@ impl<S, T: Clone> Clone for RaftNode<S, T> {
     fn clone(&self) -> Self {
         Self {
             raft: self.raft.clone(),
+            machine: self.machine.clone(),
             batcher: self.batcher.clone(),
             forwarder: self.forwarder.clone(),
             node_id: self.node_id,
@@ -185,9 +193,9 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
     pub async fn start(config: &NodeConfig, machine: S, transport: T) -> Result<Self, StartError> {
         let dir = &config.dir;
         std::fs::create_dir_all(dir).map_err(|e| storage_err(dir, e))?;
-        let log = LogStore::open(&dir.join("log.redb")).map_err(|e| storage_err(dir, e))?;
-        let machine =
-            MachineStore::open(&dir.join("snapshot"), machine).map_err(|e| storage_err(dir, e))?;
+        let log = LogStore::open(&dir.join(LOG_FILE)).map_err(|e| storage_err(dir, e))?;
+        let machine = MachineStore::open(&dir.join(SNAPSHOT_DIR), machine)
+            .map_err(|e| storage_err(dir, e))?;
         let raft_config = openraft::Config {
             cluster_name: "roster".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -204,11 +212,12 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
             Arc::new(raft_config),
             Network::new(transport.clone()),
             log,
-            machine,
+            machine.clone(),
         )
         .await
         .map_err(|e| StartError::Stopped(e.to_string()))?;
         Ok(Self {
+            machine,
             batcher: Batcher::start(raft.clone()),
             forwarder: Forwarder::start(transport.clone()),
             raft,
@@ -222,6 +231,13 @@ impl<S: StateMachine, T: Transport> RaftNode<S, T> {
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.node_id
+    }
+
+    /// The state machine's whole state with the log position and membership it is at,
+    /// read together (see [`MachineStore::export`]). Serializes the state: call it off
+    /// the async threads when the state is large.
+    pub fn export(&self) -> StateExport {
+        self.machine.export()
     }
 
     /// Whether this node's log already holds a membership (it joined a cluster before).

@@ -382,3 +382,139 @@ async fn concurrent_writes_share_entries_and_each_gets_its_own_answer() {
         node.shutdown().await;
     }
 }
+
+/// Three nodes lose two for good; the third is recovered offline into a cluster of one
+/// that holds every write, takes new ones, and grows again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovered_node_holds_its_log_and_founds_a_new_cluster() {
+    let mut cluster = Cluster::start(&[1, 2, 3]).await;
+    let leader = cluster.leader();
+    for i in 0..30 {
+        cluster.nodes[&leader]
+            .0
+            .write(&KvCommand::Set(format!("k{i}"), format!("v{i}")))
+            .await
+            .expect("write");
+    }
+    cluster.converged(30).await;
+    let survivor = cluster.follower();
+    for id in [1, 2, 3] {
+        cluster.stop(id).await;
+    }
+    let old = cluster.dirs[&survivor].path().to_path_buf();
+    let fresh = tempfile::tempdir().unwrap();
+    let report = crate::offline::recover(
+        &old,
+        Some(fresh.path()),
+        survivor,
+        None,
+        KvMachine::default(),
+    )
+    .expect("recover");
+    assert_eq!(report.peer_addr, format!("node-{survivor}"));
+    assert_eq!(report.previous_members.len(), 3);
+    assert!(report.last_applied.is_some());
+    // Recovering again into the same directory is refused: it holds data now.
+    let again = crate::offline::recover(
+        &old,
+        Some(fresh.path()),
+        survivor,
+        None,
+        KvMachine::default(),
+    );
+    assert!(
+        matches!(again, Err(crate::offline::OfflineError::NotEmpty(_))),
+        "{again:?}"
+    );
+
+    let transport = MemTransport::default();
+    let machine = KvMachine::default();
+    let node = Node::start(
+        &config(survivor, fresh.path()),
+        machine.clone(),
+        transport.clone(),
+    )
+    .await
+    .expect("start recovered");
+    transport.connect(
+        &format!("node-{survivor}"),
+        Arc::new(node.clone()) as Arc<dyn Handler>,
+    );
+    assert!(
+        node.is_initialized().await.unwrap(),
+        "never initialized again"
+    );
+    assert!(node.wait_for_leader(Duration::from_secs(10)).await);
+    assert_eq!(machine.len(), 30);
+    let n = node
+        .write(&KvCommand::Set("after".into(), "x".into()))
+        .await
+        .expect("write after recovery");
+    assert_eq!(n, 31);
+    assert_eq!(node.status().voters.len(), 1);
+
+    // A fresh node joins and catches up.
+    let dir4 = tempfile::tempdir().unwrap();
+    let machine4 = KvMachine::default();
+    let node4 = Node::start(&config(4, dir4.path()), machine4.clone(), transport.clone())
+        .await
+        .expect("start 4");
+    transport.connect("node-4", Arc::new(node4.clone()) as Arc<dyn Handler>);
+    node.change_membership(MembershipChange::Add {
+        id: 4,
+        addr: "node-4".into(),
+    })
+    .await
+    .expect("add 4");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while machine4.len() < 31 {
+        assert!(std::time::Instant::now() < deadline, "node 4 caught up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(machine4.get("k7").as_deref(), Some("v7"));
+    node4.shutdown().await;
+    node.shutdown().await;
+}
+
+/// A state seeded into an empty directory starts as a cluster of one at its position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_directory_starts_a_cluster_of_one_with_the_state() {
+    let source = KvMachine::default();
+    source
+        .entries
+        .lock()
+        .unwrap()
+        .insert("seeded".into(), "yes".into());
+    let at = crate::types::LogId::new(openraft::CommittedLeaderId::new(7, 0), 120);
+    let dir = tempfile::tempdir().unwrap();
+    crate::offline::seed(dir.path(), 2, "node-2", at, source.snapshot()).expect("seed");
+    let refused = crate::offline::seed(dir.path(), 2, "node-2", at, source.snapshot());
+    assert!(matches!(
+        refused,
+        Err(crate::offline::OfflineError::NotEmpty(_))
+    ));
+    let transport = MemTransport::default();
+    let machine = KvMachine::default();
+    let node = Node::start(&config(2, dir.path()), machine.clone(), transport.clone())
+        .await
+        .expect("start seeded");
+    transport.connect("node-2", Arc::new(node.clone()) as Arc<dyn Handler>);
+    assert!(node.wait_for_leader(Duration::from_secs(10)).await);
+    assert_eq!(machine.get("seeded").as_deref(), Some("yes"));
+    node.write(&KvCommand::Set("next".into(), "1".into()))
+        .await
+        .expect("write");
+    let status = node.status();
+    assert!(
+        status.term > 7,
+        "a later term than the seed's: {}",
+        status.term
+    );
+    assert!(status.last_applied > 120);
+    let export = node.export();
+    assert_eq!(
+        export.last_applied.map(|l| l.index),
+        Some(status.last_applied)
+    );
+    node.shutdown().await;
+}

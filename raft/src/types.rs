@@ -42,3 +42,9 @@ pub type StorageError = openraft::StorageError<NodeId>;
 pub type StoredMembership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
 /// An entry of the log.
 pub type Entry = openraft::Entry<TypeConfig>;
+
+/// The log id of entry `index` written in `term`.
+pub fn log_id(term: u64, index: u64) -> LogId {
+    // The node part of a committed leader id is not kept (openraft's standard mode).
+    openraft::LogId::new(openraft::CommittedLeaderId::new(term, 0), index)
+}

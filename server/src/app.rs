@@ -423,6 +423,9 @@ pub async fn run(
         state.config_settings.retention,
         stopping.clone(),
     ));
+    if let Some(schedule) = crate::backup::schedule::Schedule::from_args(&args) {
+        workers.spawn(schedule.run(state.clone(), stopping.clone()));
+    }
     if args.empty_service_ttl_secs > 0 {
         workers.spawn(empty_service_worker(
             registry.clone(),

@@ -1,6 +1,8 @@
 //! Client subcommands: `roster cluster status|add|remove`, `roster sync
-//! add|list|status|pause|resume|apply|delete` and `roster auth rotate-key` talk to a
-//! node's HTTP API with the given credentials and print text or JSON.
+//! add|list|status|pause|resume|apply|delete`, `roster auth rotate-key` and `roster
+//! snapshot save` talk to a node's HTTP API with the given credentials and print text or
+//! JSON; `roster snapshot inspect|restore` and `roster recover` work on files offline
+//! (`crate::backup`).
 //!
 //! The node is reached over plaintext HTTP (`HOST:PORT`, `http://...`) or HTTPS
 //! (`https://...`, trusting `--cacert` or the system's CAs), one kept-alive connection
@@ -27,7 +29,9 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
 use crate::cluster::view::ClusterView;
-use crate::config::{AuthAction, ClientArgs, ClusterAction, OutputFormat, SyncAction};
+use crate::config::{
+    AuthAction, ClientArgs, ClusterAction, OutputFormat, SnapshotAction, SyncAction,
+};
 
 /// Writes a line to stdout, returning the error instead of panicking as `println!`
 /// does: stdout may be a pipe its reader closed (`roster sync list | head -1`).
@@ -245,8 +249,14 @@ impl Api {
         anyhow::anyhow!("TLS handshake with {} failed: {e} ({hint})", self.shown)
     }
 
-    /// Sends the call; the status and body of the answer.
+    /// Sends the call; the status and body of the answer, as text.
     async fn exchange(&mut self, call: Call) -> anyhow::Result<(hyper::StatusCode, String)> {
+        let (status, body) = self.exchange_bytes(call).await?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// Sends the call; the status and body of the answer.
+    async fn exchange_bytes(&mut self, call: Call) -> anyhow::Result<(hyper::StatusCode, Bytes)> {
         let mut request = Request::builder()
             .method(call.method)
             .uri(format!("{}{}", self.target.prefix, call.path))
@@ -292,7 +302,7 @@ impl Api {
                 .context("reading the answer")?
                 .to_bytes();
             self.sender = Some(sender);
-            anyhow::Ok((status, String::from_utf8_lossy(&body).into_owned()))
+            anyhow::Ok((status, body))
         };
         tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
             .await
@@ -486,6 +496,67 @@ pub async fn auth(action: AuthAction, client: ClientArgs) -> anyhow::Result<()> 
         }
         None => out!("tokens signed by key {previous} or older are no longer accepted"),
     }
+    Ok(())
+}
+
+/// Runs `roster snapshot ...`: `save` through the node's API, the others offline
+/// (`crate::backup::report`).
+pub async fn snapshot(action: SnapshotAction) -> anyhow::Result<()> {
+    match action {
+        SnapshotAction::Save {
+            file,
+            force,
+            stale,
+            client,
+        } => save_snapshot(&file, force, stale, &client).await,
+        SnapshotAction::Inspect { file, output } => crate::backup::report::inspect(&file, output),
+        SnapshotAction::Restore {
+            file,
+            data_dir,
+            node_id,
+            peer,
+            output,
+        } => crate::backup::report::restore(&file, &data_dir, node_id, &peer, output),
+    }
+}
+
+/// `roster snapshot save FILE`: fetches the snapshot, verifies it, writes it durably.
+async fn save_snapshot(
+    file: &Path,
+    force: bool,
+    stale: bool,
+    client: &ClientArgs,
+) -> anyhow::Result<()> {
+    if file.exists() && !force {
+        bail!("{} exists; give --force to overwrite it", file.display());
+    }
+    let mut api = Api::connect(client).await?;
+    let path = format!(
+        "/api/v1/snapshot?{}",
+        query(&[("stale", stale.to_string())])
+    );
+    let call = api.request(Method::GET, &path);
+    let (status, body) = api.exchange_bytes(call).await?;
+    if !status.is_success() {
+        bail!("{status}: {}", String::from_utf8_lossy(&body));
+    }
+    // Checked before it is written: a file saved is a file that restores.
+    let snapshot = crate::backup::format::decode(&body)
+        .with_context(|| format!("the node at {} sent an unusable snapshot", client.http))?;
+    crate::backup::write_durably(file, &body)?;
+    if client.output == OutputFormat::Json {
+        return crate::backup::report::print_snapshot(&snapshot, OutputFormat::Json);
+    }
+    let m = &snapshot.meta;
+    out!(
+        "saved {} ({} bytes): node {} at index {} term {}, {}",
+        file.display(),
+        body.len(),
+        m.node_id,
+        m.last_applied_index,
+        m.last_applied_term,
+        crate::backup::report::summary(&m.counts)
+    );
     Ok(())
 }
 

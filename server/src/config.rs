@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -35,7 +36,7 @@ Ports: HTTP --http (127.0.0.1:8848), gRPC --grpc (default: the HTTP port + 1000,
 peer channel --peer (127.0.0.1:7848), taken by a single node too. Beside a Nacos on its \
 defaults: roster --http 127.0.0.1:18848 --peer 127.0.0.1:17848 (gRPC 19848).
 
-Client subcommands (cluster, sync, auth) log in with --password-file FILE or \
+Client subcommands (cluster, sync, auth, snapshot save) log in with --password-file FILE or \
 ROSTER_PASSWORD; `roster <subcommand> --help` lists their options.";
 
 /// Subcommands.
@@ -71,6 +72,93 @@ pub enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Back up all persistent state (namespaces, persistent instances, service settings,
+    /// users and grants, sync tasks, configurations) to a file, inspect one, or restore
+    /// one into an empty data dir.
+    Snapshot {
+        /// What to do.
+        #[command(subcommand)]
+        action: SnapshotAction,
+    },
+    /// After losing a quorum for good: make this stopped node a cluster of one that holds
+    /// every entry of its Raft log (the old files are kept in
+    /// <data-dir>/pre-recover-<time>/). Start it without --members, then add nodes with
+    /// `roster cluster add`. Never start the lost members again with their old data.
+    Recover(RecoverArgs),
+}
+
+/// `roster snapshot` actions.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotAction {
+    /// Take a snapshot through a node's HTTP API (admins) and write it to FILE.
+    Save {
+        /// Where to write it (through FILE.tmp, fsynced, then renamed).
+        file: PathBuf,
+        /// Overwrite FILE if it exists.
+        #[arg(long)]
+        force: bool,
+        /// Do not first catch up with the leader: for a node that has lost its leader
+        /// (the snapshot is still consistent, as of what this node has applied).
+        #[arg(long)]
+        stale: bool,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Verify a snapshot file and summarize it (offline).
+    Inspect {
+        /// The snapshot file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output: OutputFormat,
+    },
+    /// Make an empty (or new) data dir the data of a new cluster founded by one node,
+    /// holding the snapshot's state (offline). Start the node on it as usual, without
+    /// --members, and grow the cluster with `roster cluster add`.
+    Restore {
+        /// The snapshot file.
+        file: PathBuf,
+        /// The data dir to create; it must be empty or absent.
+        #[arg(long, env = "ROSTER_DATA_DIR", value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The id of the node that will run on it (its --node-id).
+        #[arg(long, env = "ROSTER_NODE_ID", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        node_id: u64,
+        /// The address peers will reach that node at (its --peer, or its entry in
+        /// --members): stored in the new cluster's membership.
+        #[arg(
+            long,
+            env = "ROSTER_PEER",
+            default_value = "127.0.0.1:7848",
+            value_name = "HOST:PORT"
+        )]
+        peer: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output: OutputFormat,
+    },
+}
+
+/// `roster recover` options.
+#[derive(Clone, Debug, Args)]
+pub struct RecoverArgs {
+    /// The stopped node's data dir.
+    #[arg(long, env = "ROSTER_DATA_DIR", value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// The node's id (its --node-id): required, a data dir does not say whose it is.
+    #[arg(long, env = "ROSTER_NODE_ID", value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_id: u64,
+    /// The node's peer address in the new cluster (default: its address in the old
+    /// membership).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub peer: Option<String>,
+    /// Only read and report what a recovery would keep; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 /// `roster auth` actions.
@@ -553,6 +641,20 @@ pub struct NodeArgs {
     )]
     pub dns_namespaces: Vec<String>,
 
+    /// Write a backup snapshot of all persistent state this often (e.g. `1h`, `30m`,
+    /// `1h30m`, `90s`); off by default. Same file format as `roster snapshot save`.
+    #[arg(long, env = "ROSTER_SNAPSHOT_EVERY", value_name = "DURATION", value_parser = crate::backup::duration::parse)]
+    pub snapshot_every: Option<Duration>,
+
+    /// Directory of scheduled snapshots (default: <data-dir>/backups). Files are named
+    /// roster-<UTC time>-node<ID>.rsnap, so nodes may share one.
+    #[arg(long, env = "ROSTER_SNAPSHOT_DIR", value_name = "DIR")]
+    pub snapshot_dir: Option<PathBuf>,
+
+    /// How many of this node's scheduled snapshots to keep; older ones are deleted.
+    #[arg(long, env = "ROSTER_SNAPSHOT_KEEP", default_value_t = 24, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_keep: u64,
+
     /// Seconds a UDP push subscriber stays registered after its last list query.
     #[arg(
         long,
@@ -745,6 +847,20 @@ mod tests {
         assert_eq!(client.http, "https://127.0.0.1:8848");
         assert_eq!(client.cacert.unwrap().to_str(), Some("ca.pem"));
         assert_eq!(client.password_file.unwrap().to_str(), Some("pw"));
+    }
+
+    #[test]
+    fn scheduled_snapshots_take_a_duration() {
+        let cli = parse_from(["roster", "--snapshot-every", "1h", "--snapshot-keep", "3"]).unwrap();
+        assert_eq!(cli.node.snapshot_every, Some(Duration::from_secs(3600)));
+        assert_eq!(cli.node.snapshot_keep, 3);
+        assert!(parse_from(["roster"])
+            .unwrap()
+            .node
+            .snapshot_every
+            .is_none());
+        let err = parse_from(["roster", "--snapshot-every", "soon"]).unwrap_err();
+        assert!(err.to_string().contains("--snapshot-every"), "{err}");
     }
 
     #[test]

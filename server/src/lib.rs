@@ -17,6 +17,8 @@
 //! - The protocol faces: [`api`] the HTTP routes (Nacos v1 and v2, roster's own API, the
 //!   console's), [`grpc`] the Nacos 2.x gRPC protocol, [`dns`] the DNS interface; and
 //!   [`imports`] the sync task runner.
+//! - [`backup`] backup snapshot files, scheduled snapshots, and the offline restore and
+//!   recovery of a data dir.
 //! - [`app`] the wiring: binds the faces to the state and runs the workers; [`config`]
 //!   flags and config file; [`cli`] the client subcommands; [`listen`] the HTTP and gRPC
 //!   listeners' connection caps, accept backoff and HTTP connection timeouts (and HTTPS);
@@ -26,6 +28,7 @@ pub mod api;
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod backup;
 pub mod cli;
 pub mod clock;
 pub mod cluster;

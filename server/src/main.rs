@@ -75,6 +75,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Cluster { action, client }) => roster::cli::cluster(action, client).await,
         Some(Command::Sync { action, client }) => roster::cli::sync(action, client).await,
         Some(Command::Auth { action, client }) => roster::cli::auth(action, client).await,
+        Some(Command::Snapshot { action }) => roster::cli::snapshot(action).await,
+        Some(Command::Recover(args)) => roster::backup::report::recover(args),
     }
 }
 

@@ -6,6 +6,7 @@ mod audit;
 mod auth;
 mod authz;
 mod authz_push;
+mod backup;
 mod cli;
 mod clients;
 mod cluster;

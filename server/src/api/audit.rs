@@ -95,10 +95,12 @@ fn rule(method: &Method, path: &str) -> Rule {
     ];
     const BEATS: [&str; 2] = ["/nacos/v1/ns/instance/beat", "/nacos/v2/ns/instance/beat"];
     const LONG_POLL: &str = "/nacos/v1/cs/configs/listener";
+    // A read that hands out password hashes and signing keys: who took one, always.
+    const SNAPSHOT: &str = "/api/v1/snapshot";
     let reading = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     if BEATS.contains(&path) || path == LONG_POLL || (reading && POLLED.contains(&path)) {
         Rule::Never
-    } else if reading {
+    } else if reading && path != SNAPSHOT {
         Rule::IfForbidden
     } else {
         Rule::Always
@@ -314,6 +316,8 @@ mod tests {
         assert_eq!(rule(&Method::GET, "/nacos/v1/cs/configs"), IfForbidden);
         assert_eq!(rule(&Method::GET, "/api/v1/audit"), IfForbidden);
         assert_eq!(rule(&Method::GET, "/nacos/v1/auth/users"), IfForbidden);
+        // A backup holds password hashes and signing keys: every download is recorded.
+        assert_eq!(rule(&Method::GET, "/api/v1/snapshot"), Always);
         // A write on a read route is still a write (answered 405, and recorded).
         assert_eq!(rule(&Method::POST, "/nacos/v1/ns/instance/list"), Always);
     }

@@ -20,6 +20,7 @@ pub mod ops;
 pub mod params;
 pub mod pick;
 pub mod signing_key;
+pub mod snapshot;
 pub mod sync;
 
 use std::convert::Infallible;
@@ -68,6 +69,7 @@ pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Secu
         .merge(events::routes())
         .merge(signing_key::routes())
         .merge(audit::routes())
+        .merge(snapshot::routes())
         .fallback(nacos::no_such_api)
         .with_state(state.clone());
     let front = Front(

@@ -42,7 +42,68 @@ enum SnapshotData {
     },
 }
 
+/// How many items of each kind a state holds: what a backup's header says of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StateCounts {
+    /// Declared namespaces (`public` aside).
+    pub namespaces: u64,
+    /// Services with stored settings (protection threshold, metadata, selector, clusters).
+    pub services: u64,
+    /// Persistent instances.
+    pub persistent_instances: u64,
+    /// Users, the admin among them.
+    pub users: u64,
+    /// Role bindings: (user, role) pairs.
+    pub role_bindings: u64,
+    /// Permissions granted to roles.
+    pub grants: u64,
+    /// Sync tasks.
+    pub sync_tasks: u64,
+    /// Configuration items.
+    pub configs: u64,
+    /// Configuration history versions.
+    pub config_versions: u64,
+}
+
+impl StateCounts {
+    /// Counts the items of a state made by [`RegistryMachine`]'s `snapshot`.
+    pub fn of(state: &[u8]) -> Result<Self, String> {
+        let data: SnapshotData = rmp_serde::from_slice(state).map_err(|e| e.to_string())?;
+        let SnapshotData::V1 {
+            registry,
+            auth,
+            sync,
+            configs,
+        } = data;
+        let len = |n: usize| n as u64;
+        Ok(Self {
+            namespaces: len(registry.namespaces.len()),
+            services: len(registry.services.len()),
+            persistent_instances: len(registry.instances.len()),
+            users: len(auth.users.len()),
+            role_bindings: len(auth.roles.values().map(|r| r.len()).sum()),
+            grants: len(auth.permissions.values().map(|g| g.len()).sum()),
+            sync_tasks: len(sync.len()),
+            configs: len(configs.items.len()),
+            config_versions: len(configs.history.iter().map(|(_, v)| v.len()).sum()),
+        })
+    }
+}
+
 impl RegistryMachine {
+    /// A machine over parts of its own, attached to no node: for reading and writing
+    /// states offline (restoring a backup, recovering a node's directory).
+    pub fn detached() -> Self {
+        Self::new(
+            Registry::new(),
+            Auth::new(true, 3600),
+            SyncTasks::default(),
+            Configs::new(),
+            Arc::new(CatalogChanges::default()),
+        )
+    }
+
     /// A machine that writes into `registry`, `auth`, `tasks` and `configs`, and records
     /// what it changes of the catalog in `catalog`.
     pub fn new(

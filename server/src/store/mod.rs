@@ -80,6 +80,12 @@ impl Store {
         self.node.initialize(members).await
     }
 
+    /// All persistent state with the log position and membership it is at, read under
+    /// one lock (a consistent cut). Serializes everything: run it on a blocking thread.
+    pub fn export(&self) -> roster_raft::StateExport {
+        self.node.export()
+    }
+
     /// Waits for a leader, up to `timeout`.
     pub async fn wait_for_leader(&self, timeout: Duration) -> bool {
         self.node.wait_for_leader(timeout).await
