@@ -59,7 +59,7 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// One item of every kind of persistent state, written through the node's APIs.
-fn populate(node: &Node) {
+pub(crate) fn populate(node: &Node) {
     node.call(
         "POST",
         "/nacos/v1/console/namespaces?customNamespaceId=prod&namespaceName=Prod&namespaceDesc=backed-up",
@@ -115,7 +115,7 @@ fn populate(node: &Node) {
 }
 
 /// Reads every item [`populate`] wrote back through the user-facing APIs.
-fn check_populated(node: &Node) {
+pub(crate) fn check_populated(node: &Node) {
     let nss = node
         .call("GET", "/nacos/v1/console/namespaces")
         .expect(200)

@@ -35,3 +35,4 @@ mod sync;
 mod sync_fakes;
 mod sync_sources;
 mod tls;
+mod upgrade;
