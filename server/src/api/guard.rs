@@ -617,6 +617,7 @@ mod tests {
             (Method::GET, "/api/v1/sync/tasks"),
             (Method::POST, "/api/v1/sync/tasks/t/pause"),
             (Method::POST, "/api/v1/auth/rotate-key"),
+            (Method::GET, "/api/v1/snapshot"),
             (Method::GET, "/nacos/v1/ns/instance/list/"),
             (Method::GET, "/whatever"),
         ] {
