@@ -151,6 +151,9 @@ pub struct NodeOptions {
     pub http_host: String,
     /// The IP the peer channel binds.
     pub peer_host: String,
+    /// The roster binary to run (else [`roster_bin`]): an earlier build, for the
+    /// mixed-version tests.
+    pub bin: Option<PathBuf>,
 }
 
 impl Default for NodeOptions {
@@ -164,6 +167,7 @@ impl Default for NodeOptions {
             wrapper: Vec::new(),
             http_host: "127.0.0.1".into(),
             peer_host: "127.0.0.1".into(),
+            bin: None,
         }
     }
 }
@@ -237,13 +241,14 @@ impl Node {
     fn spawn(&mut self) {
         self.starts += 1;
         let log = File::create(self.log_path()).expect("log file");
+        let bin = self.options.bin.clone().unwrap_or_else(roster_bin);
         let mut cmd = match self.options.wrapper.split_first() {
             Some((program, args)) => {
                 let mut cmd = Command::new(program);
-                cmd.args(args).arg(roster_bin());
+                cmd.args(args).arg(bin);
                 cmd
             }
-            None => Command::new(roster_bin()),
+            None => Command::new(bin),
         };
         cmd.arg("--http")
             .arg(self.addr())
@@ -611,11 +616,27 @@ impl Cluster {
         Self::start_each(n, lab, |_| extra.iter().map(|a| a.to_string()).collect())
     }
 
+    /// Starts `n` nodes, node `i` (from 0) running the binary `bin(i)` (`None`: this
+    /// build's), and waits until all are ready.
+    pub fn start_mixed(n: usize, bin: impl Fn(usize) -> Option<PathBuf>) -> Self {
+        Self::start_each_with(n, None, |_| Vec::new(), bin)
+    }
+
     /// Starts `n` nodes, node `i` (from 0) with the arguments `extra(i)`.
     fn start_each(
         n: usize,
         lab: Option<&netlab::NetLab>,
         extra: impl Fn(usize) -> Vec<String>,
+    ) -> Self {
+        Self::start_each_with(n, lab, extra, |_| None)
+    }
+
+    /// [`Cluster::start_each`], node `i` running the binary `bin(i)`.
+    fn start_each_with(
+        n: usize,
+        lab: Option<&netlab::NetLab>,
+        extra: impl Fn(usize) -> Vec<String>,
+        bin: impl Fn(usize) -> Option<PathBuf>,
     ) -> Self {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let peer_host = |i: usize| {
@@ -644,6 +665,7 @@ impl Cluster {
                     env: vec![("ROSTER_CLUSTER_SECRET".into(), CLUSTER_SECRET.into())],
                     ports: Some(*ports),
                     wait_ready: false,
+                    bin: bin(i),
                     ..Default::default()
                 };
                 if let Some(lab) = lab {
