@@ -86,20 +86,8 @@ struct Run {
     loaded_mib: f64,
     /// RSS after the rounds.
     after_mib: f64,
-    /// Rounds run.
-    rounds: usize,
-    /// Registration → push latencies over every round, ms, sorted.
-    latencies_ms: Vec<f64>,
-    /// (subscriber, round) pairs that never saw the instance.
-    missed: usize,
-    /// Deregistration → push latencies, ms, sorted.
-    removal_ms: Vec<f64>,
-    /// Subscriber-rounds that saw no removal push in time.
-    removal_missed: usize,
-    /// Pushes received during the rounds, in all.
-    pushes: usize,
-    /// Pushes received outside the timed waits (on subscribing, late ones), in all.
-    stale: usize,
+    /// What the push rounds saw (latencies sorted).
+    rounds: Rounds,
     /// Server requests answered on the streams, in all.
     answered: usize,
     /// CPU used opening and subscribing.
@@ -115,11 +103,11 @@ impl Run {
     }
 
     fn p(&self, p: f64) -> Option<f64> {
-        percentile(&self.latencies_ms, p)
+        percentile(&self.rounds.latencies_ms, p)
     }
 
     fn max(&self) -> Option<f64> {
-        self.latencies_ms.last().copied()
+        self.rounds.latencies_ms.last().copied()
     }
 }
 
@@ -195,12 +183,12 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                 "roundsCpu": {"serverSecs": run.rounds_cpu.server,
                     "driverSecs": run.rounds_cpu.driver, "wallSecs": run.rounds_cpu.wall},
                 "loadedMiB": run.loaded_mib, "afterRoundsMiB": run.after_mib,
-                "bytesPerConnection": run.per_connection(), "rounds": run.rounds,
-                "receipts": run.latencies_ms.len(), "missed": run.missed,
+                "bytesPerConnection": run.per_connection(), "rounds": run.rounds.count,
+                "receipts": run.rounds.latencies_ms.len(), "missed": run.rounds.missed,
                 "p50Ms": run.p(50.0), "p99Ms": run.p(99.0), "maxMs": run.max(),
-                "removalP99Ms": percentile(&run.removal_ms, 99.0),
-                "removalMissed": run.removal_missed, "pushes": run.pushes,
-                "stalePushes": run.stale,
+                "removalP99Ms": percentile(&run.rounds.removal_ms, 99.0),
+                "removalMissed": run.rounds.removal_missed, "pushes": run.rounds.pushes,
+                "stalePushes": run.rounds.stale,
                 "answered": run.answered,
             }),
         );
@@ -285,11 +273,11 @@ fn rows(report: &mut Report, runs: &[Run], n: usize, limit: u64) {
     let receipts = |r: &Run| {
         format!(
             "{} of {} receipts over {} rounds, {} missed; {} pushes received",
-            thousands(r.latencies_ms.len() as u64),
-            thousands((r.open * r.rounds) as u64),
-            r.rounds,
-            thousands(r.missed as u64),
-            thousands(r.pushes as u64),
+            thousands(r.rounds.latencies_ms.len() as u64),
+            thousands((r.open * r.rounds.count) as u64),
+            r.rounds.count,
+            thousands(r.rounds.missed as u64),
+            thousands(r.rounds.pushes as u64),
         )
     };
     let (a, b) = both(&|r| r.p(50.0));
@@ -318,10 +306,10 @@ fn rows(report: &mut Report, runs: &[Run], n: usize, limit: u64) {
                 "max {:.0} ms, {} missed (after {} s); deregistration pushes p99 {:.0} ms, {} \
                  missed; during the rounds {}",
                 r.max().unwrap_or(f64::NAN),
-                thousands(r.missed as u64),
+                thousands(r.rounds.missed as u64),
                 ROUND_TIMEOUT.as_secs(),
-                percentile(&r.removal_ms, 99.0).unwrap_or(f64::NAN),
-                thousands(r.removal_missed as u64),
+                percentile(&r.rounds.removal_ms, 99.0).unwrap_or(f64::NAN),
+                thousands(r.rounds.removal_missed as u64),
                 r.rounds_cpu,
             )
         }),
@@ -573,13 +561,7 @@ async fn measure(
         after_mib: loaded_mib,
         connect_cpu,
         rounds_cpu: Cpu::default(),
-        rounds: 0,
-        latencies_ms: Vec::new(),
-        missed: 0,
-        removal_ms: Vec::new(),
-        removal_missed: 0,
-        pushes: 0,
-        stale: 0,
+        rounds: Rounds::default(),
         answered: 0,
     };
     let subscribed: HashSet<usize> = opened.indices.iter().copied().collect();
@@ -598,19 +580,13 @@ async fn measure(
             "fanout {system}: {EMPTY_ROUNDS_STOP} rounds in a row without a push; rounds stopped"
         ));
     }
-    run.rounds = rounds.count;
-    run.latencies_ms = rounds.latencies_ms;
-    run.missed = rounds.missed;
-    run.removal_ms = rounds.removal_ms;
-    run.removal_missed = rounds.removal_missed;
-    run.pushes = rounds.pushes;
-    run.stale = rounds.stale;
+    run.rounds = rounds;
     run.rounds_cpu = cpu.since(node.pid);
     while rx.try_recv().is_ok() {
-        run.stale += 1;
+        run.rounds.stale += 1;
     }
-    run.latencies_ms.sort_by(f64::total_cmp);
-    run.removal_ms.sort_by(f64::total_cmp);
+    run.rounds.latencies_ms.sort_by(f64::total_cmp);
+    run.rounds.removal_ms.sort_by(f64::total_cmp);
     run.after_mib = mib(rss_kib(node.pid)?);
     run.answered = answered.load(Ordering::Relaxed);
     report.check(format!(
@@ -619,18 +595,18 @@ async fn measure(
          received in the timed waits, {} outside them (on subscribing, late ones); {} server \
          requests answered on the streams (pushes and any other request); RSS after the \
          rounds {:.1} MiB; rounds: {}",
-        run.rounds,
-        thousands(run.latencies_ms.len() as u64),
-        thousands((open * run.rounds) as u64),
-        thousands(run.missed as u64),
+        run.rounds.count,
+        thousands(run.rounds.latencies_ms.len() as u64),
+        thousands((open * run.rounds.count) as u64),
+        thousands(run.rounds.missed as u64),
         ROUND_TIMEOUT.as_secs(),
         run.p(50.0).unwrap_or(f64::NAN),
         run.p(99.0).unwrap_or(f64::NAN),
         run.max().unwrap_or(f64::NAN),
-        percentile(&run.removal_ms, 99.0).unwrap_or(f64::NAN),
-        thousands(run.removal_missed as u64),
-        thousands(run.pushes as u64),
-        thousands(run.stale as u64),
+        percentile(&run.rounds.removal_ms, 99.0).unwrap_or(f64::NAN),
+        thousands(run.rounds.removal_missed as u64),
+        thousands(run.rounds.pushes as u64),
+        thousands(run.rounds.stale as u64),
         thousands(run.answered as u64),
         run.after_mib,
         run.rounds_cpu,

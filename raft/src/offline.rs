@@ -260,7 +260,8 @@ fn entries_after(
     Ok(after)
 }
 
-fn describe(members: &BTreeMap<NodeId, String>) -> String {
+/// `1=host:port,2=...`, or `none`.
+pub fn describe(members: &BTreeMap<NodeId, String>) -> String {
     if members.is_empty() {
         return "none".into();
     }

@@ -253,12 +253,5 @@ pub fn recover(
 
 /// `1=host:port,2=...`, or `none`.
 pub fn describe_members(members: &BTreeMap<u64, String>) -> String {
-    if members.is_empty() {
-        return "none".into();
-    }
-    members
-        .iter()
-        .map(|(id, addr)| format!("{id}={addr}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    roster_raft::offline::describe(members)
 }

@@ -499,19 +499,6 @@ fn poll_answer(body: String) -> Response {
     response
 }
 
-/// Year, month and day of `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let (era, doe) = (z / 146_097, z % 146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 /// `ms` since the epoch as an HTTP date (`Mon, 01 Jan 2024 00:00:00 GMT`).
 pub fn http_date(ms: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
@@ -519,7 +506,7 @@ pub fn http_date(ms: u64) -> String {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let (days, secs) = (ms / 86_400_000, ms / 1000 % 86_400);
-    let (year, month, day) = civil(days);
+    let (year, month, day) = crate::clock::civil(days);
     format!(
         "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
         DAYS[(days % 7) as usize],
@@ -534,7 +521,7 @@ pub fn http_date(ms: u64) -> String {
 /// (`2024-01-01T00:00:00.000+00:00`).
 pub fn iso_time(ms: u64) -> String {
     let (days, secs) = (ms / 86_400_000, ms / 1000 % 86_400);
-    let (year, month, day) = civil(days);
+    let (year, month, day) = crate::clock::civil(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}+00:00",
         secs / 3600,
