@@ -5,14 +5,18 @@
 //! a Dubbo 3 provider nine keys of which only `timestamp` differs between the
 //! instances of one application. A `BTreeMap<String, String>` per instance cost about
 //! 1,300 bytes for the Dubbo shape (a B-tree leaf and eighteen strings); a [`Meta`]
-//! costs about 200, and nothing when an equal map is held already:
+//! costs about 60 (one that differs from a recent map in its timestamp), and nothing
+//! when an equal map is held already:
 //!
 //! - a map equal to one recently made is the same allocation ([`Meta::new`] looks it up
 //!   by content);
 //! - the sorted key list is one shared allocation per distinct set of keys;
 //! - a value of at most [`INLINE`] bytes (`true`, a port, a 13-digit timestamp) is held
 //!   inline in its 16-byte slot; a longer one (a revision hash, a JSON endpoint list) is
-//!   shared among equal values.
+//!   shared among equal values;
+//! - a map of [`DELTA_MIN`] or more entries that differs in one value from a map made
+//!   recently (the Dubbo instances of one application: all but `timestamp`) holds that
+//!   map and its one value, ~56 bytes, instead of a slot per value (~184 bytes).
 //!
 //! Sharing goes through small direct-mapped tables of weak references ([`Recent`]):
 //! bounded in size whatever is registered, no sweeping, and a miss only costs a copy.
@@ -43,6 +47,13 @@ const MAP_SLOTS: usize = 4096;
 const VALUE_SLOTS: usize = 16_384;
 /// Slots of the table of key lists.
 const KEY_SLOTS: usize = 256;
+/// Slots of the table of maps that others may differ from in one value ([`Values::Delta`]):
+/// each such map takes one slot per entry (one per value it could differ in), so 16,384
+/// slots (256 KiB) hold the bases of about a thousand nine-key applications.
+const BASE_SLOTS: usize = 16_384;
+/// Fewest entries for which a map is held as another map and one value: below it a
+/// full slot per value costs about as much.
+pub const DELTA_MIN: usize = 4;
 
 /// Reading metadata by key, whichever way it is held.
 pub trait Lookup {
@@ -63,8 +74,19 @@ pub struct Meta(Arc<Body>);
 
 struct Body {
     keys: Keys,
-    /// `values[i]` belongs to `keys[i]`.
-    values: Box<[Value]>,
+    values: Values,
+}
+
+/// The values of a [`Body`], the `i`th for `keys[i]`.
+enum Values {
+    /// Every value.
+    Full(Box<[Value]>),
+    /// The values of `base` (a full map of the same keys) but the one at `at`.
+    Delta {
+        base: Arc<Body>,
+        value: Value,
+        at: u32,
+    },
 }
 
 /// A sorted list of distinct keys, shared by every map with exactly these keys.
@@ -103,6 +125,18 @@ impl<T> Recent<T> {
         }
     }
 
+    /// The live `T` in `hash`'s slot, if any.
+    fn peek(&self, hash: u64) -> Option<Arc<T>> {
+        self.slots[(hash as usize) % self.slots.len()]
+            .lock()
+            .upgrade()
+    }
+
+    /// Makes `held` the one in `hash`'s slot.
+    fn remember(&self, hash: u64, held: &Arc<T>) {
+        *self.slots[(hash as usize) % self.slots.len()].lock() = Arc::downgrade(held);
+    }
+
     /// The live `T` in `hash`'s slot for which `same` holds, else `make()`, remembered.
     fn share(&self, hash: u64, same: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> Arc<T> {
         let mut slot = self.slots[(hash as usize) % self.slots.len()].lock();
@@ -120,6 +154,8 @@ struct Tables {
     maps: Recent<Body>,
     values: Recent<Box<str>>,
     keys: Recent<Box<[Box<str>]>>,
+    /// Full maps by the hash of their keys and all their values but one, once per entry.
+    bases: Recent<Body>,
     empty: Meta,
 }
 
@@ -128,9 +164,10 @@ static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables {
     maps: Recent::new(MAP_SLOTS),
     values: Recent::new(VALUE_SLOTS),
     keys: Recent::new(KEY_SLOTS),
+    bases: Recent::new(BASE_SLOTS),
     empty: Meta(Arc::new(Body {
         keys: Keys(Arc::new(Box::new([]))),
-        values: Box::new([]),
+        values: Values::Full(Box::new([])),
     })),
 });
 
@@ -162,18 +199,32 @@ impl Meta {
             pairs.iter().for_each(|(k, _)| k.hash(&mut hash));
             hash.finish()
         };
+        let mut full = false;
         let body = tables.maps.share(
             map_hash.finish(),
             |held| held.same_as(pairs.iter().copied()),
-            || Body {
-                keys: Keys(tables.keys.share(
+            || {
+                let keys = Keys(tables.keys.share(
                     keys_hash(),
                     |held| held.iter().map(|k| &**k).eq(pairs.iter().map(|(k, _)| *k)),
                     || pairs.iter().map(|(k, _)| (*k).into()).collect(),
-                )),
-                values: pairs.iter().map(|(_, v)| value(tables, v)).collect(),
+                ));
+                if let Some(delta) = delta_of(tables, &keys, pairs) {
+                    return delta;
+                }
+                full = true;
+                Body {
+                    keys,
+                    values: Values::Full(pairs.iter().map(|(_, v)| value(tables, v)).collect()),
+                }
             },
         );
+        if full && pairs.len() >= DELTA_MIN {
+            // Maps that differ from this one in one value will be held as this one.
+            for at in 0..pairs.len() {
+                tables.bases.remember(all_but(tables, pairs, at), &body);
+            }
+        }
         Meta(body)
     }
 
@@ -185,7 +236,7 @@ impl Meta {
     /// The value of `key`, if present.
     pub fn get(&self, key: &str) -> Option<&str> {
         let at = self.0.keys.0.binary_search_by(|k| (**k).cmp(key)).ok()?;
-        Some(self.0.values[at].as_str())
+        Some(self.0.value(at).as_str())
     }
 
     /// Whether `key` is present.
@@ -195,22 +246,17 @@ impl Meta {
 
     /// Entries in key order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
-        self.0
-            .keys
-            .0
-            .iter()
-            .zip(self.0.values.iter())
-            .map(|(k, v)| (&**k, v.as_str()))
+        self.0.iter()
     }
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.0.values.len()
+        self.0.keys.0.len()
     }
 
     /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
-        self.0.values.is_empty()
+        self.0.keys.0.is_empty()
     }
 
     /// Whether this holds exactly `metadata`.
@@ -228,17 +274,77 @@ impl Meta {
 }
 
 impl Body {
+    /// The value of the `i`th key.
+    fn value(&self, i: usize) -> &Value {
+        match &self.values {
+            Values::Full(values) => &values[i],
+            Values::Delta { base, value, at } => {
+                if i == *at as usize {
+                    value
+                } else {
+                    base.value(i)
+                }
+            }
+        }
+    }
+
+    /// Entries in key order.
+    fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.keys
+            .0
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (&**k, self.value(i).as_str()))
+    }
+
     /// Whether this holds exactly the entries `pairs` gives, in key order.
     fn same_as<'a>(&self, pairs: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> bool {
-        self.values.len() == pairs.len()
+        self.keys.0.len() == pairs.len()
             && self
-                .keys
-                .0
                 .iter()
-                .zip(self.values.iter())
                 .zip(pairs)
-                .all(|((k, v), (mk, mv))| **k == *mk && v.as_str() == mv)
+                .all(|((k, v), (mk, mv))| k == mk && v == mv)
     }
+}
+
+/// The hash of `pairs`' keys and of every value but the one at `at`: maps that differ
+/// only there hash alike.
+fn all_but(tables: &Tables, pairs: &[(&str, &str)], at: usize) -> u64 {
+    let mut hash = tables.hasher.build_hasher();
+    at.hash(&mut hash);
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        k.hash(&mut hash);
+        if i != at {
+            v.hash(&mut hash);
+        }
+    }
+    hash.finish()
+}
+
+/// `pairs` (keys `keys`) as a recently made full map and the one value they differ in,
+/// if there is such a map.
+fn delta_of(tables: &Tables, keys: &Keys, pairs: &[(&str, &str)]) -> Option<Body> {
+    if pairs.len() < DELTA_MIN {
+        return None;
+    }
+    (0..pairs.len()).find_map(|at| {
+        let base = tables.bases.peek(all_but(tables, pairs, at))?;
+        let full = matches!(base.values, Values::Full(_)) && Arc::ptr_eq(&base.keys.0, &keys.0);
+        let same_elsewhere = || {
+            base.iter()
+                .zip(pairs)
+                .enumerate()
+                .all(|(i, ((_, held), (_, v)))| i == at || held == *v)
+        };
+        (full && same_elsewhere()).then(|| Body {
+            keys: keys.clone(),
+            values: Values::Delta {
+                value: value(tables, pairs[at].1),
+                base,
+                at: at as u32,
+            },
+        })
+    })
 }
 
 /// Entries as `&str` pairs, on the stack for the sizes clients send.
@@ -434,11 +540,11 @@ mod tests {
         assert!(!Arc::ptr_eq(&one.0, &two.0));
         assert_ne!(one, two);
         assert!(Arc::ptr_eq(&one.0.keys.0, &two.0.keys.0), "one key list");
-        match (&one.0.values[0], &two.0.values[0]) {
+        match (one.0.value(0), two.0.value(0)) {
             (Value::Shared(x), Value::Shared(y)) => assert!(Arc::ptr_eq(x, y)),
             _ => panic!("a 32-byte value is shared, not inline"),
         }
-        assert!(matches!(one.0.values[1], Value::Inline { len: 13, .. }));
+        assert!(matches!(one.0.value(1), Value::Inline { len: 13, .. }));
         // The empty map is one allocation too.
         assert!(Arc::ptr_eq(
             &Meta::new(&Metadata::new()).0,
@@ -466,7 +572,72 @@ mod tests {
         // the module's figures).
         assert_eq!(std::mem::size_of::<Meta>(), 8);
         assert_eq!(std::mem::size_of::<Value>(), 16);
-        assert_eq!(std::mem::size_of::<Body>(), 24);
+        assert_eq!(std::mem::size_of::<Body>(), 40);
+    }
+
+    /// A Dubbo 3 provider's map, its timestamp `t`, its application `app`.
+    fn dubbo(app: &str, t: u64) -> Metadata {
+        map(&[
+            ("application", app),
+            ("dubbo.endpoints", r#"[{"port":20880,"protocol":"dubbo"}]"#),
+            (
+                "dubbo.metadata.revision",
+                "7f6a9a1c2b3d4e5f60718293a4b5c6d7",
+            ),
+            ("dubbo.metadata.storage-type", "local"),
+            ("side", "provider"),
+            ("timestamp", &t.to_string()),
+        ])
+    }
+
+    #[test]
+    fn maps_that_differ_in_one_value_hold_the_first_and_that_value() {
+        let first = Meta::new(&dubbo("orders", 1_764_633_600_000));
+        assert!(matches!(first.0.values, Values::Full(_)));
+        // Another application in between takes nothing away.
+        let other = Meta::new(&dubbo("payments", 1_700_000_000_000));
+        let mut held = Vec::new();
+        for t in 1..50 {
+            let m = dubbo("orders", 1_764_633_600_000 + t);
+            let meta = Meta::new(&m);
+            match &meta.0.values {
+                Values::Delta { base, at, .. } => {
+                    assert!(Arc::ptr_eq(base, &first.0), "held as the first map");
+                    assert_eq!(*at, 5, "the timestamp");
+                }
+                Values::Full(_) => panic!("{t}: a full copy"),
+            }
+            // It reads, compares and serializes as the map it was made from.
+            assert!(meta.same_as(&m));
+            assert_eq!(meta.to_map(), m);
+            assert_eq!(meta.get("timestamp"), Some(m["timestamp"].as_str()));
+            assert_eq!(meta.get("side"), Some("provider"));
+            assert_eq!(meta, Meta::new(&m));
+            assert_ne!(meta, first);
+            assert_eq!(
+                serde_json::to_string(&meta).unwrap(),
+                serde_json::to_string(&m).unwrap()
+            );
+            let packed = rmp_serde::to_vec_named(&meta).unwrap();
+            assert_eq!(rmp_serde::from_slice::<Meta>(&packed).unwrap().to_map(), m);
+            held.push(meta);
+        }
+        // The other application's map is full (it differs in two values), and so is one
+        // differing in two values from the first.
+        assert!(matches!(other.0.values, Values::Full(_)));
+        let mut two = dubbo("orders", 1_764_633_600_999);
+        two.insert("side".into(), "consumer".into());
+        let two_meta = Meta::new(&two);
+        assert!(matches!(two_meta.0.values, Values::Full(_)));
+        assert_eq!(two_meta.to_map(), two);
+        // A delta outlives its base's own instance.
+        drop(first);
+        assert_eq!(held[0].get("application"), Some("orders"));
+        // Maps too small for a delta stay full.
+        let small = Meta::new(&map(&[("a", "1"), ("timestamp", "1")]));
+        let small2 = Meta::new(&map(&[("a", "1"), ("timestamp", "2")]));
+        assert!(matches!(small.0.values, Values::Full(_)));
+        assert!(matches!(small2.0.values, Values::Full(_)));
     }
 
     proptest! {
