@@ -660,6 +660,39 @@ mod tests {
             prop_assert_eq!(packed, rmp_serde::to_vec_named(&pairs).unwrap());
         }
 
+        /// Maps made one after another, each the last with one value changed (and
+        /// sometimes two): each is held as a recent map and one value, or whole, and
+        /// reads, compares and serializes as the map it was made from.
+        #[test]
+        fn maps_that_differ_in_one_value_round_trip(
+            base in proptest::collection::btree_map("[a-f]{1,3}", ".{0,20}", DELTA_MIN..10),
+            changes in proptest::collection::vec((any::<usize>(), ".{0,20}", any::<bool>()), 1..30),
+        ) {
+            let keys: Vec<String> = base.keys().cloned().collect();
+            let mut m = base.clone();
+            let mut held = vec![(Meta::new(&m), m.clone())];
+            for (at, value, twice) in changes {
+                m.insert(keys[at % keys.len()].clone(), value.clone());
+                if twice {
+                    m.insert(keys[(at + 1) % keys.len()].clone(), value);
+                }
+                held.push((Meta::new(&m), m.clone()));
+            }
+            for (meta, m) in &held {
+                prop_assert_eq!(meta.to_map(), m.clone());
+                prop_assert!(meta.same_as(m));
+                prop_assert_eq!(meta.len(), m.len());
+                for (k, v) in m {
+                    prop_assert_eq!(meta.get(k), Some(v.as_str()));
+                }
+                prop_assert_eq!(meta, &Meta::new(m));
+                prop_assert_eq!(
+                    serde_json::to_string(meta).unwrap(),
+                    serde_json::to_string(m).unwrap()
+                );
+            }
+        }
+
         /// Decoded in place, entries in any order, keys repeated: the map a
         /// `BTreeMap` would build (the last value of a key wins).
         #[test]
