@@ -223,9 +223,11 @@ fn the_rust_nacos_sdk_publishes_reads_listens_and_compares_and_sets() {
             !matches!(stale, Ok(true)) && refusal.contains("Cas publish fail"),
             "{refusal}"
         );
+        // The reader listens, so the SDK answers get_config from its cache, which the
+        // push of the change updates: read once the push is heard.
+        assert!(heard.wait_for("k=cas", Duration::from_secs(5)).await);
         let got = reader.get_config(id(), group()).await.expect("get_config");
         assert_eq!(got.content(), "k=cas");
-        assert!(heard.wait_for("k=cas", Duration::from_secs(5)).await);
 
         // What roster does not keep is refused, naming the field.
         let beta = writer
