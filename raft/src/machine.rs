@@ -178,15 +178,31 @@ pub(crate) fn read_snapshot_file(dir: &Path) -> std::io::Result<Option<SnapshotF
     }
 }
 
-/// Writes the snapshot file in `dir`: temp file, fsync, rename, fsync of the directory.
+/// Writes the snapshot file in `dir` ([`write_durably`]).
 pub(crate) fn write_snapshot_file(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-    {
-        let mut f = fs::File::create(&tmp)?;
+    write_durably(&dir.join(SNAPSHOT_FILE), bytes)
+}
+
+/// Writes `bytes` to `path` durably: to `path.tmp` (removed if that fails), fsync,
+/// rename, fsync of the directory. A crash leaves the old file or the new one, never
+/// half of one.
+pub fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = fs::File::create(&tmp).and_then(|mut f| {
         f.write_all(bytes)?;
-        f.sync_all()?;
+        f.sync_all()
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
-    fs::rename(&tmp, dir.join(SNAPSHOT_FILE))?;
+    fs::rename(&tmp, path)?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
     fs::File::open(dir)?.sync_all()
 }
 

@@ -106,34 +106,9 @@ pub fn read_file(path: &Path) -> Result<SnapshotFile, BackupError> {
     Ok(file)
 }
 
-/// Writes `bytes` to `path` durably: to `path.tmp`, fsync, rename, fsync of the
-/// directory. A crash leaves either the old file or the new one, never half of one.
+/// Writes `bytes` to `path` durably ([`roster_raft::machine::write_durably`]).
 pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), BackupError> {
-    use std::io::Write;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io_err(&tmp)(e));
-    }
-    std::fs::rename(&tmp, path).map_err(io_err(path))?;
-    sync_parent(path)
-}
-
-fn sync_parent(path: &Path) -> Result<(), BackupError> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(parent)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(parent))
+    roster_raft::machine::write_durably(path, bytes).map_err(io_err(path))
 }
 
 /// What [`restore`] wrote.

@@ -199,6 +199,8 @@ impl Meta {
             pairs.iter().for_each(|(k, _)| k.hash(&mut hash));
             hash.finish()
         };
+        // Each key and value hashed once, for the bases table (maps of DELTA_MIN or more).
+        let mut hashes: Option<PairHashes> = None;
         let mut full = false;
         let body = tables.maps.share(
             map_hash.finish(),
@@ -209,8 +211,11 @@ impl Meta {
                     |held| held.iter().map(|k| &**k).eq(pairs.iter().map(|(k, _)| *k)),
                     || pairs.iter().map(|(k, _)| (*k).into()).collect(),
                 ));
-                if let Some(delta) = delta_of(tables, &keys, pairs) {
-                    return delta;
+                if pairs.len() >= DELTA_MIN {
+                    let hashes = hashes.insert(pair_hashes(tables, pairs));
+                    if let Some(delta) = delta_of(tables, &keys, pairs, hashes) {
+                        return delta;
+                    }
                 }
                 full = true;
                 Body {
@@ -219,10 +224,10 @@ impl Meta {
                 }
             },
         );
-        if full && pairs.len() >= DELTA_MIN {
+        if let Some(hashes) = hashes.filter(|_| full) {
             // Maps that differ from this one in one value will be held as this one.
             for at in 0..pairs.len() {
-                tables.bases.remember(all_but(tables, pairs, at), &body);
+                tables.bases.remember(all_but(tables, &hashes, at), &body);
             }
         }
         Meta(body)
@@ -307,12 +312,24 @@ impl Body {
     }
 }
 
-/// The hash of `pairs`' keys and of every value but the one at `at`: maps that differ
-/// only there hash alike.
-fn all_but(tables: &Tables, pairs: &[(&str, &str)], at: usize) -> u64 {
+/// The hash of each key and of each value of a map, in key order.
+type PairHashes = SmallVec<[(u64, u64); 16]>;
+
+/// [`PairHashes`] of `pairs`: every string hashed once, however many positions
+/// [`all_but`] is then asked for.
+fn pair_hashes(tables: &Tables, pairs: &[(&str, &str)]) -> PairHashes {
+    pairs
+        .iter()
+        .map(|(k, v)| (tables.hasher.hash_one(k), tables.hasher.hash_one(v)))
+        .collect()
+}
+
+/// The hash of a map's keys and of every value but the one at `at`, from its
+/// [`pair_hashes`]: maps that differ only there hash alike.
+fn all_but(tables: &Tables, hashes: &[(u64, u64)], at: usize) -> u64 {
     let mut hash = tables.hasher.build_hasher();
     at.hash(&mut hash);
-    for (i, (k, v)) in pairs.iter().enumerate() {
+    for (i, (k, v)) in hashes.iter().enumerate() {
         k.hash(&mut hash);
         if i != at {
             v.hash(&mut hash);
@@ -321,14 +338,16 @@ fn all_but(tables: &Tables, pairs: &[(&str, &str)], at: usize) -> u64 {
     hash.finish()
 }
 
-/// `pairs` (keys `keys`) as a recently made full map and the one value they differ in,
-/// if there is such a map.
-fn delta_of(tables: &Tables, keys: &Keys, pairs: &[(&str, &str)]) -> Option<Body> {
-    if pairs.len() < DELTA_MIN {
-        return None;
-    }
+/// `pairs` (keys `keys`, hashes `hashes`) as a recently made full map and the one value
+/// they differ in, if there is such a map.
+fn delta_of(
+    tables: &Tables,
+    keys: &Keys,
+    pairs: &[(&str, &str)],
+    hashes: &[(u64, u64)],
+) -> Option<Body> {
     (0..pairs.len()).find_map(|at| {
-        let base = tables.bases.peek(all_but(tables, pairs, at))?;
+        let base = tables.bases.peek(all_but(tables, hashes, at))?;
         let full = matches!(base.values, Values::Full(_)) && Arc::ptr_eq(&base.keys.0, &keys.0);
         let same_elsewhere = || {
             base.iter()
