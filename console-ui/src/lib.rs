@@ -8,7 +8,9 @@
 //! the server. `/nacos` and `/nacos/`, where Nacos serves its console, redirect here.
 //!
 //! Headers: the page gets its Content-Security-Policy here (tower-http's
-//! `SetResponseHeaderLayer`, on HTML answers only); `X-Content-Type-Options`,
+//! `SetResponseHeaderLayer`, on HTML answers only), whose `connect-src` names this
+//! server and the origins the server passes in ([`ConnectSources`]: the other members'
+//! APIs, which the console calls when its own node stops answering); `X-Content-Type-Options`,
 //! `X-Frame-Options` and `Referrer-Policy` come from the server's layers around every
 //! answer, API and console alike (`roster::api::service`).
 //!
@@ -43,11 +45,16 @@ const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 const REVALIDATE: &str = "no-cache";
 /// Smaller files are not worth compressing.
 const GZIP_MIN_BYTES: usize = 1024;
-/// The page may load only its own scripts and talk only to this server. Inline styles
-/// are allowed: the component library injects its CSS at run time.
+/// The page may load only its own scripts and talk only to this server and the
+/// [`ConnectSources`] (appended to `connect-src`, which comes last). Inline styles are
+/// allowed: the component library injects its CSS at run time.
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
-                   img-src 'self' data:; font-src 'self' data:; connect-src 'self'; \
-                   object-src 'none'; base-uri 'self'; frame-ancestors 'none'";
+                   img-src 'self' data:; font-src 'self' data:; object-src 'none'; \
+                   base-uri 'self'; frame-ancestors 'none'; connect-src 'self'";
+
+/// The origins (`scheme://host:port`) the page may call besides its own server, asked
+/// for each time the page is served (cluster members come and go).
+pub type ConnectSources = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 
 /// Where the files come from.
 #[derive(Clone)]
@@ -61,7 +68,10 @@ enum Source {
 /// The console's routes; merge them ahead of the API (they need no credentials). With
 /// `dir`, files are read from that directory on each request instead of the embedded
 /// build, so a console under development is served without rebuilding roster.
-pub fn router<S: Clone + Send + Sync + 'static>(dir: Option<PathBuf>) -> Router<S> {
+pub fn router<S: Clone + Send + Sync + 'static>(
+    dir: Option<PathBuf>,
+    connect: ConnectSources,
+) -> Router<S> {
     let source = match dir {
         Some(dir) => Source::Dir(Arc::new(dir)),
         None => Source::Embedded,
@@ -88,7 +98,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(dir: Option<PathBuf>) -> Router<
         .route("/nacos/", get(to_console))
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
-            csp_for_html as fn(&Response) -> Option<HeaderValue>,
+            move |response: &Response| csp_for_html(response, &connect),
         ))
 }
 
@@ -97,12 +107,30 @@ async fn index(source: Source, headers: HeaderMap) -> Response {
 }
 
 /// The policy for an HTML answer (the page); scripts, styles and images need none.
-fn csp_for_html(response: &Response) -> Option<HeaderValue> {
+fn csp_for_html(response: &Response, connect: &ConnectSources) -> Option<HeaderValue> {
     let html = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
-    html.then(|| HeaderValue::from_static(CSP))
+    html.then(|| policy(&connect()))
+}
+
+/// [`CSP`] with `sources` added to `connect-src`. A source that is not a plain
+/// `scheme://host:port` (letters, digits and `.:-[]/` only) is left out, so a member's
+/// address can never add a directive or a wildcard to the policy.
+fn policy(sources: &[String]) -> HeaderValue {
+    let mut csp = CSP.to_string();
+    for source in sources {
+        let plain = (source.starts_with("http://") || source.starts_with("https://"))
+            && source
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".:-[]/".contains(&b));
+        if plain {
+            csp.push(' ');
+            csp.push_str(source);
+        }
+    }
+    HeaderValue::from_str(&csp).expect("the policy holds visible ASCII only")
 }
 
 async fn to_console() -> Redirect {
@@ -289,6 +317,24 @@ mod tests {
         assert!(find(&source, "../assets/app.js").is_none());
         assert!(find(&source, "/etc/passwd").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn members_are_added_to_connect_src_and_nothing_else_is() {
+        let csp = policy(&[
+            "http://127.0.0.1:8849".into(),
+            "https://[::1]:8850".into(),
+            "http://evil; script-src *".into(),
+            "*".into(),
+            "javascript:alert(1)".into(),
+        ]);
+        let csp = csp.to_str().unwrap();
+        assert!(
+            csp.ends_with("connect-src 'self' http://127.0.0.1:8849 https://[::1]:8850"),
+            "{csp}"
+        );
+        assert_eq!(csp.matches("script-src").count(), 1, "{csp}");
+        assert!(policy(&[]).to_str().unwrap().ends_with("connect-src 'self'"));
     }
 
     #[test]

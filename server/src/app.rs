@@ -406,6 +406,7 @@ pub async fn run(
     workers.spawn(audit_worker.run(stopping.clone()));
     workers.spawn(push.run_maintenance(stopping.clone()));
     workers.spawn(expiry_worker(state.clone(), stopping.clone()));
+    workers.spawn(crate::metrics::sampler(state.clone(), stopping.clone()));
     workers.spawn(crate::imports::supervise(
         state.clone(),
         tasks,
@@ -479,7 +480,7 @@ pub async fn run(
     };
     crate::listen::serve_http(
         listeners.http,
-        crate::api::service(state, args.console_dir.clone()),
+        crate::api::service(state, args.console_dir.clone(), http_tls.is_some()),
         http_limits,
         http_tls.map(|tls| tls.acceptor),
         async move {

@@ -9,6 +9,15 @@
 //! gRPC request types are the known ones or `other`, push outcomes are static, and
 //! node labels are cluster members. Before, one anonymous request with an invented
 //! 100 kB method added ~1.6 MB to `/metrics` for good.
+//!
+//! The console's Overview page charts the node's recent figures without a Prometheus:
+//! [`faces`] times requests per API face, [`history`] samples every 5 s and keeps the
+//! last 15 minutes.
+
+pub mod faces;
+pub mod history;
+
+pub use history::run as sampler;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -163,6 +172,18 @@ pub struct Metrics {
     pub grpc_connections: Gauge,
     /// Audit lines lost: the audit queue was full, or the file could not be written.
     pub audit_dropped: Counter,
+    /// Instance registrations accepted from clients (what counts: `history`).
+    pub registrations: Counter,
+    /// Instance deregistrations accepted from clients.
+    pub deregistrations: Counter,
+    /// Request counts and latencies per API face, for the overview.
+    pub faces: faces::Faces,
+    /// Pushes put on the wire, UDP and gRPC, for the overview (`history::tally_push`).
+    pushes_out: AtomicU64,
+    /// Pushes with any other outcome than that or `acked`, for the overview.
+    push_failures: AtomicU64,
+    /// The overview's samples.
+    pub history: history::History,
     services: Gauge,
     instances: Gauge,
     healthy_instances: Gauge,
@@ -260,6 +281,18 @@ impl Metrics {
             "audit_dropped_lines",
             "Audit log lines lost: the writer's queue was full or the file could not be written",
             audit_dropped.clone(),
+        );
+        let registrations = Counter::default();
+        registry.register(
+            "registrations",
+            "Instance registrations accepted from clients (HTTP and gRPC; replicas not counted)",
+            registrations.clone(),
+        );
+        let deregistrations = Counter::default();
+        registry.register(
+            "deregistrations",
+            "Instance deregistrations accepted from clients (HTTP and gRPC; replicas not counted)",
+            deregistrations.clone(),
         );
         let pushes = Family::<PushLabels, Counter>::default();
         registry.register(
@@ -402,6 +435,12 @@ impl Metrics {
             grpc_pushes,
             grpc_connections,
             audit_dropped,
+            registrations,
+            deregistrations,
+            faces: faces::Faces::default(),
+            pushes_out: AtomicU64::new(0),
+            push_failures: AtomicU64::new(0),
+            history: history::History::default(),
             services,
             instances,
             healthy_instances,
@@ -466,6 +505,10 @@ impl Metrics {
             h.latency.observe(secs);
             h.requests.inc();
         });
+        if let Some(face) = faces::Face::of_route(route) {
+            self.faces
+                .observe(face, std::time::Duration::from_secs_f64(secs));
+        }
     }
 
     /// Exports the size and free space of the filesystem holding `dir` from now on.
@@ -482,6 +525,17 @@ impl Metrics {
     /// Counts a push outcome.
     pub fn push(&self, outcome: &'static str) {
         self.pushes.get_or_create(&PushLabels { outcome }).inc();
+        self.tally_push(outcome);
+    }
+
+    /// Counts an instance write a gRPC client's `op` (`registerInstance`,
+    /// `deregisterInstance`) made.
+    pub fn instance_write(&self, op: &str) {
+        match op {
+            "registerInstance" => self.registrations.inc(),
+            "deregisterInstance" => self.deregistrations.inc(),
+            _ => 0,
+        };
     }
 
     /// Counts a gRPC request of type `kind` (unknown types are counted together).
@@ -509,11 +563,17 @@ impl Metrics {
         self.grpc_requests.get_or_create(&GrpcLabels { kind }).inc();
     }
 
+    /// Times a gRPC request until the guard is dropped, for the overview.
+    pub fn grpc_timer(&self) -> faces::Timer<'_> {
+        self.faces.timer(faces::Face::Grpc)
+    }
+
     /// Counts a gRPC push outcome.
     pub fn grpc_push(&self, outcome: &'static str) {
         self.grpc_pushes
             .get_or_create(&PushLabels { outcome })
             .inc();
+        self.tally_push(outcome);
     }
 
     /// Renders every metric, with the node's current `figures`.

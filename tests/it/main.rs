@@ -27,6 +27,7 @@ mod nacos_v1;
 mod nacos_v2;
 mod observer;
 mod ops;
+mod overview;
 mod push;
 mod removed;
 mod rolling;

@@ -317,6 +317,7 @@ fn need(method: &Method, path: &str, params: &Params) -> Need {
         | "/nacos/v2/ns/operator/switches"
         | "/api/v1/cluster"
         | "/api/v1/cluster/owner"
+        | "/api/v1/overview"
         | "/nacos/v1/core/cluster/nodes" => Need::Caller,
         // Users, roles, permissions, namespace changes, cluster members, sync tasks,
         // key rotation — and any route not named above.
@@ -653,6 +654,7 @@ mod tests {
             "/nacos/v1/ns/service/selector/types",
             "/api/v1/cluster",
             "/api/v1/cluster/owner",
+            "/api/v1/overview",
             "/nacos/v1/core/cluster/nodes",
         ] {
             assert_eq!(need_of(Method::GET, path), Need::Caller, "{path}");

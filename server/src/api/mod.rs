@@ -5,10 +5,12 @@
 //! What comes from tower-http and what is written here: the security headers
 //! ([`Secured`], [`Framed`]) and the request tracing of the routed API ([`Traced`]) are
 //! tower-http's layers; the guard, the metrics, the audit and the body limit are one
-//! hand-written service ([`Front`]), for the reasons and measurements given there.
+//! hand-written service ([`Front`]), for the reasons and measurements given there, and
+//! so are the [`cors`] answers to the other members' consoles.
 
 pub mod audit;
 pub mod cluster;
+pub mod cors;
 pub mod error;
 pub mod events;
 pub mod guard;
@@ -17,6 +19,7 @@ pub mod nacos_v2;
 pub mod nacos_v2_config;
 pub mod nacos_v2_envelope;
 pub mod ops;
+pub mod overview;
 pub mod params;
 pub mod pick;
 pub mod signing_key;
@@ -57,7 +60,10 @@ use guard::Admitted;
 /// a list request's 40 allocations, and the allocator was 8.5 % of the node's CPU).
 /// tower-http's header layers are not middleware of that kind: plain structs around
 /// `Front`'s future, no box, no clone of a service per request.
-pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Secured {
+///
+/// `https`: whether the port serves HTTPS, which makes the members' origins `https://`
+/// ([`cors`]).
+pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>, https: bool) -> Secured {
     let api = Router::new()
         .merge(nacos::routes())
         .merge(nacos_v2::routes())
@@ -70,13 +76,18 @@ pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>) -> Secu
         .merge(signing_key::routes())
         .merge(audit::routes())
         .merge(snapshot::routes())
+        .merge(overview::routes())
         .fallback(nacos::no_such_api)
         .with_state(state.clone());
+    let members = state.clone();
+    let connect: roster_console_ui::ConnectSources =
+        Arc::new(move || cors::member_origins(&members, https));
     let front = Front(
         Arc::new(Parts {
             state,
+            https,
             api: traced(framed(api)),
-            console: framed(roster_console_ui::router(console_dir)),
+            console: framed(roster_console_ui::router(console_dir, connect)),
         }),
         None,
     );
@@ -175,6 +186,8 @@ pub struct Front(Arc<Parts>, Option<SocketAddr>);
 
 struct Parts {
     state: AppState,
+    /// Whether the port serves HTTPS (the scheme of the origins [`cors`] allows).
+    https: bool,
     /// The API's routes, under the tracing layer (taken only at debug level).
     api: Traced,
     /// The console's files: public (its login page among them).
@@ -204,11 +217,21 @@ impl Service<Request> for Front {
         if is_console(req.uri().path()) {
             return Box::pin(async move { front.console.clone().call(req).await });
         }
+        let origin = cors::allowed_origin(&front.state, front.https, &req);
+        if let Some(origin) = &origin {
+            if cors::is_preflight(&req) {
+                return Box::pin(std::future::ready(Ok(cors::preflight(origin.clone()))));
+            }
+        }
         // Password checks made for the request are throttled per source address.
         let source = peer.map(|p| p.ip());
         Box::pin(async move {
             let serving = front.serve_api(req, peer);
-            Ok(crate::auth::throttle::with_source(source, serving).await)
+            let mut response = crate::auth::throttle::with_source(source, serving).await;
+            if let Some(origin) = origin {
+                cors::allow(&mut response, origin);
+            }
+            Ok(response)
         })
     }
 }

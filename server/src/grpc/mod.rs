@@ -221,6 +221,7 @@ impl GrpcServer {
     async fn unary(self: Arc<Self>, remote: Option<SocketAddr>, payload: Payload) -> Payload {
         let kind = payload.kind().to_string();
         self.app.metrics.grpc_request(&kind);
+        let _timed = self.app.metrics.grpc_timer();
         let Some(remote) = remote else {
             return failure("ErrorResponse", 500, "no peer address");
         };
@@ -516,6 +517,7 @@ impl GrpcServer {
                     }
                     _ => return Err(Error::bad_request(format!("Unsupported request type {op}"))),
                 }
+                self.app.metrics.instance_write(&op);
                 Ok(json!({ "type": op }))
             }
             "BatchInstanceRequest" => {
@@ -541,6 +543,7 @@ impl GrpcServer {
                 self.app
                     .writes()
                     .replace_connection_instances(&conn.client, &key, &regs)?;
+                self.app.metrics.registrations.inc_by(regs.len() as u64);
                 Ok(json!({ "type": op }))
             }
             _ => Err(Error::bad_request(format!("Unsupported request {kind}"))),

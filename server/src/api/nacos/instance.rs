@@ -82,6 +82,7 @@ pub async fn register(
     let key = params.service_key()?;
     let registration = registration(&params, &state.limits)?;
     state.writes().register(key, registration).await?;
+    state.metrics.registrations.inc();
     Ok("ok")
 }
 
@@ -98,6 +99,7 @@ pub async fn deregister(
     // Validated for the sake of clear errors; the instance's own kind decides the path.
     params.boolean("ephemeral")?;
     state.writes().deregister(key, &ip, port).await?;
+    state.metrics.deregistrations.inc();
     Ok("ok")
 }
 
