@@ -334,7 +334,10 @@ mod tests {
             "{csp}"
         );
         assert_eq!(csp.matches("script-src").count(), 1, "{csp}");
-        assert!(policy(&[]).to_str().unwrap().ends_with("connect-src 'self'"));
+        assert!(policy(&[])
+            .to_str()
+            .unwrap()
+            .ends_with("connect-src 'self'"));
     }
 
     #[test]

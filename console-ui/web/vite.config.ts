@@ -27,6 +27,8 @@ export default defineConfig({
       },
       output: {
         manualChunks(id) {
+          // uPlot stays with the lazily loaded overview page that uses it
+          if (id.includes('node_modules/uplot')) return undefined;
           if (id.includes('node_modules')) return 'vendor';
           return undefined;
         },

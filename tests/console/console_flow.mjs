@@ -12,7 +12,9 @@
 //   3 the whole-run watchdog fired
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
+import { axeProblems, fitProblems } from './checks.mjs';
 
 // ------------------------------------------------------------------ arguments
 
@@ -69,6 +71,9 @@ const ROLE_UNHELD = `${NS}-nobody`;
 const SVC_RO = `${args.service}-ro`;
 const SVC_USER = `${args.service}-by-user`;
 const SVC = args.service;
+// A service whose one instance is unhealthy (127.0.0.1:1, a closed port), for the
+// services page's "unhealthy instances" filter.
+const SVC_SICK = `${args.service}-sick`;
 const GROUP = 'DEFAULT_GROUP';
 const PORT = Number(args.server.split(':').pop());
 const ADDR = `127.0.0.1:${PORT}`;
@@ -138,9 +143,11 @@ async function step(name, fn) {
   emit({ step: name, ok: true, ms: Date.now() - t0, ...detail });
 }
 
-async function shot(name, { fits = true } = {}) {
-  // every picture of the console is also a check that it fits the screen
+async function shot(name, { fits = true, a11y = true } = {}) {
+  // every picture of the console is also a check that it fits the screen, and that axe
+  // finds nothing serious in it
   if (fits) await expectFits(`the page of screenshot ${name}`);
+  if (a11y) await expectAccessible(`the page of screenshot ${name}`);
   const file = path.join(args.shots, `${name}.png`);
   // toasts come and go with timing; keep them out of the page pictures
   await page.screenshot({
@@ -459,8 +466,11 @@ async function loginInUi(username, password) {
   await tid('login-username').fill(username);
   await tid('login-password').fill(password);
   await tid('login-submit').click();
-  await expectUrl(/#\/namespaces$/, `after logging in as ${username}`);
+  // the overview is the landing page; the steps after a login start on the namespaces
+  await expectUrl(/#\/overview$/, `after logging in as ${username}`);
   await expectText(tid('current-user'), new RegExp(username), 'the user name in the header');
+  await tid('nav-namespaces').click();
+  await expectUrl(/#\/namespaces$/, `the namespaces page of ${username}`);
 }
 
 async function logoutInUi() {
@@ -533,66 +543,25 @@ async function confirmInUi(what) {
  * part of its label, and is not covered by something else (a long tag spilling over).
  */
 async function expectFits(what) {
-  const problems = await fitProblems();
+  const problems = await fitProblems(page);
   check(problems.length === 0, `${what} does not fit ${VIEWPORT.width} × ${VIEWPORT.height}: ${problems.join('; ')}`);
 }
 
-/** What `expectFits` finds wrong with the page as it is: one sentence each. */
-async function fitProblems() {
-  return page.evaluate(() => {
-    const out = [];
-    const vw = document.documentElement.clientWidth;
-    const vh = window.innerHeight;
-    const name = (el) => (el.dataset.testid || el.innerText || el.getAttribute('aria-label') || el.className || '').toString().trim().slice(0, 40);
-    const root = document.documentElement;
-    if (root.scrollWidth > root.clientWidth + 1) out.push(`the page scrolls sideways (${root.scrollWidth} > ${root.clientWidth})`);
-    for (const el of document.querySelectorAll('.ant-table-content, .ant-table-body, .ant-table-container, .ant-card-body')) {
-      if (el.closest('.ant-modal-root') || el.getClientRects().length === 0) continue;
-      if (el.scrollWidth > el.clientWidth + 1) {
-        const owner = el.closest('[data-testid]');
-        out.push(`${el.className.split(' ')[0]} of ${owner ? owner.dataset.testid : 'the page'} scrolls sideways (${el.scrollWidth} > ${el.clientWidth})`);
-      }
-    }
-    const buttons = [...document.querySelectorAll('button, a.ant-btn')].filter(
-      (b) => b.getClientRects().length > 0 && !b.closest('.ant-modal-root, .ant-select-dropdown, .ant-picker-dropdown, .ant-tooltip, .ant-popover') && !b.hidden,
+/** Fails on any axe-core violation of impact serious or critical (`checks.mjs`). */
+async function expectAccessible(what) {
+  const problems = await axeProblems(page, { timeout: ACTION_MS });
+  check(problems.length === 0, `${what} has accessibility violations: ${problems.join(' | ')}`);
+}
+
+/** A TCP listener on a free loopback port that closes what connects (a TCP health check
+ *  finds it up). Resolves to its port and a `close()`. */
+function listenLoopback() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer((socket) => socket.destroy());
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () =>
+      resolve({ port: server.address().port, close: () => new Promise((r) => server.close(() => r())) }),
     );
-    for (const b of buttons) {
-      const r = b.getBoundingClientRect();
-      if (r.width === 0 || r.height === 0) continue;
-      const label = name(b);
-      if (r.left < -0.5 || r.right > vw + 0.5) out.push(`button "${label}" is outside the viewport (${Math.round(r.left)}..${Math.round(r.right)} of ${vw})`);
-      if (b.scrollWidth > b.clientWidth + 1) out.push(`button "${label}" shows part of its label (${b.scrollWidth} > ${b.clientWidth})`);
-      for (let p = b.parentElement; p && p !== document.body; p = p.parentElement) {
-        if (getComputedStyle(p).overflowX === 'visible') continue;
-        const pr = p.getBoundingClientRect();
-        if (r.left < pr.left - 0.5 || r.right > pr.right + 0.5) {
-          out.push(`button "${label}" is cut by ${p.className.toString().split(' ')[0] || p.tagName}`);
-          break;
-        }
-      }
-      // covered: what is on top at the button's middle is the button (or a wrapper of a
-      // disabled one, which takes no pointer events)
-      const cx = (r.left + r.right) / 2;
-      const cy = (r.top + r.bottom) / 2;
-      if (cy > 0 && cy < vh && cx > 0 && cx < vw) {
-        const hit = document.elementFromPoint(cx, cy);
-        // a dialog, toast or pop-up on top is not the layout's doing
-        const overlay = '.ant-modal-root, .ant-drawer, .ant-message, .ant-notification, .ant-tooltip, .ant-popover, .ant-select-dropdown, .ant-dropdown, .ant-picker-dropdown';
-        if (hit && !b.contains(hit) && !hit.contains(b) && !hit.closest(overlay)) out.push(`button "${label}" is covered by ${hit.className.toString().split(' ')[0] || hit.tagName}`);
-      }
-    }
-    // a tag in a table row that reaches into a button of the row
-    for (const tr of document.querySelectorAll('tr.ant-table-row')) {
-      const rowButtons = [...tr.querySelectorAll('button')].map((b) => b.getBoundingClientRect());
-      for (const tag of tr.querySelectorAll('.ant-tag')) {
-        const t = tag.getBoundingClientRect();
-        if (t.width === 0) continue;
-        if (rowButtons.some((b) => t.right > b.left + 0.5 && t.left < b.right - 0.5 && t.bottom > b.top && t.top < b.bottom)) {
-          out.push(`tag "${tag.innerText.slice(0, 40)}" overlaps a button of its row`);
-        }
-      }
-    }
-    return out;
   });
 }
 
@@ -727,6 +696,13 @@ async function main() {
       const r = await api('GET', '/nacos/v1/ns/instance/list', { namespaceId: NS, serviceName: SVC }, { allowError: true });
       if (r.status === 200 || r.status === 404) {
         await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC, ip: '127.0.0.1', port: PORT, ephemeral: false }, { allowError: true });
+        // service-tools' extra instances, on the ports its listeners had
+        const left = await api('GET', '/nacos/v1/ns/catalog/instances', { namespaceId: NS, serviceName: SVC, clusterName: 'DEFAULT', pageSize: 100 }, { allowError: true });
+        for (const h of left.json?.list ?? []) {
+          await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC, ip: h.ip, port: h.port, ephemeral: h.ephemeral }, { allowError: true });
+        }
+        await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC_SICK, ip: '127.0.0.1', port: 1, ephemeral: false }, { allowError: true });
+        await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_SICK, groupName: GROUP }, { allowError: true });
         await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC, groupName: GROUP }, { allowError: true });
         await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_USER, groupName: GROUP }, { allowError: true });
       }
@@ -788,8 +764,11 @@ async function main() {
     await tid('login-username').fill(args.username);
     await tid('login-password').fill(args.password);
     await tid('login-submit').click();
-    await expectUrl(/#\/namespaces/, 'after logging in');
+    await expectUrl(/#\/overview$/, 'after logging in (the overview is the landing page)');
+    await expectVisible(tid('overview-page'), 'the overview page');
     await expectVisible(tid('nav-namespaces'), 'the navigation menu');
+    await tid('nav-namespaces').click();
+    await expectUrl(/#\/namespaces$/, 'the namespaces menu item');
     await expectText(tid('current-user'), new RegExp(args.username), 'the user name in the header');
     const stored = await page.evaluate(() => localStorage.getItem('roster.console.session'));
     check(stored && JSON.parse(stored).token, 'no token kept in localStorage after login');
@@ -869,6 +848,119 @@ async function main() {
       `the API still returns ${ADDR} from /instance/list: ${JSON.stringify(hosts)}`,
     );
     return { listedHosts: hosts.length };
+  });
+
+  await step('service-tools', async () => {
+    // Two more instances of NAME with metadata, healthy: this script listens on their ports.
+    const listeners = [await listenLoopback(), await listenLoopback()];
+    const extra = [
+      { key: `127.0.0.1:${listeners[0].port}`, port: listeners[0].port, metadata: 'env=prod,zone=a' },
+      { key: `127.0.0.1:${listeners[1].port}`, port: listeners[1].port, metadata: 'env=test,canary=1' },
+    ];
+    const out = {};
+    try {
+      for (const x of extra) {
+        await api('POST', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC, ip: '127.0.0.1', port: x.port, ephemeral: false, metadata: x.metadata });
+      }
+      for (const x of extra) await expectVisible(row(x.key), `instance ${x.key} in the detail page`);
+
+      // Sample code: each tab names this server, the service, its group and namespace.
+      const [host, port] = [args.server.slice(0, args.server.lastIndexOf(':')), PORT];
+      const sampleTabs = ['java', 'spring', 'go', 'python', 'node'];
+      await tid('sample-code').click();
+      await expectVisible(tid('sample-dialog'), 'the sample-code dialog');
+      for (const key of sampleTabs) {
+        await clickInDialog(tid(`sample-tab-${key}`));
+        const code = tid(`sample-code-${key}`);
+        await expectVisible(code, `the ${key} sample`);
+        const text = (await code.textContent()) ?? '';
+        const server = key === 'go' ? [`"${host}"`, `, ${port})`] : [`"${args.server}"`];
+        for (const want of [`"${SVC}"`, `"${GROUP}"`, `"${NS}"`, ...server]) {
+          check(text.includes(want), `the ${key} sample does not contain ${want}: ${text.slice(0, 400)}`);
+        }
+        check(await tid(`sample-copy-${key}`).isVisible(), `the ${key} sample has no copy button`);
+      }
+      await clickInDialog(tid('sample-tab-java'));
+      await shot('service-sample-code');
+      await page.keyboard.press('Escape');
+      await expectHidden(tid('sample-dialog'), 'the sample-code dialog');
+      await tid('lang-zh').click();
+      await expectText(tid('sample-code'), /示例代码/, 'the sample-code button in Chinese');
+      await tid('sample-code').click();
+      await expectVisible(tid('sample-dialog'), 'the sample-code dialog in Chinese');
+      await expectText(page.locator('.ant-modal-title'), new RegExp(`${SVC} 的示例代码`), 'the sample-code title in Chinese');
+      await shot('service-sample-code-zh');
+      await page.keyboard.press('Escape');
+      await expectHidden(tid('sample-dialog'), 'the sample-code dialog');
+      await tid('lang-en').click();
+      await expectText(tid('sample-code'), /Sample code/, 'the sample-code button back in English');
+
+      // The metadata filter, applied by the server.
+      const shown = async (keys, hidden, what) => {
+        for (const k of keys) await expectVisible(row(k), `${k} ${what}`);
+        for (const k of hidden) await expectHidden(row(k), `${k} ${what}`);
+      };
+      const all = [ADDR, extra[0].key, extra[1].key];
+      await tid('inst-selector').fill('env=prod');
+      await shown([extra[0].key], [ADDR, extra[1].key], 'with selector env=prod');
+      await tid('inst-selector').fill('!canary');
+      await shown([ADDR, extra[0].key], [extra[1].key], 'with selector !canary');
+      await tid('inst-selector').fill('env in (');
+      await expectText(tid('inst-selector-error'), /Param 'selector' is illegal/, 'the parse error under the filter');
+      check((await page.locator('.ant-alert-error').count()) === 0, 'the parse error shows as a page error too');
+      // the tables keep the last filter that parsed
+      await shown([ADDR, extra[0].key], [extra[1].key], 'while the filter does not parse');
+      await page.mouse.move(0, VIEWPORT.height - 1);
+      await shot('service-metadata-filter');
+      await tid('inst-selector').fill('');
+      await expectHidden(tid('inst-selector-error'), 'the parse error of an emptied filter');
+      await shown(all, [], 'with the filter emptied');
+
+      // Batch take-offline / bring-online of the two extra instances.
+      const tick = async (key) => row(key).locator('input[type="checkbox"]').check();
+      const listed = async () => new Set((await listHosts()).map((h) => `${h.ip}:${h.port}`));
+      for (const x of extra) await tick(x.key);
+      await expectText(tid('batch-offline-DEFAULT'), /Take offline \(2\)/, 'the batch take-offline button');
+      await page.mouse.move(0, VIEWPORT.height - 1);
+      await shot('service-batch');
+      await tid('batch-offline-DEFAULT').click();
+      await expectText(tid('confirm-dialog'), new RegExp(extra[1].key), 'the batch confirmation naming the instances');
+      check((await confirmInUi('taking two instances offline')) === null, 'the batch take-offline was refused');
+      for (const x of extra) await expectText(tid(`inst-enabled-${x.key}`), 'Offline', `status of ${x.key} after the batch`);
+      await expectText(tid('batch-offline-DEFAULT'), /\(0\)/, 'the selection after the batch');
+      let hosts = await listed();
+      check(extra.every((x) => !hosts.has(x.key)), `/instance/list still returns the batch: ${[...hosts]}`);
+      for (const x of extra) await tick(x.key);
+      await tid('batch-online-DEFAULT').click();
+      check((await confirmInUi('bringing two instances online')) === null, 'the batch bring-online was refused');
+      for (const x of extra) await expectText(tid(`inst-enabled-${x.key}`), 'Online', `status of ${x.key} after the batch`);
+      hosts = await listed();
+      check(extra.every((x) => hosts.has(x.key)), `/instance/list does not return the batch: ${[...hosts]}`);
+      check(!hosts.has(ADDR), `${ADDR} (offline, not selected) came back online`);
+      out.batch = extra.map((x) => x.key);
+    } finally {
+      for (const x of extra) {
+        await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC, ip: '127.0.0.1', port: x.port, ephemeral: false }, { allowError: true });
+      }
+      for (const l of listeners) await l.close();
+    }
+
+    // The services page's "unhealthy instances" filter (the server's unhealthyOnly).
+    await api('POST', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC_SICK, ip: '127.0.0.1', port: 1, ephemeral: false, healthy: false });
+    try {
+      await visit(`#/services?namespaceId=${NS}`, tid(`svc-link-${GROUP}-${SVC_SICK}`), 'the services page');
+      await tid('svc-unhealthy-only').click();
+      await expectHidden(tid(`svc-link-${GROUP}-${SVC}`), `the all-healthy ${SVC} with the unhealthy filter`);
+      await expectVisible(tid(`svc-link-${GROUP}-${SVC_SICK}`), `${SVC_SICK} with the unhealthy filter`);
+      await tid('svc-unhealthy-only').click();
+      await expectVisible(tid(`svc-link-${GROUP}-${SVC}`), `${SVC} with the unhealthy filter off`);
+    } finally {
+      await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC_SICK, ip: '127.0.0.1', port: 1, ephemeral: false }, { allowError: true });
+      await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_SICK, groupName: GROUP }, { allowError: true });
+    }
+    await visit(`#/service/${NS}/${GROUP}/${SVC}`, row(ADDR), 'the service detail');
+    for (const x of extra) await expectHidden(row(x.key), `the removed ${x.key}`);
+    return out;
   });
 
   await step('language', async () => {
@@ -1303,7 +1395,8 @@ async function main() {
     const QUIET_MS = 1000;
     const pages = [
       { nav: 'nav-namespaces', url: /#\/namespaces$/, data: '/nacos/v1/console/namespaces', shown: row('public') },
-      { nav: 'brand', url: /#\/namespaces$/, data: '/nacos/v1/console/namespaces', shown: row('public') },
+      { nav: 'nav-overview', url: /#\/overview$/, data: '/api/v1/overview', shown: tid('overview-summary') },
+      { nav: 'brand', url: /#\/overview$/, data: '/api/v1/overview', shown: tid('overview-summary') },
       { nav: 'nav-services', url: /#\/services\?/, data: '/nacos/v1/ns/catalog/services', shown: tid(`svc-link-${GROUP}-${SVC}`) },
       // the configuration made in the test was deleted
       { nav: 'nav-configs', url: /#\/configs\?/, data: '/nacos/v1/cs/configs', shown: tid('empty-state') },
@@ -1323,11 +1416,11 @@ async function main() {
     await markPage();
     const counts = {};
     for (const p of pages) {
-      const where = p.nav === 'brand' ? 'nav-namespaces' : p.nav;
+      const where = p.nav === 'brand' ? 'nav-overview' : p.nav;
       if (!p.url.test(page.url())) await tid(where).click();
       await expectUrl(p.url, `the page of ${p.nav}`);
       await expectVisible(p.shown, `the page of ${p.nav}`);
-      for (const auto of ['cluster-auto', 'audit-auto']) {
+      for (const auto of ['cluster-auto', 'audit-auto', 'overview-auto']) {
         if ((await tid(auto).count()) && (await tid(auto).getAttribute('aria-checked')) === 'true') {
           // its own refresh would hide whether the click refetches
           await tid(auto).click();
@@ -1517,7 +1610,7 @@ async function main() {
         }
         // the language switch's tooltip out of the picture
         await page.mouse.move(0, VIEWPORT.height - 1);
-        const problems = await fitProblems();
+        const problems = await fitProblems(page);
         if (problems.length) misfits.push(`the ${p.name} page in ${lang}: ${problems.join('; ')}`);
         // (checked above, with the other pages)
         if (lang === 'zh') await shot(`${p.name}-zh`, { fits: false });
@@ -1775,7 +1868,7 @@ async function fail(e) {
   if (page) {
     console.error(`page: ${page.url()}`);
     try {
-      shotFile = await shot(`failure-${currentStep}`, { fits: false });
+      shotFile = await shot(`failure-${currentStep}`, { fits: false, a11y: false });
       console.error(`screenshot: ${shotFile}`);
     } catch {
       /* the page may be gone */

@@ -9,16 +9,18 @@
 //! imported back, their long-poll listeners listed, deleted), roles and permissions
 //! granted in the UI, the audit page, every page fitting a 1366 × 768 screen with all its
 //! actions visible in English and Chinese (an imported instance's badge, the users page's
-//! disabled Delete, translated errors and roles, a dry run applied from its report), and
-//! the console of a user who is not an admin.
-//! Screenshots land in `target/console-screenshots/`.
+//! disabled Delete, translated errors and roles, a dry run applied from its report), the
+//! service page's sample code, metadata filter and batch take-offline, the services
+//! page's unhealthy filter (and the catalog parameters behind the last two), axe-core
+//! finding nothing serious on any screenshot, and the console of a user who is not an
+//! admin. Screenshots land in `target/console-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use roster_tests::{json, workspace_root, Cluster, Node, Value, ADMIN_PASSWORD};
+use roster_tests::{enc, json, workspace_root, Cluster, Node, Value, ADMIN_PASSWORD};
 
 use crate::sync::call_json;
 
@@ -452,6 +454,155 @@ fn catalog_events_reach_the_streams_of_every_node() {
     );
 }
 
+/// The names of a catalog answer's services, in order.
+fn catalog_names(node: &Node, query: &str) -> (u64, Vec<String>) {
+    let v = node
+        .call("GET", &format!("/nacos/v1/ns/catalog/services?{query}"))
+        .expect(200)
+        .json();
+    let names = v["serviceList"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    (v["count"].as_u64().unwrap(), names)
+}
+
+/// The ports of a catalog instances answer, sorted.
+fn catalog_ports(node: &Node, query: &str) -> (u64, Vec<u64>) {
+    let v = node
+        .call("GET", &format!("/nacos/v1/ns/catalog/instances?{query}"))
+        .expect(200)
+        .json();
+    let mut ports: Vec<u64> = v["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["port"].as_u64().unwrap())
+        .collect();
+    ports.sort_unstable();
+    (v["count"].as_u64().unwrap(), ports)
+}
+
+#[test]
+fn the_catalog_filters_unhealthy_services_and_instances_by_selector() {
+    let node = Node::start();
+    // Health set by hand (checker NONE) so nothing probes the loopback ports.
+    for svc in ["cat-a", "cat-b", "cat-c"] {
+        node.call("POST", &format!("/nacos/v1/ns/service?serviceName={svc}"))
+            .expect(200);
+        node.call(
+            "PUT",
+            &format!(
+                "/nacos/v1/ns/cluster?serviceName={svc}&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true&healthChecker={}",
+                enc(r#"{"type":"NONE"}"#)
+            ),
+        )
+        .expect(200);
+    }
+    // cat-a: all healthy; cat-b and cat-c: one of two unhealthy (cat-c's is also disabled).
+    for (svc, port, meta) in [
+        ("cat-a", 9001, "env=prod"),
+        ("cat-b", 9001, "env=prod,zone=a"),
+        ("cat-b", 9002, "env=test,canary=1"),
+        ("cat-b", 9003, "env=prod,zone=b"),
+        ("cat-c", 9001, "env=prod"),
+        ("cat-c", 9002, "env=prod"),
+    ] {
+        node.call(
+            "POST",
+            &format!(
+                "/nacos/v1/ns/instance?serviceName={svc}&ip=127.0.0.1&port={port}&ephemeral=false&metadata={}",
+                enc(meta)
+            ),
+        )
+        .expect(200);
+    }
+    for (svc, port) in [("cat-b", 9002), ("cat-c", 9002)] {
+        node.call(
+            "PUT",
+            &format!("/nacos/v1/ns/health/instance?serviceName={svc}&ip=127.0.0.1&port={port}&healthy=false"),
+        )
+        .expect(200);
+    }
+    node.call(
+        "PUT",
+        "/nacos/v1/ns/instance?serviceName=cat-c&ip=127.0.0.1&port=9002&ephemeral=false&enabled=false",
+    )
+    .expect(200);
+
+    // unhealthyOnly filters before paging: the count is of every page.
+    let q = "pageNo=1&pageSize=10&serviceNameParam=cat-";
+    let (count, names) = catalog_names(&node, q);
+    assert_eq!((count, names.len()), (3, 3), "{names:?}");
+    let (count, mut names) = catalog_names(&node, &format!("{q}&unhealthyOnly=true"));
+    names.sort();
+    assert_eq!(
+        (count, names),
+        (2, vec!["cat-b".to_string(), "cat-c".to_string()])
+    );
+    let (count, names) = catalog_names(
+        &node,
+        "pageNo=2&pageSize=1&serviceNameParam=cat-&unhealthyOnly=true",
+    );
+    assert_eq!(
+        (count, names.len()),
+        (2, 1),
+        "the second of two pages: {names:?}"
+    );
+    let (count, _) = catalog_names(&node, &format!("{q}&unhealthyOnly=false"));
+    assert_eq!(count, 3);
+    let r = node.call(
+        "GET",
+        &format!("/nacos/v1/ns/catalog/services?{q}&unhealthyOnly=maybe"),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    // selector on the catalog's instances: before paging, disabled ones kept.
+    let inst = "serviceName=cat-b&clusterName=DEFAULT&pageNo=1&pageSize=10";
+    assert_eq!(catalog_ports(&node, inst), (3, vec![9001, 9002, 9003]));
+    let sel = |s: &str| format!("{inst}&selector={}", enc(s));
+    assert_eq!(
+        catalog_ports(&node, &sel("env=prod")),
+        (2, vec![9001, 9003])
+    );
+    assert_eq!(
+        catalog_ports(&node, &sel("env=prod,zone in (b,c)")),
+        (1, vec![9003])
+    );
+    assert_eq!(catalog_ports(&node, &sel("!canary")), (2, vec![9001, 9003]));
+    assert_eq!(
+        catalog_ports(&node, &sel("env notin (prod)")),
+        (1, vec![9002])
+    );
+    let paged = format!(
+        "serviceName=cat-b&clusterName=DEFAULT&pageNo=2&pageSize=1&selector={}",
+        enc("env=prod")
+    );
+    assert_eq!(catalog_ports(&node, &paged), (2, vec![9003]));
+    let disabled = format!(
+        "serviceName=cat-c&clusterName=DEFAULT&selector={}",
+        enc("env=prod")
+    );
+    assert_eq!(
+        catalog_ports(&node, &disabled),
+        (2, vec![9001, 9002]),
+        "the disabled instance stays"
+    );
+    // A bad selector is the 400 a person can act on, as on /instance/list.
+    let r = node.call(
+        "GET",
+        &format!("/nacos/v1/ns/catalog/instances?{}", sel("env in (")),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.starts_with("Param 'selector' is illegal"),
+        "{}",
+        r.body
+    );
+}
+
 #[test]
 fn the_console_works_in_a_real_browser() {
     let node = Node::start();
@@ -473,6 +624,8 @@ fn the_console_works_in_a_real_browser() {
         .args(["--server", &node.addr()])
         .args(["--username", "nacos", "--password", ADMIN_PASSWORD])
         .args(["--namespace", "console-ns", "--service", "console-svc"])
+        // about three minutes on a debug build with axe on every screenshot
+        .args(["--watchdog", "420"])
         .arg("--shots")
         .arg(&shots)
         .output()
@@ -587,6 +740,10 @@ fn the_console_works_in_a_real_browser() {
         "namespaces",
         "services",
         "service-detail",
+        "service-sample-code",
+        "service-sample-code-zh",
+        "service-metadata-filter",
+        "service-batch",
         "configs",
         "config-diff",
         "config-import",

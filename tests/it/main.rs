@@ -14,6 +14,7 @@ mod config_cluster;
 mod config_grpc;
 mod config_http;
 mod console;
+mod console_cluster;
 mod deploy;
 mod distro;
 mod durability;

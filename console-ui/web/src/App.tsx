@@ -1,4 +1,4 @@
-import { App as AntApp, Button, ConfigProvider, Dropdown, Layout, Menu, Space, Tag, Typography } from 'antd';
+import { Alert, App as AntApp, Button, Card, ConfigProvider, Dropdown, Layout, Menu, Skeleton, Space, Tag, Tooltip, Typography } from 'antd';
 import { Notice } from './components/bits';
 import enUS from 'antd/locale/en_US';
 import zhCN from 'antd/locale/zh_CN';
@@ -7,6 +7,7 @@ import {
   AuditOutlined,
   ClusterOutlined,
   CloudServerOutlined,
+  DashboardOutlined,
   DownOutlined,
   FileTextOutlined,
   IdcardOutlined,
@@ -17,9 +18,12 @@ import {
   TeamOutlined,
   UserOutlined,
 } from '@ant-design/icons';
-import { useEffect, useState, type ReactNode } from 'react';
+import { Component, lazy, Suspense, useEffect, useState, type ReactNode } from 'react';
+import { call } from './api';
+import { apiBase, learnMembers, switchBack, useEndpoint } from './endpoint';
+import { LoadError } from './components/bits';
 import { useAuth } from './auth';
-import { useI18n, type MessageKey } from './i18n';
+import { useI18n, useT, type MessageKey } from './i18n';
 import { LanguageSwitch } from './components/LanguageSwitch';
 import { href, navigate, useRoute, type Route } from './router';
 import { KEYS, load } from './storage';
@@ -34,7 +38,16 @@ import { PasswordDialog, UsersPage } from './pages/Users';
 import { RolesPage } from './pages/Roles';
 import { PermissionsPage } from './pages/Permissions';
 import { AuditPage } from './pages/Audit';
-import { NavRefresh, useDialog } from './hooks';
+import { NavRefresh, useDialog, useInterval } from './hooks';
+
+// The overview and its chart library load when first opened, so the login page stays small.
+const OverviewPage = lazy(() => import('./pages/Overview'));
+
+/** The page shown after login and at `/`. */
+const LANDING = '/overview';
+
+/** How often the shell re-reads the members, for moving to another one (endpoint.ts). */
+const MEMBERS_MS = 15_000;
 
 export function App() {
   const { lang } = useI18n();
@@ -73,9 +86,9 @@ function Routes() {
     const nextTop = next?.split(/[/?]/)[1] ?? '';
     // the page someone else had open may be one this user may not see
     const allowed = session.globalAdmin || !ADMIN_PAGES.has(nextTop);
-    redirect = next && next.startsWith('/') && !next.startsWith('/login') && allowed ? next : '/namespaces';
+    redirect = next && next.startsWith('/') && !next.startsWith('/login') && allowed ? next : LANDING;
   } else if (session && route.path === '/') {
-    redirect = '/namespaces';
+    redirect = LANDING;
   }
   useEffect(() => {
     if (redirect) navigate(redirect, { replace: true });
@@ -87,6 +100,7 @@ function Routes() {
 }
 
 const titles: Record<string, MessageKey> = {
+  overview: 'nav.overview',
   namespaces: 'nav.namespaces',
   services: 'nav.services',
   service: 'detail.title',
@@ -106,6 +120,7 @@ function Shell({ route }: { route: Route }) {
   const top = route.segments[0] ?? '';
   const isAdmin = !!session?.globalAdmin;
   const ownPassword = useDialog<true>();
+  useMembers();
 
   useEffect(() => {
     const key = titles[top];
@@ -132,6 +147,7 @@ function Shell({ route }: { route: Route }) {
     label: <span data-testid={`nav-${key}`}>{t(label)}</span>,
   });
   const items = [
+    item('overview', <DashboardOutlined />, 'nav.overview'),
     item('namespaces', <AppstoreOutlined />, 'nav.namespaces'),
     item('services', <CloudServerOutlined />, 'nav.services'),
     item('configs', <FileTextOutlined />, 'nav.configs'),
@@ -154,7 +170,7 @@ function Shell({ route }: { route: Route }) {
           title="404"
           detail={t('common.notFound')}
           extra={
-            <Button type="primary" onClick={() => navigate('/namespaces')}>
+            <Button type="primary" onClick={() => navigate(LANDING)}>
               {t('common.goHome')}
             </Button>
           }
@@ -167,11 +183,11 @@ function Shell({ route }: { route: Route }) {
       <Layout.Sider width={216} breakpoint="lg" collapsedWidth={64} className="shell-sider">
         <a
           className="brand"
-          href="#/namespaces"
+          href={'#' + LANDING}
           data-testid="brand"
           onClick={(e) => {
             e.preventDefault();
-            go('/namespaces');
+            go(LANDING);
           }}
         >
           <span className="brand-mark">r</span>
@@ -193,6 +209,7 @@ function Shell({ route }: { route: Route }) {
         <Layout.Header className="shell-header">
           <div />
           <Space size="middle">
+            <EndpointTag />
             <LanguageSwitch />
             <Dropdown
               trigger={['click']}
@@ -227,6 +244,7 @@ function Shell({ route }: { route: Route }) {
           </Space>
         </Layout.Header>
         <Layout.Content className="shell-content">
+          <EndpointBanner />
           <NavRefresh.Provider value={navTick}>{page}</NavRefresh.Provider>
         </Layout.Content>
         <PasswordDialog open={ownPassword.open} username={session?.username ?? ''} onClose={ownPassword.hide} />
@@ -238,6 +256,22 @@ function Shell({ route }: { route: Route }) {
 /** The page of the first path segment; null when there is none. */
 function pageOf(top: string, route: Route): ReactNode {
   switch (top) {
+    case 'overview':
+      return (
+        <LazyBoundary>
+          <Suspense
+            fallback={
+              <div className="page">
+                <Card>
+                  <Skeleton active />
+                </Card>
+              </div>
+            }
+          >
+            <OverviewPage />
+          </Suspense>
+        </LazyBoundary>
+      );
     case 'namespaces':
       return <NamespacesPage />;
     case 'services':
@@ -260,5 +294,94 @@ function pageOf(top: string, route: Route): ReactNode {
       return <AuditPage />;
     default:
       return null;
+  }
+}
+
+/**
+ * Keeps the list of members (and their HTTP addresses) fresh for moving to another one.
+ * It reads Nacos' node list rather than `/api/v1/cluster`, so that the cluster page's
+ * own reads stay the only reads of that route (the browser test checks that pages are
+ * quiet unless asked).
+ */
+function useMembers(): void {
+  const learn = async () => {
+    const base = apiBase();
+    try {
+      const a = await call<{ data?: NacosNode[] }>('GET', '/nacos/v1/core/cluster/nodes');
+      const list = (a.data ?? [])
+        .filter((n) => typeof n.extendInfo?.roster?.id === 'number')
+        .map((n) => ({ id: n.extendInfo!.roster!.id, http: n.address }));
+      learnMembers(base, list);
+    } catch {
+      /* the pages report their own errors */
+    }
+  };
+  useEffect(() => {
+    void learn();
+  }, []);
+  useInterval(learn, MEMBERS_MS, true);
+}
+
+/** What the shell reads of a node in `/nacos/v1/core/cluster/nodes`. */
+interface NacosNode {
+  address: string;
+  extendInfo?: { roster?: { id: number } };
+}
+
+/** Which node the console talks to, in the header. */
+function EndpointTag() {
+  const t = useT();
+  const { current, left } = useEndpoint();
+  if (current.id === null) return null;
+  return (
+    <Tooltip title={t('endpoint.tooltip', { address: current.address })}>
+      <Tag color={left ? 'orange' : 'default'} bordered={false} data-testid="endpoint-node" data-node={current.id} tabIndex={0}>
+        {t('endpoint.node', { id: current.id })}
+      </Tag>
+    </Tooltip>
+  );
+}
+
+/** While the console talks to another member than the one that served it: says so, and offers to go back. */
+function EndpointBanner() {
+  const t = useT();
+  const { current, home, left } = useEndpoint();
+  if (current.base === '' || left === null) return null;
+  return (
+    <Alert
+      type="warning"
+      showIcon
+      className="endpoint-banner"
+      data-testid="endpoint-banner"
+      message={t('endpoint.moved', {
+        from: home.id === null ? home.address : t('endpoint.nodeAt', { id: home.id, address: home.address }),
+        to: t('endpoint.nodeAt', { id: current.id ?? '?', address: current.address }),
+      })}
+      action={
+        <Button size="small" onClick={switchBack} data-testid="endpoint-back">
+          {t('endpoint.back', { id: home.id ?? home.address })}
+        </Button>
+      }
+    />
+  );
+}
+
+/** A lazily loaded page whose chunk could not be fetched: says so, with a retry (a reload). */
+class LazyBoundary extends Component<{ children: ReactNode }, { error: unknown }> {
+  state = { error: undefined as unknown };
+  static getDerivedStateFromError(error: unknown) {
+    return { error };
+  }
+  render() {
+    if (this.state.error !== undefined) {
+      return (
+        <div className="page">
+          <Card>
+            <LoadError error={this.state.error} onRetry={() => window.location.reload()} />
+          </Card>
+        </div>
+      );
+    }
+    return this.props.children;
   }
 }

@@ -5,6 +5,12 @@
 // a multipart one (a file). `fetchFile` answers the body as a file (an export).
 // Errors are thrown as ApiError whose message is the server's plain-text body, verbatim.
 // A 401, or a 403 that says the token is invalid or expired, ends the session.
+// Paths go to the node the console talks to (`endpoint.ts`): when a call gets no
+// answer, the console moves to another member; a GET is then sent again there, any
+// other call fails with `switched` set (it may have been done before the node died,
+// so the person decides whether to repeat it).
+
+import { apiBase, failover } from './endpoint';
 
 export class ApiError extends Error {
   readonly status: number;
@@ -12,12 +18,19 @@ export class ApiError extends Error {
   readonly network: boolean;
   /** true when the answer meant: the session is over */
   readonly sessionExpired: boolean;
-  constructor(status: number, message: string, opts: { network?: boolean; sessionExpired?: boolean } = {}) {
+  /** true when the node gave no answer and the console moved to another member */
+  readonly switched: boolean;
+  constructor(
+    status: number,
+    message: string,
+    opts: { network?: boolean; sessionExpired?: boolean; switched?: boolean } = {},
+  ) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.network = opts.network ?? false;
     this.sessionExpired = opts.sessionExpired ?? false;
+    this.switched = opts.switched ?? false;
   }
 }
 
@@ -60,6 +73,8 @@ export interface CallOptions {
   json?: unknown;
   /** a multipart request body (a file upload); `params` then only go in the query */
   form?: FormData;
+  /** send to this member's base (see `endpoint.ts`) and never move elsewhere */
+  base?: string;
 }
 
 /** Sends a request; answers the response when it succeeded, else throws its ApiError. */
@@ -90,11 +105,22 @@ async function send(
   if (token) headers.Authorization = `Bearer ${token}`;
 
   let res: Response;
+  const base = opts.base ?? apiBase();
   try {
-    res = await fetch(url, { method, headers, body, cache: 'no-store', signal: opts.signal });
+    res = await fetch(base + url, { method, headers, body, cache: 'no-store', signal: opts.signal });
   } catch (e) {
     if (e instanceof DOMException && e.name === 'AbortError') throw e;
-    throw new ApiError(0, e instanceof Error ? e.message : String(e), { network: true });
+    const message = e instanceof Error ? e.message : String(e);
+    if (opts.base !== undefined || !(await failover(base, token))) {
+      throw new ApiError(0, message, { network: true });
+    }
+    if (method !== 'GET') throw new ApiError(0, message, { network: true, switched: true });
+    try {
+      res = await fetch(apiBase() + url, { method, headers, body, cache: 'no-store', signal: opts.signal });
+    } catch (again) {
+      if (again instanceof DOMException && again.name === 'AbortError') throw again;
+      throw new ApiError(0, again instanceof Error ? again.message : String(again), { network: true });
+    }
   }
   if (res.ok) return res;
   const text = await res.text();

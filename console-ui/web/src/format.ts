@@ -10,6 +10,7 @@ import type { Translate } from './i18n';
 export function errorMessage(e: unknown, t: Translate): string {
   if (e instanceof ApiError) {
     const message = e.message;
+    if (e.switched) return t('err.switched', { message });
     if (e.network) return t('common.networkError', { message });
     if (e.sessionExpired) return t('err.session', { message });
     // "authorization failed!": say what it means for the person at the console

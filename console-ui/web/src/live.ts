@@ -9,6 +9,7 @@
 //   resync    {}          anything may have changed: refetch everything
 import { useEffect, useRef, useState } from 'react';
 import { sessionToken } from './auth';
+import { useEndpoint } from './endpoint';
 
 export interface ServiceEvent {
   namespaceId: string;
@@ -64,6 +65,8 @@ export function useLive(follows: Follows, opts: { namespaceId?: string; enabled?
   const followsRef = useRef(follows);
   followsRef.current = follows;
   const kinds = KINDS.filter((k) => follows[k] !== undefined).join(',');
+  // the stream follows the console to another member (endpoint.ts)
+  const base = useEndpoint().current.base;
 
   useEffect(() => {
     if (!enabled || kinds === '') return;
@@ -129,7 +132,7 @@ export function useLive(follows: Follows, opts: { namespaceId?: string; enabled?
       }
       const qs = new URLSearchParams({ kinds, accessToken: token });
       if (namespaceId !== undefined) qs.set('namespaceId', namespaceId);
-      const src = new EventSource(`/api/v1/events?${qs.toString()}`);
+      const src = new EventSource(`${base}/api/v1/events?${qs.toString()}`);
       es = src;
       src.addEventListener('open', () => {
         if (disposed) return;
@@ -173,7 +176,7 @@ export function useLive(follows: Follows, opts: { namespaceId?: string; enabled?
       window.clearTimeout(retryTimer);
       stopPolling();
     };
-  }, [enabled, namespaceId, kinds]);
+  }, [enabled, namespaceId, kinds, base]);
 
   return mode;
 }

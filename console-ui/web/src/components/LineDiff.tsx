@@ -46,14 +46,14 @@ export function LineDiff({ before, after, beforeLabel, afterLabel, testid }: Pro
               h.kind === 'lines' || unfolded.has(i) ? (
                 h.lines.map((l, k) => <Line key={`${i}-${k}`} line={l} />)
               ) : (
-                <button
-                  key={i}
-                  type="button"
-                  className="diff-gap"
-                  onClick={() => setUnfolded((s) => new Set(s).add(i))}
-                >
-                  ⋯ {t('diff.gap', { count: h.lines.length })}
-                </button>
+                // a row of its own: a table's children are rows, a row's are cells
+                <div key={i} role="row">
+                  <div role="cell">
+                    <button type="button" className="diff-gap" onClick={() => setUnfolded((s) => new Set(s).add(i))}>
+                      ⋯ {t('diff.gap', { count: h.lines.length })}
+                    </button>
+                  </div>
+                </div>
               ),
             )}
           </div>
@@ -71,10 +71,16 @@ function Line({ line }: { line: DiffLine }) {
   const text = noEol ? line.text.slice(0, -1) : line.text;
   return (
     <div className={`diff-line diff-${line.kind}`} data-kind={line.kind} role="row">
-      <span className="diff-no">{line.oldNo ?? ''}</span>
-      <span className="diff-no">{line.newNo ?? ''}</span>
-      <span className="diff-sign">{SIGN[line.kind]}</span>
-      <span className="diff-text">
+      <span className="diff-no" role="cell">
+        {line.oldNo ?? ''}
+      </span>
+      <span className="diff-no" role="cell">
+        {line.newNo ?? ''}
+      </span>
+      <span className="diff-sign" role="cell">
+        {SIGN[line.kind]}
+      </span>
+      <span className="diff-text" role="cell">
         {text === '' && !noEol ? '\u200b' : text}
         {noEol && <span className="diff-no-eol">{t('diff.noEol')}</span>}
       </span>

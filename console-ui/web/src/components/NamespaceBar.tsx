@@ -80,6 +80,7 @@ export function NamespaceBar({
           <Typography.Text strong>{t('svc.namespace')}</Typography.Text>
           <Select
             data-testid="ns-switcher"
+            aria-label={t('svc.namespace')}
             value={namespaceId}
             style={{ minWidth: 280 }}
             loading={namespaces.loading}

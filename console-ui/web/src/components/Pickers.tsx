@@ -7,6 +7,8 @@ import { call, type Namespace } from '../api';
 import { useDebounced, useResource } from '../hooks';
 
 interface FieldProps {
+  /** Set by a Form.Item: its label's `for`, so the field is named by the label. */
+  id?: string;
   value?: string;
   onChange?(v: string): void;
   placeholder?: string;
@@ -21,10 +23,11 @@ function useNames(path: string, param: string, typed: string): string[] {
 }
 
 /** A role name, typed (a new role) or picked among the roles users hold. */
-export function RoleInput({ value, onChange, placeholder, testid }: FieldProps) {
+export function RoleInput({ id, value, onChange, placeholder, testid }: FieldProps) {
   const roles = useNames('/nacos/v1/auth/roles/search', 'role', value ?? '');
   return (
     <AutoComplete
+      id={id}
       value={value}
       onChange={onChange}
       options={roles.map((r) => ({ value: r, label: <span data-testid={`${testid}-option-${r}`}>{r}</span> }))}
@@ -35,11 +38,12 @@ export function RoleInput({ value, onChange, placeholder, testid }: FieldProps) 
 }
 
 /** An existing user, found by part of the name. */
-export function UserPicker({ value, onChange, placeholder, testid }: FieldProps) {
+export function UserPicker({ id, value, onChange, placeholder, testid }: FieldProps) {
   const [typed, setTyped] = useState('');
   const users = useNames('/nacos/v1/auth/users/search', 'username', typed);
   return (
     <Select
+      id={id}
       value={value}
       onChange={onChange}
       showSearch
@@ -53,10 +57,11 @@ export function UserPicker({ value, onChange, placeholder, testid }: FieldProps)
 }
 
 /** A user name to filter by: any text, completed from the users that exist now. */
-export function UserFilter({ value, onChange, placeholder, testid }: FieldProps) {
+export function UserFilter({ id, value, onChange, placeholder, testid }: FieldProps) {
   const users = useNames('/nacos/v1/auth/users/search', 'username', value ?? '');
   return (
     <AutoComplete
+      id={id}
       value={value}
       onChange={onChange}
       allowClear

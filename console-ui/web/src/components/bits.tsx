@@ -22,8 +22,9 @@ export function MetaChips({ meta, max = 4 }: { meta?: Record<string, string>; ma
     <span className="meta-chips">
       {shown.map(chip)}
       {rest.length > 0 && (
-        <Popover content={<div className="meta-chips meta-pop">{rest.map(chip)}</div>}>
-          <Tag bordered={false} className="meta-more">
+        <Popover content={<div className="meta-chips meta-pop">{rest.map(chip)}</div>} trigger={['hover', 'focus']}>
+          {/* focusable, so the rest of the metadata opens from the keyboard too */}
+          <Tag bordered={false} className="meta-more" tabIndex={0}>
             {t('meta.more', { count: rest.length })}
           </Tag>
         </Popover>
@@ -45,6 +46,7 @@ export function InstanceMeta({ meta, max = 3 }: { meta?: Record<string, string>;
   return (
     <span className="meta-chips">
       <Tooltip
+        trigger={['hover', 'focus']}
         title={
           <div className="mono meta-provenance">
             {provenance.map(([k, v]) => (
@@ -55,7 +57,15 @@ export function InstanceMeta({ meta, max = 3 }: { meta?: Record<string, string>;
           </div>
         }
       >
-        <Tag color="geekblue" bordered={false} icon={<ImportOutlined />} className="meta-imported" data-testid="meta-imported" data-task={task}>
+        <Tag
+          color="geekblue"
+          bordered={false}
+          icon={<ImportOutlined />}
+          className="meta-imported"
+          tabIndex={0}
+          data-testid="meta-imported"
+          data-task={task}
+        >
           {t('meta.importedBy', { task })}
         </Tag>
       </Tooltip>

@@ -222,6 +222,7 @@ export function AuditPage() {
               if (p !== 'custom') setRange(null);
             }}
             style={{ width: 170 }}
+            aria-label={t('audit.time')}
             data-testid="audit-filter-period"
             options={PERIODS.map(([value, label]) => ({ value, label: t(label) }))}
           />
@@ -240,6 +241,7 @@ export function AuditPage() {
               value={limit}
               onChange={setLimit}
               style={{ width: 130 }}
+              aria-label={t('audit.limitHint')}
               data-testid="audit-filter-limit"
               options={LIMITS.map((n) => ({ value: n, label: t('audit.limit', { count: n }) }))}
             />

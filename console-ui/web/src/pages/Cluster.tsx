@@ -2,6 +2,7 @@ import { Badge, Button, Card, Descriptions, Skeleton, Space, Switch, Table, Tag,
 import { CrownOutlined, InfoCircleOutlined, ReloadOutlined } from '@ant-design/icons';
 import { useState } from 'react';
 import { call, type ClusterMember, type ClusterStatus } from '../api';
+import { apiBase, learnMembers, memberBase } from '../endpoint';
 import { useT, type MessageKey } from '../i18n';
 import { useInterval, useResource } from '../hooks';
 import { LoadError, PageTitle, RefreshError } from '../components/bits';
@@ -27,18 +28,77 @@ function RoleTag({ role }: { role?: string | null }) {
   );
 }
 
+/** How long a member may take to report its own view. */
+const VIEW_MS = 2000;
+
+/** A member's own view of the cluster, as it reports it; an Error when it did not answer. */
+type OwnView = ClusterStatus | Error;
+
+interface ClusterAnswer {
+  status: ClusterStatus;
+  /** by member id */
+  views: Map<number, OwnView>;
+}
+
+/**
+ * The answering node's view, and every other member's own view asked of that member
+ * directly (its HTTP address, cross-origin): a follower's term and indexes are its own,
+ * and a member that cannot be reached says so here even when the answering node still
+ * counts it live.
+ */
+async function loadCluster(): Promise<ClusterAnswer> {
+  const base = apiBase();
+  const status = await call<ClusterStatus>('GET', '/api/v1/cluster');
+  learnMembers(base, status.members);
+  const views = new Map<number, OwnView>([[status.nodeId, status]]);
+  const others = status.members.filter((m) => m.id !== status.nodeId && m.http);
+  const answers = await Promise.allSettled(
+    others.map((m) =>
+      call<ClusterStatus>('GET', '/api/v1/cluster', undefined, {
+        base: memberBase({ id: m.id, http: m.http as string }),
+        signal: AbortSignal.timeout(VIEW_MS),
+      }),
+    ),
+  );
+  answers.forEach((a, i) => {
+    views.set(others[i].id, a.status === 'fulfilled' ? a.value : a.reason instanceof Error ? a.reason : new Error(String(a.reason)));
+  });
+  return { status, views };
+}
+
+/** A member's term, commit and applied index as it reports them. */
+function OwnViewCell({ view, id }: { view: OwnView | undefined; id: number }) {
+  const t = useT();
+  if (view === undefined) return <>—</>;
+  if (view instanceof Error) {
+    return (
+      <Tooltip title={view.message}>
+        <Tag color="red" data-testid={`member-view-${id}`} data-reachable="false" data-error={view.message}>
+          {t('cluster.unreachable')}
+        </Tag>
+      </Tooltip>
+    );
+  }
+  return (
+    <span className="mono own-view" data-testid={`member-view-${id}`} data-reachable="true" data-term={view.term} data-applied={view.appliedIndex}>
+      {t('cluster.ownView', { term: num(view.term), commit: num(view.commitIndex), applied: num(view.appliedIndex) })}
+    </span>
+  );
+}
+
 export function ClusterPage() {
   const t = useT();
   const [auto, setAuto] = useState(true);
   const [updated, setUpdated] = useState<Date | null>(null);
   const res = useResource(async () => {
-    const r = await call<ClusterStatus>('GET', '/api/v1/cluster');
+    const r = await loadCluster();
     setUpdated(new Date());
     return r;
   }, []);
   useInterval(() => res.reload({ silent: true }), 2000, auto);
 
-  const s = res.data;
+  const s = res.data?.status;
+  const views = res.data?.views;
   const leaderId = s?.leader ?? null;
 
   const columns = [
@@ -59,20 +119,37 @@ export function ClusterPage() {
         </Space>
       ),
     },
-    { title: t('cluster.peer'), dataIndex: 'peer', key: 'peer', render: (a?: string) => <span className="mono">{a ?? '—'}</span> },
-    { title: t('cluster.http'), dataIndex: 'http', key: 'http', render: (a?: string) => <span className="mono">{a || '—'}</span> },
+    {
+      title: t('cluster.addresses'),
+      key: 'addresses',
+      render: (_: unknown, m: ClusterMember) => (
+        <span className="mono addresses">
+          <span title={t('cluster.http')}>{m.http || '—'}</span>
+          <Typography.Text type="secondary" title={t('cluster.peer')}>
+            {t('cluster.peerShort', { peer: m.peer ?? '—' })}
+          </Typography.Text>
+        </span>
+      ),
+    },
     {
       title: t('cluster.role'),
       dataIndex: 'role',
       key: 'role',
-      render: (r?: string) => <RoleTag role={r} />,
-    },
-    {
-      title: t('cluster.voter'),
-      dataIndex: 'voter',
-      key: 'voter',
-      width: 90,
-      render: (v?: boolean) => (v === undefined ? '—' : v ? t('common.yes') : t('common.no')),
+      // the member's own word on its role when it answered, else the answering node's
+      // (a member that does not vote says so beside its role)
+      render: (r: string | undefined, m: ClusterMember) => {
+        const own = views?.get(m.id);
+        return (
+          <Space size={4} wrap>
+            <RoleTag role={own && !(own instanceof Error) ? own.state : r} />
+            {m.voter === false && (
+              <Tag bordered={false} data-testid={`member-nonvoter-${m.id}`}>
+                {t('cluster.nonVoter')}
+              </Tag>
+            )}
+          </Space>
+        );
+      },
     },
     {
       title: t('cluster.live'),
@@ -83,6 +160,17 @@ export function ClusterPage() {
           <Badge status={l ? 'success' : 'error'} text={l ? t('cluster.up') : t('cluster.down')} />
         </span>
       ),
+    },
+    {
+      title: (
+        <Tooltip title={t('cluster.ownViewHint')}>
+          <span>
+            {t('cluster.ownViewTitle')} <InfoCircleOutlined />
+          </span>
+        </Tooltip>
+      ),
+      key: 'own',
+      render: (_: unknown, m: ClusterMember) => <OwnViewCell view={views?.get(m.id)} id={m.id} />,
     },
     {
       title: (

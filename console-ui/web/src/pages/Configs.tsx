@@ -291,6 +291,7 @@ function ConfigsOf({ namespaceId }: { namespaceId: string }) {
               selectedRowKeys: selected.map(configKey),
               preserveSelectedRowKeys: true,
               onChange: (_, rows) => setSelected(rows.filter((r): r is ConfigDetail => r !== undefined)),
+              getCheckboxProps: (r) => ({ 'aria-label': t('common.selectRow', { name: `${r.group}/${r.dataId}` }) }) as object,
             }}
             columns={columns}
             dataSource={res.data?.pageItems}

@@ -2,7 +2,7 @@
 // namespace, read-only, read-write or write-only (`namespaceId:*:*`, as Nacos' console
 // does); the advanced one takes any resource pattern. A grant or a revocation counts
 // for the next request of every holder, on every node.
-import { App, Button, Card, Form, Input, Radio, Select, Space, Table, Tag, Typography } from 'antd';
+import { App, Button, Card, Form, Input, Radio, Select, Space, Table, Tag, Typography, type SelectProps } from 'antd';
 import { DeleteOutlined, PlusOutlined, ReloadOutlined, SearchOutlined } from '@ant-design/icons';
 import { useEffect, useState } from 'react';
 import { call, type Action, type AuthPage, type Permission } from '../api';
@@ -26,6 +26,16 @@ interface GrantValues {
 }
 
 const PERMISSIONS = '/nacos/v1/auth/permissions';
+
+/**
+ * A Select for a required Form.Item. The item marks its field `aria-required`, and antd's
+ * Select puts that on its outer div, where ARIA does not allow it (axe: aria-allowed-attr);
+ * the label's asterisk and the rule's message say that it is required.
+ */
+function RequiredSelect(props: SelectProps & { 'aria-required'?: unknown }) {
+  const { 'aria-required': _required, ...rest } = props;
+  return <Select {...rest} />;
+}
 
 /** The row key of a permission (and the test's handle on it). */
 export const permissionKey = (p: Permission) => `${p.role}|${p.resource}|${p.action}`;
@@ -276,7 +286,7 @@ function GrantFields() {
               extra={t('perm.namespaceHint')}
               rules={[{ required: true, message: t('perm.namespaceRequired') }]}
             >
-              <Select
+              <RequiredSelect
                 data-testid="perm-form-namespace"
                 showSearch
                 optionFilterProp="search"

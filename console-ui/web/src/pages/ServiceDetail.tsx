@@ -18,19 +18,22 @@ import {
   Typography,
 } from 'antd';
 import {
+  CodeOutlined,
   EditOutlined,
+  FilterOutlined,
   PauseCircleOutlined,
   PlayCircleOutlined,
   ReloadOutlined,
   SafetyCertificateOutlined,
 } from '@ant-design/icons';
 import { useEffect, useState } from 'react';
-import { call, isForbidden, type ClusterInfo, type Instance, type ServiceDetail, type Subscriber } from '../api';
+import { ApiError, call, isForbidden, type ClusterInfo, type Instance, type ServiceDetail, type Subscriber } from '../api';
 import { useT } from '../i18n';
-import { useDialog, usePaging, useResource } from '../hooks';
+import { useDebounced, useDialog, usePaging, useResource } from '../hooks';
 import { useLive, type ServiceEvent } from '../live';
 import { href, navigate, type Route } from '../router';
-import { FormModal } from '../components/FormModal';
+import { ConfirmDialog, FormModal } from '../components/FormModal';
+import { SampleCodeDialog } from '../components/SampleCode';
 import { EmptyState, InstanceMeta, LiveBadge, LoadError, MetaChips, Notice, RefreshError } from '../components/bits';
 import { ServiceFormFields, serviceInitial, serviceParams, type ServiceValues } from '../components/ServiceForm';
 import { errorMessage, num, threshold } from '../format';
@@ -103,7 +106,46 @@ function Detail(ids: Ids) {
 
   const [svcForm] = Form.useForm<ServiceValues>();
   const editSvc = useDialog<true>();
+  const samples = useDialog<true>();
   const svc = detail.data?.service;
+
+  // The metadata filter. The server parses and applies it: each cluster's table asks
+  // /catalog/instances with it (which keeps disabled instances, unlike a list query).
+  // It is first checked once by /api/v1/instances, so that a typo is one message under
+  // the input rather than an error in every cluster's table; while the input does not
+  // parse, the tables keep the last filter that did.
+  const [selectorInput, setSelectorInput] = useState('');
+  const typed = useDebounced(selectorInput.trim(), 300);
+  const [selector, setSelector] = useState('');
+  const [selectorError, setSelectorError] = useState<string | null>(null);
+  useEffect(() => {
+    if (typed === '') {
+      setSelector('');
+      setSelectorError(null);
+      return;
+    }
+    let stale = false;
+    call('GET', '/api/v1/instances', { namespaceId, groupName, serviceName, selector: typed }).then(
+      () => {
+        if (stale) return;
+        setSelector(typed);
+        setSelectorError(null);
+      },
+      (e: unknown) => {
+        if (stale) return;
+        if (e instanceof ApiError && e.status === 400) setSelectorError(errorMessage(e, t));
+        else {
+          // not a verdict on the expression (a network error, a 403): let the tables say it
+          setSelector(typed);
+          setSelectorError(null);
+        }
+      },
+    );
+    return () => {
+      stale = true;
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [typed]);
 
   const saveService = async (v: ServiceValues) => {
     await call('PUT', '/nacos/v1/ns/service', serviceParams(namespaceId, { ...v, serviceName, groupName }, t, false));
@@ -149,6 +191,9 @@ function Detail(ids: Ids) {
               <Button icon={<ReloadOutlined />} onClick={() => void refreshAll()} data-testid="detail-refresh">
                 {t('common.refresh')}
               </Button>
+              <Button icon={<CodeOutlined />} onClick={() => samples.show(true)} data-testid="sample-code">
+                {t('detail.sampleCode')}
+              </Button>
               <Button type="primary" icon={<EditOutlined />} onClick={() => editSvc.show(true)} data-testid="svc-edit">
                 {t('svc.edit')}
               </Button>
@@ -190,6 +235,38 @@ function Detail(ids: Ids) {
           />
         </Card>
 
+        {clusters.length > 0 && (
+          <Card className="inst-filter-card" size="small">
+            <div className="inst-filter">
+              <label htmlFor="inst-selector" className="inst-filter-label">
+                <FilterOutlined aria-hidden /> {t('detail.selectorFilter')}
+              </label>
+              <Input
+                id="inst-selector"
+                allowClear
+                className="mono"
+                placeholder="env=prod,zone in (a,b),!canary"
+                value={selectorInput}
+                status={selectorError ? 'error' : undefined}
+                onChange={(e) => setSelectorInput(e.target.value)}
+                aria-describedby="inst-selector-help"
+                aria-invalid={selectorError ? true : undefined}
+                spellCheck={false}
+                data-testid="inst-selector"
+              />
+            </div>
+            <div id="inst-selector-help" className="inst-filter-help">
+              {selectorError ? (
+                <Typography.Text type="danger" data-testid="inst-selector-error" role="alert">
+                  {selectorError} {selector !== '' && t('detail.selectorKept')}
+                </Typography.Text>
+              ) : (
+                <Typography.Text type="secondary">{t('detail.selectorFilterHint')}</Typography.Text>
+              )}
+            </div>
+          </Card>
+        )}
+
         {clusters.length === 0 ? (
           <Card className="cluster-card">
             <EmptyState
@@ -203,7 +280,9 @@ function Detail(ids: Ids) {
             />
           </Card>
         ) : (
-          clusters.map((c) => <ClusterSection key={c.name} ids={ids} cluster={c} tick={tick} onChanged={refreshAll} />)
+          clusters.map((c) => (
+            <ClusterSection key={c.name} ids={ids} cluster={c} tick={tick} selector={selector} onChanged={refreshAll} />
+          ))
         )}
 
         <Card
@@ -289,6 +368,11 @@ function Detail(ids: Ids) {
       >
         <ServiceFormFields creating={false} />
       </FormModal>
+      <SampleCodeDialog
+        open={samples.open}
+        target={{ server: window.location.host, namespaceId, groupName, serviceName }}
+        onClose={samples.hide}
+      />
     </div>
   );
 }
@@ -309,21 +393,45 @@ interface ClusterValues {
   metadata?: string;
 }
 
+/** How many instance updates a batch keeps in flight: quick, without a burst of writes. */
+const BATCH_IN_FLIGHT = 4;
+
+/** Runs `work` on every item with at most `limit` running; the error of each, or null. */
+async function eachBounded<T>(items: T[], limit: number, work: (item: T) => Promise<unknown>): Promise<(unknown | null)[]> {
+  const outcomes: (unknown | null)[] = new Array(items.length).fill(null);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      try {
+        await work(items[i]);
+      } catch (e) {
+        outcomes[i] = e;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return outcomes;
+}
+
 function ClusterSection({
   ids,
   cluster,
   tick,
+  selector,
   onChanged,
 }: {
   ids: Ids;
   cluster: ClusterInfo;
   tick: number;
+  /** A metadata selector the server filters the instances by ('' for all). */
+  selector: string;
   onChanged(): Promise<void>;
 }) {
   const t = useT();
   const { message } = App.useApp();
   const { namespaceId, groupName, serviceName } = ids;
-  const { page, pageSize, pagination } = usePaging();
+  const { page, pageSize, setPage, pagination } = usePaging();
   const res = useResource(
     () =>
       call<{ count: number; list: Instance[] }>('GET', '/nacos/v1/ns/catalog/instances', {
@@ -331,11 +439,18 @@ function ClusterSection({
         serviceName,
         groupName,
         clusterName: cluster.name,
+        selector: selector || undefined,
         pageNo: page,
         pageSize,
       }),
-    [page, pageSize],
+    [page, pageSize, selector],
   );
+  useEffect(() => setPage(1), [selector]);
+  // The rows ticked for a batch take-offline / bring-online: of the page shown, so
+  // cleared when another page or filter shows other rows.
+  const [selected, setSelected] = useState<Instance[]>([]);
+  useEffect(() => setSelected([]), [page, pageSize, selector]);
+  const batch = useDialog<{ enable: boolean; targets: Instance[] }>();
   useEffect(() => {
     if (tick > 0) void res.reload({ silent: true });
     // eslint-disable-next-line react-hooks/exhaustive-deps
@@ -370,6 +485,30 @@ function ClusterSection({
     } finally {
       setToggling(null);
     }
+  };
+
+  // The same call as one row's toggle, once per instance, a few at a time; what failed is
+  // named in the message rather than stopping the rest.
+  const runBatch = async () => {
+    if (!batch.target) return;
+    const { enable, targets } = batch.target;
+    const outcomes = await eachBounded(targets, BATCH_IN_FLIGHT, (i) =>
+      call('PUT', '/nacos/v1/ns/instance', { ...ident(i), enabled: enable }),
+    );
+    const failures = targets.flatMap((i, n) => (outcomes[n] === null ? [] : [`${addr(i)}: ${errorMessage(outcomes[n], t)}`]));
+    batch.hide();
+    setSelected([]);
+    if (failures.length === 0) {
+      message.success(t(enable ? 'detail.batchDoneOnline' : 'detail.batchDoneOffline', { count: targets.length }));
+    } else {
+      message.error({
+        content: t('detail.batchFailed', { ok: targets.length - failures.length, total: targets.length, failures: failures.join('; ') }),
+        key: 'batch-error',
+        duration: 10,
+      });
+    }
+    await res.reload({ silent: true });
+    void onChanged();
   };
 
   const saveInstance = async (v: InstanceValues) => {
@@ -512,9 +651,30 @@ function ClusterSection({
         </Space>
       }
       extra={
-        <Button size="small" icon={<EditOutlined />} onClick={() => editCluster.show(true)} data-testid={`cluster-edit-${cluster.name}`}>
-          {t('detail.editCluster')}
-        </Button>
+        <Space size={8}>
+          <Button
+            size="small"
+            danger
+            icon={<PauseCircleOutlined />}
+            disabled={selected.length === 0}
+            onClick={() => batch.show({ enable: false, targets: selected })}
+            data-testid={`batch-offline-${cluster.name}`}
+          >
+            {t('detail.batchOffline', { count: selected.length })}
+          </Button>
+          <Button
+            size="small"
+            icon={<PlayCircleOutlined />}
+            disabled={selected.length === 0}
+            onClick={() => batch.show({ enable: true, targets: selected })}
+            data-testid={`batch-online-${cluster.name}`}
+          >
+            {t('detail.batchOnline', { count: selected.length })}
+          </Button>
+          <Button size="small" icon={<EditOutlined />} onClick={() => editCluster.show(true)} data-testid={`cluster-edit-${cluster.name}`}>
+            {t('detail.editCluster')}
+          </Button>
+        </Space>
       }
     >
       <RefreshError error={res.data !== undefined ? res.error : undefined} />
@@ -525,6 +685,12 @@ function ClusterSection({
           size="middle"
           tableLayout="fixed"
           rowKey={(i) => addr(i)}
+          rowSelection={{
+            selectedRowKeys: selected.map(addr),
+            onChange: (_keys, rows) => setSelected(rows),
+            columnWidth: 40,
+            getCheckboxProps: (i) => ({ 'aria-label': t('detail.selectInstance', { addr: addr(i) }) }) as object,
+          }}
           columns={columns}
           dataSource={res.data?.list}
           loading={res.loading}
@@ -546,11 +712,11 @@ function ClusterSection({
         onSubmit={saveInstance}
       >
         <div className="form-row">
-          <Form.Item label={t('detail.ip')} style={{ flex: 2 }}>
-            <Input value={target?.ip} disabled className="mono" />
+          <Form.Item label={t('detail.ip')} htmlFor="inst-form-ip" style={{ flex: 2 }}>
+            <Input id="inst-form-ip" value={target?.ip} disabled className="mono" />
           </Form.Item>
-          <Form.Item label={t('detail.port')} style={{ flex: 1 }}>
-            <Input value={target?.port} disabled className="mono" />
+          <Form.Item label={t('detail.port')} htmlFor="inst-form-port" style={{ flex: 1 }}>
+            <Input id="inst-form-port" value={target?.port} disabled className="mono" />
           </Form.Item>
         </div>
         <div className="form-row">
@@ -571,6 +737,19 @@ function ClusterSection({
           <Input.TextArea autoSize={{ minRows: 4, maxRows: 12 }} className="mono" spellCheck={false} data-testid="inst-form-metadata" />
         </Form.Item>
       </FormModal>
+
+      <ConfirmDialog
+        open={batch.open}
+        title={t(batch.target?.enable ? 'detail.batchOnlineTitle' : 'detail.batchOfflineTitle', {
+          count: batch.target?.targets.length ?? 0,
+        })}
+        body={t(batch.target?.enable ? 'detail.batchOnlineBody' : 'detail.batchOfflineBody', {
+          list: (batch.target?.targets ?? []).map(addr).join(', '),
+        })}
+        okText={batch.target?.enable ? t('detail.goOnline') : t('detail.goOffline')}
+        onCancel={batch.hide}
+        onConfirm={runBatch}
+      />
 
       <FormModal<ClusterValues>
         open={editCluster.open}

@@ -35,6 +35,9 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
   const [name, setName] = useState('');
   const [group, setGroup] = useState('');
   const [hideEmpty, setHideEmpty] = useState(() => load(KEYS.hideEmpty) === 'true');
+  // The server filters (roster's unhealthyOnly, before paging): a page filtered here
+  // would come up short and the total would count the healthy services too.
+  const [unhealthyOnly, setUnhealthyOnly] = useState(false);
   const { page, pageSize, setPage, pagination } = usePaging(Number(load(KEYS.pageSize)) || 10, (size) =>
     save(KEYS.pageSize, String(size)),
   );
@@ -51,9 +54,10 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
         serviceNameParam: qName || undefined,
         groupNameParam: qGroup || undefined,
         hasIpCount: hideEmpty ? true : undefined,
+        unhealthyOnly: unhealthyOnly ? true : undefined,
         withInstances: false,
       }),
-    [namespaceId, page, pageSize, qName, qGroup, hideEmpty],
+    [namespaceId, page, pageSize, qName, qGroup, hideEmpty, unhealthyOnly],
   );
   // A namespace the user may not read is a 403: said once, not polled (every refused
   // read is a line of the audit log). The stream opens once the list came.
@@ -68,7 +72,7 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
     { namespaceId, enabled: answered && !forbidden },
   );
 
-  useEffect(() => setPage(1), [qName, qGroup, hideEmpty]);
+  useEffect(() => setPage(1), [qName, qGroup, hideEmpty, unhealthyOnly]);
   // Deleting the last row of the last page: step back.
   const count = res.data?.count ?? 0;
   useEffect(() => {
@@ -81,7 +85,7 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
   const create = useDialog<true>();
   const del = useDialog<ServiceRow>();
 
-  const filtered = qName !== '' || qGroup !== '' || hideEmpty;
+  const filtered = qName !== '' || qGroup !== '' || hideEmpty || unhealthyOnly;
 
   const columns = [
     {
@@ -242,6 +246,10 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
             />
             <span>{t('svc.hideEmpty')}</span>
           </label>
+          <label className="switch-label">
+            <Switch size="small" checked={unhealthyOnly} data-testid="svc-unhealthy-only" onChange={setUnhealthyOnly} />
+            <span>{t('svc.unhealthyOnly')}</span>
+          </label>
         </div>
         <RefreshError error={res.data !== undefined && !forbidden ? res.error : undefined} />
         {res.error !== undefined && (res.data === undefined || forbidden) ? (
@@ -265,6 +273,7 @@ function ServicesOf({ namespaceId }: { namespaceId: string }) {
                         setName('');
                         setGroup('');
                         setHideEmpty(false);
+                        setUnhealthyOnly(false);
                         save(KEYS.hideEmpty, 'false');
                       }}
                     >

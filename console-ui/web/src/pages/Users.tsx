@@ -202,8 +202,9 @@ function DeleteUserButton({ user, self, onClick }: { user: UserRow; self: boolea
   if (why === null) return button;
   // a disabled button gets no pointer events: the tooltip hangs on a wrapper
   return (
-    <Tooltip title={why}>
-      <span className="disabled-action" data-testid={`user-delete-why-${user.username}`}>
+    // focusable (a disabled button is not), so the reason shows on keyboard focus too
+    <Tooltip title={why} trigger={['hover', 'focus']}>
+      <span className="disabled-action" tabIndex={0} role="group" aria-label={why} data-testid={`user-delete-why-${user.username}`}>
         {button}
       </span>
     </Tooltip>

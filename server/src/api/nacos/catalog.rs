@@ -24,7 +24,10 @@ fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, E
 }
 
 /// `GET /nacos/v1/ns/catalog/services`: services of a namespace with instance counts,
-/// filtered by substrings of name and group, those the caller may read.
+/// filtered by substrings of name and group, those the caller may read. roster's
+/// `unhealthyOnly=true` keeps the services with fewer healthy instances than instances;
+/// like `hasIpCount` it filters before paging, so `count` and the pages agree (a console
+/// filtering one page on its own would show short pages and a wrong total).
 pub async fn services(
     State(state): State<AppState>,
     caller: Caller,
@@ -36,6 +39,7 @@ pub async fn services(
     let name_filter = params.optional("serviceNameParam").unwrap_or("");
     let group_filter = params.optional("groupNameParam").unwrap_or("");
     let has_ip_count = params.boolean("hasIpCount")?.unwrap_or(false);
+    let unhealthy_only = params.boolean("unhealthyOnly")?.unwrap_or(false);
     let rows: Vec<serde_json::Value> = state
         .registry
         .services(&ns)
@@ -49,6 +53,9 @@ pub async fn services(
                 return None;
             }
             let healthy = view.healthy_count();
+            if unhealthy_only && healthy >= ip_count {
+                return None;
+            }
             let threshold = view.settings_or_default().protect_threshold;
             let triggered = protection_triggered(healthy, ip_count, threshold);
             Some(json!({
@@ -107,10 +114,14 @@ pub async fn service(State(state): State<AppState>, params: Params) -> Result<Re
 }
 
 /// `GET /nacos/v1/ns/catalog/instances`: one page of one cluster's instances, disabled
-/// and unhealthy ones included.
+/// and unhealthy ones included. roster's `selector` (label-selector syntax, as on
+/// `/instance/list`) keeps the instances whose metadata matches, before paging; unlike a
+/// list query it neither drops disabled instances nor falls back to the service's stored
+/// selector, so the console can filter and still bring offline instances back.
 pub async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let cluster = params.required("clusterName")?;
+    let selector = params.selector()?;
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(100))?;
     let grouped = key.grouped();
@@ -120,6 +131,7 @@ pub async fn instances(State(state): State<AppState>, params: Params) -> Result<
         .instances
         .values()
         .filter(|i| &*i.cluster == cluster)
+        .filter(|i| selector.as_ref().is_none_or(|s| s.matches(&i.metadata)))
         .map(|i| crate::naming::wire::Host::new(i, &grouped, i.healthy))
         .collect();
     if list.is_empty() && !view.cluster_names().iter().any(|c| &**c == cluster) {
