@@ -1627,6 +1627,12 @@ async function main() {
       seen[lang] = { whyNotDelete: ((await why.first().textContent()) ?? '').trim() };
       await page.mouse.move(0, VIEWPORT.height - 1);
       await expectHidden(why, 'the tooltip');
+      // The public namespace's locked actions say why on keyboard focus too
+      await visit('#/namespaces', row('public'), `the namespaces page in ${lang}`);
+      await tid('ns-delete-why-public').focus();
+      await expectText(why, lang === 'en' ? /public namespace cannot be changed/ : /public 命名空间不能修改/, `why public cannot be deleted, on focus, in ${lang}`);
+      await tid('ns-delete-why-public').blur();
+      await expectHidden(why, 'the tooltip after focus moves on');
       // Cluster: the role in the console's language
       await visit('#/cluster', page.locator('[data-testid="cluster-table"] tbody tr.ant-table-row'), `the cluster page in ${lang}`);
       const role = ((await page.locator('[data-testid="cluster-table"] tbody [data-role]').first().textContent()) ?? '').trim();

@@ -1,6 +1,6 @@
 import { Alert, Badge, Button, Empty, Popover, Space, Tag, Tooltip, Typography } from 'antd';
 import { ExclamationCircleFilled, ImportOutlined, StopOutlined, QuestionCircleOutlined } from '@ant-design/icons';
-import type { ReactNode } from 'react';
+import type { ReactElement, ReactNode } from 'react';
 import { useT } from '../i18n';
 import type { LiveMode } from '../live';
 import { errorMessage } from '../format';
@@ -177,5 +177,22 @@ export function Notice({
       {detail && <Typography.Paragraph type="secondary" className="notice-detail">{detail}</Typography.Paragraph>}
       {extra && <div className="notice-extra">{extra}</div>}
     </div>
+  );
+}
+
+/**
+ * A disabled action with the reason it is disabled, shown on hover and on keyboard
+ * focus. A disabled button takes neither pointer events nor focus, so the tooltip hangs
+ * on a focusable wrapper that names the reason for screen readers too. Without a
+ * reason, the action as it is.
+ */
+export function WhyDisabled({ why, testid, children }: { why: string | null | undefined; testid?: string; children: ReactElement }) {
+  if (!why) return children;
+  return (
+    <Tooltip title={why} trigger={['hover', 'focus']}>
+      <span className="disabled-action" tabIndex={0} role="group" aria-label={why} data-testid={testid}>
+        {children}
+      </span>
+    </Tooltip>
   );
 }

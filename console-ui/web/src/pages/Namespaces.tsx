@@ -1,4 +1,4 @@
-import { App, Button, Card, Form, Input, Space, Table, Tag, Tooltip, Typography } from 'antd';
+import { App, Button, Card, Form, Input, Space, Table, Tag, Typography } from 'antd';
 import { DeleteOutlined, EditOutlined, PlusOutlined, ReloadOutlined, UnorderedListOutlined } from '@ant-design/icons';
 import { call, type Namespace } from '../api';
 import { useAuth } from '../auth';
@@ -7,7 +7,7 @@ import { useDialog, useResource } from '../hooks';
 import { useLive } from '../live';
 import { href, navigate } from '../router';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
-import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError, WhyDisabled } from '../components/bits';
 import { num } from '../format';
 
 interface NsValues {
@@ -109,7 +109,14 @@ export function NamespacesPage() {
       align: 'right' as const,
       width: 110,
       render: (n: number | undefined, r: Namespace) => (
-        <a data-testid={`ns-service-count-${r.namespace}`} onClick={() => openServices(r.namespace)}>
+        <a
+          href={'#' + href('/services', { namespaceId: r.namespace })}
+          data-testid={`ns-service-count-${r.namespace}`}
+          onClick={(e) => {
+            e.preventDefault();
+            openServices(r.namespace);
+          }}
+        >
           {num(n ?? 0)}
         </a>
       ),
@@ -143,7 +150,7 @@ export function NamespacesPage() {
               {t('ns.viewServices')}
             </Button>
             {isAdmin && (
-              <Tooltip title={lockTip}>
+              <WhyDisabled why={lockTip} testid={`ns-edit-why-${r.namespace}`}>
                 <Button
                   type="link"
                   size="small"
@@ -154,10 +161,10 @@ export function NamespacesPage() {
                 >
                   {t('common.edit')}
                 </Button>
-              </Tooltip>
+              </WhyDisabled>
             )}
             {isAdmin && (
-              <Tooltip title={lockTip}>
+              <WhyDisabled why={lockTip} testid={`ns-delete-why-${r.namespace}`}>
                 <Button
                   type="link"
                   size="small"
@@ -169,7 +176,7 @@ export function NamespacesPage() {
                 >
                   {t('common.delete')}
                 </Button>
-              </Tooltip>
+              </WhyDisabled>
             )}
           </Space>
         );

@@ -1,4 +1,4 @@
-import { App, Button, Card, Form, Input, Space, Table, Tag, Tooltip, Typography } from 'antd';
+import { App, Button, Card, Form, Input, Space, Table, Tag, Typography } from 'antd';
 import { DeleteOutlined, KeyOutlined, PlusOutlined, ReloadOutlined, UserOutlined } from '@ant-design/icons';
 import { call, type UserRow, type UsersPage as UsersAnswer } from '../api';
 import { useAuth } from '../auth';
@@ -6,7 +6,7 @@ import { useT, type Translate } from '../i18n';
 import { useDialog, usePaging, useResource } from '../hooks';
 import { useLive } from '../live';
 import { ConfirmDialog, FormModal } from '../components/FormModal';
-import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { EmptyState, LiveBadge, LoadError, PageTitle, RefreshError, WhyDisabled } from '../components/bits';
 
 interface CreateValues {
   username: string;
@@ -199,15 +199,10 @@ function DeleteUserButton({ user, self, onClick }: { user: UserRow; self: boolea
       {t('common.delete')}
     </Button>
   );
-  if (why === null) return button;
-  // a disabled button gets no pointer events: the tooltip hangs on a wrapper
   return (
-    // focusable (a disabled button is not), so the reason shows on keyboard focus too
-    <Tooltip title={why} trigger={['hover', 'focus']}>
-      <span className="disabled-action" tabIndex={0} role="group" aria-label={why} data-testid={`user-delete-why-${user.username}`}>
-        {button}
-      </span>
-    </Tooltip>
+    <WhyDisabled why={why} testid={`user-delete-why-${user.username}`}>
+      {button}
+    </WhyDisabled>
   );
 }
 
