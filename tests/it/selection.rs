@@ -186,13 +186,19 @@ fn pick(node: &Node, query: &str) -> Value {
         .json()
 }
 
+/// Metadata that keeps an ephemeral instance healthy without beats for ten minutes:
+/// the picks below take longer than the default 15 s on a loaded machine, and an
+/// instance gone unhealthy meanwhile would fail them (it did once in CI).
+const NO_BEATS_NEEDED: &str =
+    r#"{"preserved.heart.beat.timeout":"600000","preserved.ip.delete.timeout":"600000"}"#;
+
 #[test]
 fn picks_follow_weights_round_robin_and_keys() {
     let node = Node::start();
-    register(&node, "pick", 1, "{}", 1.0);
-    register(&node, "pick", 2, "{}", 3.0);
-    register(&node, "pick", 3, "{}", 6.0);
-    register(&node, "pick", 4, "{}", 0.0);
+    register(&node, "pick", 1, NO_BEATS_NEEDED, 1.0);
+    register(&node, "pick", 2, NO_BEATS_NEEDED, 3.0);
+    register(&node, "pick", 3, NO_BEATS_NEEDED, 6.0);
+    register(&node, "pick", 4, NO_BEATS_NEEDED, 0.0);
     // Weighted random: over 10,000 picks each share is within 2 points of its weight.
     let token = node.token();
     let auth = format!("Bearer {token}");
