@@ -293,6 +293,13 @@ impl std::fmt::Debug for ServerTls {
 
 /// A connection that is plaintext or TLS — the peer channel's both ends and the gRPC
 /// listener share it; `T` is the TLS stream over `P` (server or client side).
+///
+/// It passes vectored writes through, and says whether its stream takes them: hyper
+/// asks `is_write_vectored` once per connection, and on `false` copies every body into
+/// the connection's write buffer, which keeps its largest size for as long as the
+/// connection is pooled. A node that forwards writes sent ~250 KB Distro batches over
+/// a dozen pooled peer connections, and held ~5 MB of such buffers at 65,000 instances
+/// (2.6 MB on a node that took no writes).
 pub enum MaybeTls<P, T> {
     /// Plaintext.
     Plain(P),
@@ -322,6 +329,24 @@ impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<P, T>
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Plain(s) => s.is_write_vectored(),
+            Self::Tls(s) => s.is_write_vectored(),
         }
     }
 
@@ -427,5 +452,18 @@ mod tests {
         std::fs::write(&files.key, "").unwrap();
         let e = ReloadingCert::load(files).unwrap_err().to_string();
         assert!(e.contains("--test-key"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_plain_connection_takes_vectored_writes() {
+        // hyper flattens bodies into a buffer that never shrinks unless the stream says
+        // it takes vectored writes.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let stream: MaybeTls<_, tokio_rustls::client::TlsStream<tokio::net::TcpStream>> =
+            MaybeTls::Plain(tcp);
+        assert!(stream.is_write_vectored());
     }
 }
