@@ -64,7 +64,8 @@ pub struct ClusterView {
     pub eviction_guard_engaged: Vec<String>,
 }
 
-fn role_name(state: ServerState) -> &'static str {
+/// A Raft state as the API names it (also the overview's `raft.state`).
+pub fn role_name(state: ServerState) -> &'static str {
     match state {
         ServerState::Leader => "leader",
         ServerState::Follower => "follower",

@@ -290,7 +290,7 @@ pub fn sample(
         pushes: rate(delta(|r| r.pushes)),
         push_failures: rate(delta(|r| r.push_failures)),
         raft: RaftSample {
-            state: role_name(raft.state),
+            state: crate::cluster::view::role_name(raft.state),
             term: raft.term,
             leader: raft.leader,
             last_log_index: raft.last_log_index,
@@ -300,16 +300,6 @@ pub fn sample(
         },
         guard_engaged,
         sync_tasks: tasks,
-    }
-}
-
-fn role_name(state: ServerState) -> &'static str {
-    match state {
-        ServerState::Leader => "leader",
-        ServerState::Follower => "follower",
-        ServerState::Candidate => "candidate",
-        ServerState::Learner => "learner",
-        ServerState::Shutdown => "shutdown",
     }
 }
 

@@ -1,9 +1,9 @@
-import { Alert, Badge, Button, Empty, Popover, Space, Tag, Tooltip, Typography } from 'antd';
-import { ExclamationCircleFilled, ImportOutlined, StopOutlined, QuestionCircleOutlined } from '@ant-design/icons';
+import { Alert, Badge, Button, Empty, Popover, Space, Switch, Tag, Tooltip, Typography } from 'antd';
+import { ExclamationCircleFilled, ImportOutlined, ReloadOutlined, StopOutlined, QuestionCircleOutlined } from '@ant-design/icons';
 import type { ReactElement, ReactNode } from 'react';
 import { useT } from '../i18n';
 import type { LiveMode } from '../live';
-import { errorMessage } from '../format';
+import { clock, errorMessage } from '../format';
 import { splitProvenance } from '../metadata';
 import { isForbidden } from '../api';
 
@@ -194,5 +194,37 @@ export function WhyDisabled({ why, testid, children }: { why: string | null | un
         {children}
       </span>
     </Tooltip>
+  );
+}
+
+/**
+ * The title-bar controls of a page that refreshes itself: the auto-refresh switch (its
+ * label says how often), when the page last refreshed, and a Refresh button. `id`
+ * prefixes their test ids (`ID-auto`, `ID-updated`, `ID-refresh`).
+ */
+export function AutoRefreshControls(props: {
+  id: string;
+  label: string;
+  auto: boolean;
+  onAuto(on: boolean): void;
+  updated: Date | null;
+  onRefresh(): void;
+}) {
+  const t = useT();
+  return (
+    <>
+      <label className="switch-label">
+        <Switch size="small" checked={props.auto} onChange={props.onAuto} data-testid={`${props.id}-auto`} />
+        <span>{props.label}</span>
+      </label>
+      {props.updated && (
+        <Typography.Text type="secondary" data-testid={`${props.id}-updated`}>
+          {t('cluster.updated', { time: clock(props.updated) })}
+        </Typography.Text>
+      )}
+      <Button icon={<ReloadOutlined />} onClick={props.onRefresh} data-testid={`${props.id}-refresh`}>
+        {t('common.refresh')}
+      </Button>
+    </>
   );
 }

@@ -4,15 +4,14 @@
 // The page polls (every 5 s while it is shown and auto-refresh is on) rather than
 // following events: logins and refused requests, which it exists to show, change
 // nothing that an event would announce.
-import { AutoComplete, Alert, Button, Card, DatePicker, Input, Select, Switch, Table, Tag, Tooltip, Typography } from 'antd';
-import { ReloadOutlined } from '@ant-design/icons';
+import { AutoComplete, Alert, Card, DatePicker, Input, Select, Table, Tag, Tooltip, Typography } from 'antd';
 import { useEffect, useState } from 'react';
 import { call, type AuditAnswer, type AuditEntry } from '../api';
 import { useT, type MessageKey } from '../i18n';
 import { useDebounced, useInterval, usePaging, useResource } from '../hooks';
-import { EmptyState, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { AutoRefreshControls, EmptyState, LoadError, PageTitle, RefreshError } from '../components/bits';
 import { UserFilter } from '../components/Pickers';
-import { clock, dateTime } from '../format';
+import { dateTime } from '../format';
 import { fetchNamespaces } from './Namespaces';
 
 /** How often the page asks again, ms. */
@@ -187,20 +186,14 @@ export function AuditPage() {
         title={t('audit.title')}
         subtitle={t('audit.subtitle')}
         extra={
-          <>
-            <label className="switch-label">
-              <Switch size="small" checked={auto} onChange={setAuto} data-testid="audit-auto" />
-              <span>{t('audit.autoRefresh')}</span>
-            </label>
-            {updated && (
-              <Typography.Text type="secondary" data-testid="audit-updated">
-                {t('cluster.updated', { time: clock(updated) })}
-              </Typography.Text>
-            )}
-            <Button icon={<ReloadOutlined />} onClick={() => res.reload({ silent: true })} data-testid="audit-refresh">
-              {t('common.refresh')}
-            </Button>
-          </>
+          <AutoRefreshControls
+            id="audit"
+            label={t('audit.autoRefresh')}
+            auto={auto}
+            onAuto={setAuto}
+            updated={updated}
+            onRefresh={() => res.reload({ silent: true })}
+          />
         }
       />
       <Card className="table-card">

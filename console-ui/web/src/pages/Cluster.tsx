@@ -1,12 +1,12 @@
-import { Badge, Button, Card, Descriptions, Skeleton, Space, Switch, Table, Tag, Tooltip, Typography } from 'antd';
-import { CrownOutlined, InfoCircleOutlined, ReloadOutlined } from '@ant-design/icons';
+import { Badge, Card, Descriptions, Skeleton, Space, Table, Tag, Tooltip, Typography } from 'antd';
+import { CrownOutlined, InfoCircleOutlined } from '@ant-design/icons';
 import { useState } from 'react';
 import { call, type ClusterMember, type ClusterStatus } from '../api';
 import { apiBase, learnMembers, memberBase } from '../endpoint';
 import { useT, type MessageKey } from '../i18n';
 import { useInterval, useResource } from '../hooks';
-import { LoadError, PageTitle, RefreshError } from '../components/bits';
-import { clock, num } from '../format';
+import { AutoRefreshControls, LoadError, PageTitle, RefreshError } from '../components/bits';
+import { num } from '../format';
 
 const roleColor: Record<string, string> = {
   leader: 'gold',
@@ -213,20 +213,14 @@ export function ClusterPage() {
         title={t('cluster.title')}
         subtitle={t('cluster.subtitle')}
         extra={
-          <>
-            <label className="switch-label">
-              <Switch size="small" checked={auto} onChange={setAuto} data-testid="cluster-auto" />
-              <span>{t('cluster.autoRefresh')}</span>
-            </label>
-            {updated && (
-              <Typography.Text type="secondary" data-testid="cluster-updated">
-                {t('cluster.updated', { time: clock(updated) })}
-              </Typography.Text>
-            )}
-            <Button icon={<ReloadOutlined />} onClick={() => res.reload({ silent: true })}>
-              {t('common.refresh')}
-            </Button>
-          </>
+          <AutoRefreshControls
+            id="cluster"
+            label={t('cluster.autoRefresh')}
+            auto={auto}
+            onAuto={setAuto}
+            updated={updated}
+            onRefresh={() => res.reload({ silent: true })}
+          />
         }
       />
       {s === undefined && res.error !== undefined ? (

@@ -5,8 +5,7 @@
 // again from that node's window: figures of two nodes are never drawn as one line.
 //
 // This page and uPlot are one lazily loaded chunk, so the login page stays small.
-import { Badge, Button, Card, Col, Row, Skeleton, Statistic, Switch, Tag, Typography } from 'antd';
-import { ReloadOutlined } from '@ant-design/icons';
+import { Badge, Card, Col, Row, Skeleton, Statistic, Tag, Typography } from 'antd';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
@@ -15,8 +14,7 @@ import { useAuth } from '../auth';
 import { useEndpoint } from '../endpoint';
 import { useT, type MessageKey } from '../i18n';
 import { useInterval, useResource } from '../hooks';
-import { LoadError, PageTitle, RefreshError } from '../components/bits';
-import { clock } from '../format';
+import { AutoRefreshControls, LoadError, PageTitle, RefreshError } from '../components/bits';
 
 interface FaceFigures {
   rate: number;
@@ -228,20 +226,14 @@ export function OverviewPage() {
         title={t('overview.title')}
         subtitle={win ? t('overview.subtitleNode', { node: win.node }) : t('overview.subtitle')}
         extra={
-          <>
-            <label className="switch-label">
-              <Switch size="small" checked={auto} onChange={setAuto} data-testid="overview-auto" aria-label={t('overview.autoRefresh')} />
-              <span>{t('overview.autoRefresh')}</span>
-            </label>
-            {updated && (
-              <Typography.Text type="secondary" data-testid="overview-updated">
-                {t('cluster.updated', { time: clock(updated) })}
-              </Typography.Text>
-            )}
-            <Button icon={<ReloadOutlined />} onClick={() => res.reload({ silent: true })}>
-              {t('common.refresh')}
-            </Button>
-          </>
+          <AutoRefreshControls
+            id="overview"
+            label={t('overview.autoRefresh')}
+            auto={auto}
+            onAuto={setAuto}
+            updated={updated}
+            onRefresh={() => res.reload({ silent: true })}
+          />
         }
       />
       {win === undefined && res.error !== undefined ? (
