@@ -623,11 +623,11 @@ impl Metrics {
                     .set(raft.last_log_index.saturating_sub(*matched) as i64);
             }
         }
-        for state in TASK_STATES {
-            let count = figures.sync_tasks.iter().filter(|s| **s == state).count();
+        let counts = history::TaskCounts::of(&figures.sync_tasks);
+        for (state, count) in TASK_STATES.into_iter().zip(counts.0) {
             self.sync_tasks
                 .get_or_create(&TaskStateLabels { state })
-                .set(count as i64);
+                .set(i64::from(count));
         }
         self.render_watched();
         let mut out = String::new();

@@ -47,11 +47,7 @@ pub fn allowed_origin<B>(state: &AppState, https: bool, req: &Request<B>) -> Opt
     let text = origin.to_str().ok()?;
     let members = &state.members;
     let allowed = names(text, https, &members.me().http_addr)
-        || members.peers().values().any(|p| {
-            p.http_addr
-                .as_deref()
-                .is_some_and(|a| names(text, https, a))
-        });
+        || members.any_peer_http(|addr| names(text, https, addr));
     allowed.then(|| origin.clone())
 }
 

@@ -109,6 +109,16 @@ impl Members {
         self.shared.peers.read().clone()
     }
 
+    /// The HTTP addresses learned of the other members, read under the lock without
+    /// copying the members (a console's request asks on every call, `api::cors`).
+    pub fn any_peer_http(&self, mut matches: impl FnMut(&str) -> bool) -> bool {
+        self.shared
+            .peers
+            .read()
+            .values()
+            .any(|p| p.http_addr.as_deref().is_some_and(&mut matches))
+    }
+
     /// Ids of live members, this node included, sorted.
     pub fn live(&self) -> Vec<NodeId> {
         self.live_ids().into_vec()

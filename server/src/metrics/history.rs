@@ -124,6 +124,19 @@ pub struct RaftSample {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TaskCounts(pub [u32; TASK_STATES.len()]);
 
+impl TaskCounts {
+    /// The counts of `states` (labels from [`TASK_STATES`]; `/metrics` shows the same).
+    pub fn of(states: &[&'static str]) -> Self {
+        let mut counts = Self::default();
+        for state in states {
+            if let Some(at) = TASK_STATES.iter().position(|s| s == state) {
+                counts.0[at] += 1;
+            }
+        }
+        counts
+    }
+}
+
 impl Serialize for TaskCounts {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(TASK_STATES.len()))?;
@@ -267,12 +280,6 @@ pub fn sample(
     } else {
         BTreeMap::new()
     };
-    let mut tasks = TaskCounts::default();
-    for state in &figures.sync_tasks {
-        if let Some(at) = TASK_STATES.iter().position(|s| s == state) {
-            tasks.0[at] += 1;
-        }
-    }
     let (_, instances, healthy) = figures.totals;
     Sample {
         t,
@@ -299,7 +306,7 @@ pub fn sample(
             lag,
         },
         guard_engaged,
-        sync_tasks: tasks,
+        sync_tasks: TaskCounts::of(&figures.sync_tasks),
     }
 }
 
