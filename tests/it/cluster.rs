@@ -10,7 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use roster_tests::{
-    eventually, free_port, roster_bin, Cluster, Node, NodeOptions, ADMIN_PASSWORD, CLUSTER_SECRET,
+    enc, eventually, free_port, roster_bin, Cluster, Node, NodeOptions, ADMIN_PASSWORD,
+    CLUSTER_SECRET,
 };
 
 fn persistent_ports(node: &Node, service: &str) -> BTreeSet<u64> {
@@ -140,6 +141,126 @@ fn persistent_writes_through_any_node_are_read_on_all() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("login failed"));
+}
+
+/// One write sent to a node that is paused (SIGSTOP) while the write it depends on is
+/// acknowledged through another node: the paused node takes it when it resumes, before
+/// it has applied what it missed. Returns the status of the answer.
+fn through_a_lagging_node(c: &Cluster, lagging: usize, before: &str, write: (&str, &str)) -> u16 {
+    let writer = (lagging + 1) % 3;
+    c.nodes[lagging].pause();
+    c.nodes[writer].call("POST", before).expect(200);
+    let (method, query) = write;
+    let answer = std::thread::scope(|s| {
+        let queued = s.spawn(|| c.nodes[lagging].call(method, query).status);
+        // The request waits in the paused node's accept queue.
+        std::thread::sleep(Duration::from_millis(300));
+        c.nodes[lagging].resume();
+        queued.join().unwrap()
+    });
+    answer
+}
+
+#[test]
+fn a_write_to_a_node_that_has_not_applied_the_instance_yet_is_not_lost() {
+    let c = Cluster::start(3, &[]);
+    let lagging = c.follower();
+    let list = |node: &Node, service: &str| {
+        node.call(
+            "GET",
+            &format!("/nacos/v1/ns/instance/list?serviceName={service}&consistent=true"),
+        )
+        .expect(200)
+        .json()["hosts"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    // A deregistration through a node that has not applied the registration yet: with
+    // ephemeral=false, without the flag, and with ephemeral=true (the kind found
+    // decides). Each used to answer ok and leave the instance registered everywhere.
+    for (round, flag) in ["&ephemeral=false", "", "&ephemeral=true"]
+        .iter()
+        .enumerate()
+    {
+        let service = format!("lagging-dereg-{round}");
+        let at = format!("serviceName={service}&ip=127.21.0.1&port=8080");
+        let status = through_a_lagging_node(
+            &c,
+            lagging,
+            &format!("/nacos/v1/ns/instance?{at}&ephemeral=false"),
+            ("DELETE", &format!("/nacos/v1/ns/instance?{at}{flag}")),
+        );
+        assert_eq!(status, 200, "deregistration{flag}");
+        for (i, node) in c.nodes.iter().enumerate() {
+            let hosts = list(node, &service);
+            assert!(
+                hosts.is_empty(),
+                "node {}, deregistration{flag}: {hosts:?}",
+                i + 1
+            );
+        }
+    }
+    // An update through such a node finds the instance (it used to answer 404) and
+    // changes it everywhere.
+    let at = "serviceName=lagging-update&ip=127.21.0.2&port=8080";
+    let status = through_a_lagging_node(
+        &c,
+        lagging,
+        &format!("/nacos/v1/ns/instance?{at}&ephemeral=false"),
+        ("PUT", &format!("/nacos/v1/ns/instance?{at}&weight=3")),
+    );
+    assert_eq!(status, 200, "update");
+    for node in &c.nodes {
+        let hosts = list(node, "lagging-update");
+        assert_eq!(hosts.len(), 1);
+        assert_eq!(hosts[0]["weight"], 3.0, "{hosts:?}");
+    }
+    // So do a service's settings (404 before), a cluster's health check and a new
+    // user's password.
+    let status = through_a_lagging_node(
+        &c,
+        lagging,
+        "/nacos/v1/ns/service?serviceName=lagging-service",
+        (
+            "PUT",
+            "/nacos/v1/ns/service?serviceName=lagging-service&protectThreshold=0.5",
+        ),
+    );
+    assert_eq!(status, 200, "service update");
+    let status = through_a_lagging_node(
+        &c,
+        lagging,
+        "/nacos/v1/ns/service?serviceName=lagging-cluster",
+        (
+            "PUT",
+            &format!(
+                "/nacos/v1/ns/cluster?serviceName=lagging-cluster&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true&healthChecker={}",
+                enc(r#"{"type":"NONE"}"#)
+            ),
+        ),
+    );
+    assert_eq!(status, 200, "cluster settings");
+    let status = through_a_lagging_node(
+        &c,
+        lagging,
+        "/nacos/v1/auth/users?username=lagging-user&password=first-password-1",
+        (
+            "PUT",
+            "/nacos/v1/auth/users?username=lagging-user&newPassword=second-password-2",
+        ),
+    );
+    assert_eq!(status, 200, "password change");
+    for node in &c.nodes {
+        let svc = node
+            .call(
+                "GET",
+                "/nacos/v1/ns/service?serviceName=lagging-service&consistent=true",
+            )
+            .expect(200)
+            .json();
+        assert_eq!(svc["protectThreshold"], 0.5, "{svc}");
+    }
 }
 
 /// Service settings, namespaces and users written on one node are Raft data everywhere.

@@ -9,7 +9,16 @@
 //! - a persistent instance, or a persistent instance's health, through Raft, after the
 //!   checks that depend on node-local state (a service's kind can hang on ephemeral
 //!   instances, which the state machine must not consult);
-//! - an update or deregistration by the kind of the instance found at the address.
+//! - an update or deregistration by the kind the request states, else by the kind of
+//!   the instance found at the address.
+//!
+//! A write that decides on local state decides only on what this node has applied,
+//! which can lag the leader (a registration through another node, acknowledged a
+//! moment ago, may not be here yet). Wherever that view would change the outcome — an
+//! instance or service not found, a kind that decides the path — the write first waits
+//! for a read barrier (everything the leader had committed when it was called is
+//! applied here) and looks again. A deregistration that states `ephemeral=false` goes
+//! through Raft whatever this node holds.
 //!
 //! Sync imports are the sync task's own writes (`imports::RaftSink`, through Raft as
 //! `SyncApply`); they meet the same naming rules.
@@ -19,7 +28,7 @@ use std::sync::Arc;
 use crate::clock::now_ms;
 use crate::distro::{Distro, EphemeralOp, OpReply};
 use crate::error::Error;
-use crate::registry::instance::{addr_key, Heartbeat};
+use crate::registry::instance::{addr_key, Heartbeat, Instance};
 use crate::registry::service::{HealthChecker, ServiceKey};
 use crate::registry::{InstancePatch, Registration, Registry};
 use crate::store::command::CommandV1;
@@ -34,6 +43,29 @@ pub struct Writes<'a> {
     pub store: &'a Store,
     /// Distro, for ephemeral instances of address clients.
     pub distro: &'a Distro,
+}
+
+/// The kind of instance a deregistration names, if it names one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stated {
+    /// `ephemeral=false`, gRPC's persistent request: through Raft whatever is held here.
+    Persistent,
+    /// `ephemeral=true`: the kind found decides (as unstated; a persistent instance at
+    /// the address is removed too, as it always was).
+    Ephemeral,
+    /// No kind given: the kind found decides.
+    Unstated,
+}
+
+impl Stated {
+    /// From an `ephemeral` parameter, if given.
+    pub fn from_ephemeral(ephemeral: Option<bool>) -> Self {
+        match ephemeral {
+            Some(false) => Self::Persistent,
+            Some(true) => Self::Ephemeral,
+            None => Self::Unstated,
+        }
+    }
 }
 
 /// What a beat found.
@@ -97,23 +129,77 @@ impl Writes<'_> {
         Ok(())
     }
 
-    /// Deregisters whatever instance holds `ip:port`: a persistent one through Raft (an
-    /// imported one is refused there), anything else at its owner (also when it is not
-    /// replicated here yet). Missing is not an error.
-    pub async fn deregister(&self, key: ServiceKey, ip: &str, port: u16) -> Result<(), Error> {
-        match self.registry.instance(&key, ip, port) {
-            Some(i) if !i.ephemeral => self.deregister_persistent(key, ip, port).await,
-            _ => {
-                self.distro
-                    .execute(EphemeralOp::Deregister {
-                        key,
-                        ip: ip.to_string(),
-                        port,
-                    })
-                    .await?;
-                Ok(())
+    /// Deregisters the instance at `ip:port`. `stated` is the kind the request names
+    /// (`ephemeral=false`: persistent). A persistent one goes through Raft (an imported
+    /// one is refused there); an ephemeral one to its owner (also when it is not
+    /// replicated here yet). With no persistent kind stated, the kind found here decides;
+    /// an instance not found here is looked up again after a read barrier, so a
+    /// persistent registration acknowledged through another node is never mistaken for
+    /// an absent ephemeral one. Missing is not an error.
+    pub async fn deregister(
+        &self,
+        key: ServiceKey,
+        ip: &str,
+        port: u16,
+        stated: Stated,
+    ) -> Result<(), Error> {
+        let persistent = match stated {
+            Stated::Persistent => {
+                // An ephemeral instance at the address goes too, as an unstated
+                // deregistration would take it (the address is what the caller names).
+                if self
+                    .registry
+                    .instance(&key, ip, port)
+                    .is_some_and(|i| i.ephemeral)
+                {
+                    self.deregister_ephemeral(key.clone(), ip, port).await?;
+                }
+                true
             }
+            Stated::Ephemeral | Stated::Unstated => {
+                match self.fresh_instance(&key, ip, port).await? {
+                    Some(i) => !i.ephemeral,
+                    None => false,
+                }
+            }
+        };
+        if persistent {
+            self.deregister_persistent(key, ip, port).await
+        } else {
+            self.deregister_ephemeral(key, ip, port).await
         }
+    }
+
+    /// Deregisters the ephemeral instance at `ip:port` at its owner.
+    async fn deregister_ephemeral(
+        &self,
+        key: ServiceKey,
+        ip: &str,
+        port: u16,
+    ) -> Result<(), Error> {
+        self.distro
+            .execute(EphemeralOp::Deregister {
+                key,
+                ip: ip.to_string(),
+                port,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The instance at `ip:port` as this node holds it; when it holds none, as it holds
+    /// it after a read barrier (at least as new as the leader's commit when called).
+    async fn fresh_instance(
+        &self,
+        key: &ServiceKey,
+        ip: &str,
+        port: u16,
+    ) -> Result<Option<Arc<Instance>>, Error> {
+        if let Some(i) = self.registry.instance(key, ip, port) {
+            return Ok(Some(i));
+        }
+        self.store.read_barrier().await?;
+        Ok(self.registry.instance(key, ip, port))
     }
 
     /// Deregisters the persistent instance at `ip:port` through Raft.
@@ -134,7 +220,8 @@ impl Writes<'_> {
         Ok(())
     }
 
-    /// An operator's update of the instance at `ip:port`, routed by its kind.
+    /// An operator's update of the instance at `ip:port`, routed by its kind (looked up
+    /// again after a read barrier when this node does not hold it).
     pub async fn update(
         &self,
         key: ServiceKey,
@@ -142,19 +229,19 @@ impl Writes<'_> {
         port: u16,
         patch: InstancePatch,
     ) -> Result<(), Error> {
-        if self.registry.service_by_key(&key).is_none() {
-            return Err(Error::service_not_found(format!(
-                "service not found, namespace: {}, service: {}",
-                key.namespace,
-                key.grouped()
-            )));
-        }
-        let instance = self.registry.instance(&key, ip, port).ok_or_else(|| {
-            Error::instance_not_found(format!(
+        let Some(instance) = self.fresh_instance(&key, ip, port).await? else {
+            if self.registry.service_by_key(&key).is_none() {
+                return Err(Error::service_not_found(format!(
+                    "service not found, namespace: {}, service: {}",
+                    key.namespace,
+                    key.grouped()
+                )));
+            }
+            return Err(Error::instance_not_found(format!(
                 "instance {ip}:{port} not found in service {}",
                 key.grouped()
-            ))
-        })?;
+            )));
+        };
         if instance.ephemeral {
             self.distro
                 .execute(EphemeralOp::Update {
@@ -180,7 +267,8 @@ impl Writes<'_> {
 
     /// Sets the health of the persistent instance at `ip:port` whose cluster the server
     /// does not check (health checker `NONE`). An ephemeral instance's health follows
-    /// its beats, and a checked one's its checks: both are refused.
+    /// its beats, and a checked one's its checks: both are refused. Decided after a read
+    /// barrier.
     pub async fn set_health(
         &self,
         key: ServiceKey,
@@ -188,6 +276,9 @@ impl Writes<'_> {
         port: u16,
         healthy: bool,
     ) -> Result<(), Error> {
+        // Decided on the instance's kind and its cluster's checker, both Raft data: read
+        // as of the leader's commit, not as this node happens to hold them.
+        self.store.read_barrier().await?;
         let grouped = key.grouped();
         let svc = self
             .registry

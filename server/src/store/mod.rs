@@ -104,6 +104,22 @@ impl Store {
         Ok(self.node.read_barrier().await?)
     }
 
+    /// `check` on this node's state; if it refuses, `check` again after a read barrier.
+    /// For the faces' checks before a proposal: a refusal is never decided on a view
+    /// older than the leader's commit when called (a user, service or namespace created
+    /// through another node a moment ago is here after the barrier), and the common
+    /// case, a check that passes, costs no round trip.
+    pub async fn recheck<T, E>(&self, check: impl Fn() -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<ProposeError>,
+    {
+        if let Ok(found) = check() {
+            return Ok(found);
+        }
+        self.read_barrier().await?;
+        check()
+    }
+
     /// Adds or removes a member, through the leader.
     pub async fn change_membership(&self, change: MembershipChange) -> Result<(), ProposeError> {
         Ok(self.node.change_membership(change).await?)

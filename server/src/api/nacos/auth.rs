@@ -111,9 +111,13 @@ pub async fn create_user(
         .get("password")
         .ok_or_else(|| Error::missing("password"))?;
     check_password("password", password)?;
-    if state.auth.data().users.contains_key(username) {
-        return Err(Error::conflict(format!("user '{username}' already exists")));
-    }
+    state
+        .store
+        .recheck(|| match state.auth.data().users.contains_key(username) {
+            true => Err(Error::conflict(format!("user '{username}' already exists"))),
+            false => Ok(()),
+        })
+        .await?;
     let user = User {
         password_hash: state.auth.hash_password(password).await?,
         admin: false,
@@ -159,9 +163,13 @@ pub async fn change_password(
             Err(e) => return Err(e.into()),
         }
     }
-    if !state.auth.data().users.contains_key(username) {
-        return Err(Error::not_found(format!("user '{username}' not found")));
-    }
+    state
+        .store
+        .recheck(|| match state.auth.data().users.contains_key(username) {
+            true => Ok(()),
+            false => Err(Error::not_found(format!("user '{username}' not found"))),
+        })
+        .await?;
     state
         .store
         .propose(CommandV1::SetPassword {

@@ -26,7 +26,7 @@ use crate::auth::Identity;
 use crate::clock::now_ms;
 use crate::error::Error;
 use crate::naming::wire::{plain_list_parts, service_info, ListRequest};
-use crate::naming::writes::BeatOutcome;
+use crate::naming::writes::{BeatOutcome, Stated};
 use crate::push::udp::{push_capable, push_target};
 use crate::registry::instance::{Addr, Metadata};
 use crate::registry::select::Query;
@@ -86,9 +86,11 @@ pub async fn register(
     Ok("ok")
 }
 
-/// `DELETE /nacos/v1/ns/instance`: deregister. Removes whatever instance holds
-/// `ip:port`, persistent or ephemeral, whatever `ephemeral` says (Nacos silently keeps a
-/// persistent instance when the flag is left at its default). Missing is not an error.
+/// `DELETE /nacos/v1/ns/instance`: deregister. `ephemeral=false` removes a persistent
+/// instance through Raft whatever this node holds yet; otherwise whatever instance holds
+/// `ip:port` goes, persistent or ephemeral (Nacos silently keeps a persistent instance
+/// when the flag is left at its default), decided on a view at least as new as the
+/// leader's commit when this node does not hold the instance. Missing is not an error.
 #[tracing::instrument(skip_all)]
 pub async fn deregister(
     State(state): State<AppState>,
@@ -96,9 +98,8 @@ pub async fn deregister(
 ) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let (ip, port) = address(&params)?;
-    // Validated for the sake of clear errors; the instance's own kind decides the path.
-    params.boolean("ephemeral")?;
-    state.writes().deregister(key, &ip, port).await?;
+    let stated = Stated::from_ephemeral(params.boolean("ephemeral")?);
+    state.writes().deregister(key, &ip, port, stated).await?;
     state.metrics.deregistrations.inc();
     Ok("ok")
 }

@@ -164,15 +164,21 @@ pub async fn delete(
     caller.require_admin()?;
     let id = params.required("namespaceId")?;
     check_namespace_id("namespaceId", id)?;
-    state.registry.check_namespace_deletable(id)?;
-    let configs = state.configs.count_in(id);
-    if configs > 0 {
-        return Err(Rejection::NamespaceHoldsConfigs {
-            id: id.to_string(),
-            configs,
-        }
-        .into());
-    }
+    // Judged on a view at least as new as the leader's commit when this node's own
+    // refuses (a service or item removed through another node a moment ago).
+    state
+        .store
+        .recheck(|| {
+            state.registry.check_namespace_deletable(id)?;
+            match state.configs.count_in(id) {
+                0 => Ok(()),
+                configs => Err(Error::from(Rejection::NamespaceHoldsConfigs {
+                    id: id.to_string(),
+                    configs,
+                })),
+            }
+        })
+        .await?;
     state
         .store
         .propose(CommandV1::DeleteNamespace { id: id.to_string() })

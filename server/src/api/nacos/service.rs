@@ -128,7 +128,10 @@ pub async fn create(State(state): State<AppState>, params: Params) -> Result<&'s
 /// `DELETE /nacos/v1/ns/service`: delete a service that has no instances.
 pub async fn delete(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
-    state.registry.check_deletable(&key)?;
+    state
+        .store
+        .recheck(|| state.registry.check_deletable(&key).map_err(Error::from))
+        .await?;
     state
         .store
         .propose(CommandV1::DeleteService {
@@ -141,9 +144,11 @@ pub async fn delete(State(state): State<AppState>, params: Params) -> Result<&'s
 
 /// `PUT /nacos/v1/ns/service`: change a service's settings. Only the parameters given
 /// change (Nacos resets metadata and selector when they are left out); cluster settings
-/// are kept.
+/// are kept. The settings changed are those the leader had committed when the call
+/// came (read barrier), not this node's possibly older copy.
 pub async fn update(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
+    state.store.read_barrier().await?;
     let current = state
         .registry
         .service_by_key(&key)
@@ -287,9 +292,15 @@ pub async fn put_cluster(
     let metadata = params
         .metadata("metadata", state.limits.max_metadata_bytes)?
         .unwrap_or_default();
-    if state.registry.service_by_key(&key).is_none() {
-        return Err(not_found(&key));
-    }
+    state
+        .store
+        .recheck(|| {
+            state
+                .registry
+                .service_by_key(&key)
+                .ok_or_else(|| not_found(&key))
+        })
+        .await?;
     state
         .store
         .propose(CommandV1::PutCluster {
