@@ -36,8 +36,18 @@ fn answer(result: Result<Value, Error>) -> Response {
     }
 }
 
-/// `GET`: the content of `dataId` in `group` of `namespaceId`.
+/// `GET`: the content of `dataId` in `group` of `namespaceId`; with `consistent=true`,
+/// as of the leader's commit when the call came (a read barrier first).
 async fn get_config(State(state): State<AppState>, params: Params) -> Response {
+    let consistent = match params.consistent() {
+        Ok(consistent) => consistent,
+        Err(e) => return failure(e),
+    };
+    if consistent {
+        if let Err(e) = state.store.read_barrier().await {
+            return failure(e.into());
+        }
+    }
     answer(named(&params, NAMESPACE).and_then(|key| {
         let item = state
             .configs

@@ -95,7 +95,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Source {
 }
 
 /// `GET /nacos/v1/cs/configs`: an item's content (`dataId`, `group`, `tenant`), its
-/// detail (`show=all`), or a listing (`search=accurate|blur`).
+/// detail (`show=all`), or a listing (`search=accurate|blur`). With `consistent=true`
+/// the read waits for a read barrier first: it sees every write acknowledged before it
+/// was sent, through any node (a client that reads, then compares and sets, needs that).
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -108,6 +110,9 @@ pub async fn get(
         return super::config_zip::export(&state, &caller, &params);
     }
     let key = named(&params, "tenant")?;
+    if params.consistent()? {
+        state.store.read_barrier().await?;
+    }
     let answer = if params.optional("show") == Some("all") {
         state
             .configs
