@@ -96,8 +96,60 @@ impl RawClient {
         }
     }
 
+    /// A client on `addr` with its stream open and set up, as an SDK connects; an error
+    /// instead of a panic when the node does not answer within `within` (the fault
+    /// tests connect to nodes that may be down).
+    pub(crate) async fn try_set_up(addr: &str, within: Duration) -> Result<Self, String> {
+        let set_up = async {
+            let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                .map_err(|e| e.to_string())?
+                .connect_timeout(within)
+                .connect()
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.map_err(|e| e.to_string())?;
+            let (tx, rx) = mpsc::channel(16);
+            let response = grpc
+                .streaming(
+                    tonic::Request::new(ReceiverStream::new(rx)),
+                    PathAndQuery::from_static("/BiRequestStream/requestBiStream"),
+                    tonic_prost::ProstCodec::default(),
+                )
+                .await
+                .map_err(|e| format!("open stream: {e}"))?;
+            let mut client = Self {
+                grpc,
+                to_server: Some(tx),
+                from_server: Some(response.into_inner()),
+            };
+            let setup = json!({"clientVersion": "Roster-Test:v1", "tenant": "",
+                               "labels": {"source": "sdk", "module": "naming"}, "abilityTable": {}});
+            client
+                .to_server
+                .as_ref()
+                .unwrap()
+                .send(payload("ConnectionSetupRequest", &setup, None))
+                .await
+                .map_err(|e| e.to_string())?;
+            loop {
+                match client.next(within).await {
+                    Some((kind, _)) if kind == "SetupAckRequest" => return Ok(client),
+                    Some(_) => continue,
+                    None => return Err("no SetupAckRequest".to_string()),
+                }
+            }
+        };
+        tokio::time::timeout(within, set_up)
+            .await
+            .unwrap_or_else(|_| Err(format!("not set up within {within:?}")))
+    }
+
     pub(crate) async fn try_unary(&mut self, p: Payload) -> Result<Payload, tonic::Status> {
-        self.grpc.ready().await.unwrap();
+        self.grpc
+            .ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
         self.grpc
             .unary(
                 tonic::Request::new(p),
@@ -523,6 +575,122 @@ fn a_grpc_client_follows_a_dying_node_and_its_old_copies_expire() {
         );
     }
     drop(naming);
+}
+
+/// Issue 36's failover case, as dubbo-go providers met it: gRPC clients (the Rust SDK,
+/// which redoes its registrations on a new connection) on the node that is killed move
+/// to the survivors, and every survivor keeps listing every instance all the while —
+/// sampled every 100 ms for 30 seconds, through the dead node's "peer is down", the
+/// clients' reconnection (about 10 s later: the SDK's health check) and the expiry of
+/// the dead connections' copies. It used to lose some of them for seconds: the
+/// survivor a client moved to pushed the new connection's copy and the old
+/// connection's copy without the address, and a peer that applied them in that order
+/// left the new copy out (the address still held) and then removed the old one.
+#[test]
+fn killing_the_node_of_redoing_grpc_clients_never_empties_a_survivors_list() {
+    redoing_clients_stay_listed_on_the_others(None);
+}
+
+/// The same with the node frozen (SIGSTOP) for 8 s instead: its clients move, and the
+/// node, back, finds its connections gone.
+#[test]
+fn pausing_the_node_of_redoing_grpc_clients_never_empties_another_nodes_list() {
+    redoing_clients_stay_listed_on_the_others(Some(Duration::from_secs(8)));
+}
+
+/// Kills (`pause`: `None`) or freezes for `pause` the node holding the most of nine
+/// Rust SDK clients, and samples the other nodes' lists every 100 ms for 30 s.
+fn redoing_clients_stay_listed_on_the_others(pause: Option<Duration>) {
+    let mut c = Cluster::start(3, &[]);
+    let rt = runtime();
+    let servers = c
+        .nodes
+        .iter()
+        .map(|n| n.addr())
+        .collect::<Vec<_>>()
+        .join(",");
+    // Eight providers of one service and one provider alone in its own: the SDK picks a
+    // node at random, so the node with the most connections holds several of them.
+    let clients = rt.block_on(async {
+        let mut clients = Vec::new();
+        for i in 0..9u8 {
+            let naming = rust_client(&servers).await;
+            let (service, ip) = match i {
+                8 => ("rs-failover-alone", "127.84.1.1".to_string()),
+                _ => ("rs-failover", format!("127.84.0.{}", i + 1)),
+            };
+            naming
+                .register_instance(service.into(), None, instance(&ip, 8080))
+                .await
+                .expect("register");
+            clients.push(naming);
+        }
+        clients
+    });
+    let expected: Vec<String> = (0..8).map(|i| format!("127.84.0.{}:8080", i + 1)).collect();
+    let lists = |node: &Node| {
+        (
+            http_ips(node, "serviceName=rs-failover"),
+            http_ips(node, "serviceName=rs-failover-alone"),
+        )
+    };
+    for node in &c.nodes {
+        eventually(Duration::from_secs(5), || match lists(node) {
+            (all, alone) if all == expected && alone.len() == 1 => Ok(()),
+            other => Err(format!("{other:?}")),
+        });
+    }
+    let holder = (0..3)
+        .max_by_key(|i| {
+            c.nodes[*i]
+                .metric("roster_grpc_connections ")
+                .unwrap_or(0.0) as u64
+        })
+        .unwrap();
+    let held = c.nodes[holder].metric("roster_grpc_connections ").unwrap();
+    let what = if pause.is_some() {
+        "freezing"
+    } else {
+        "killing"
+    };
+    eprintln!("{what} node {} with {held} connections", holder + 1);
+    match pause {
+        Some(_) => c.nodes[holder].pause(),
+        None => c.nodes[holder].kill(),
+    }
+    let hit = Instant::now();
+    let mut resumed = false;
+    let mut gaps = Vec::new();
+    while hit.elapsed() < Duration::from_secs(30) {
+        if pause.is_some_and(|p| hit.elapsed() > p) && !resumed {
+            c.nodes[holder].resume();
+            resumed = true;
+        }
+        for (i, node) in c.nodes.iter().enumerate().filter(|(i, _)| *i != holder) {
+            let (all, alone) = lists(node);
+            if all != expected || alone.len() != 1 {
+                gaps.push(format!(
+                    "{:?} after {what}, node {}: {} of 8 listed, alone: {alone:?}",
+                    hit.elapsed(),
+                    i + 1,
+                    all.len()
+                ));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        gaps.is_empty(),
+        "other nodes stopped listing live clients' instances:\n{}",
+        gaps.join("\n")
+    );
+    // Every client is connected again (a frozen node's clients moved, or stayed).
+    let connected: f64 = (0..3)
+        .filter(|i| c.nodes[*i].is_running())
+        .map(|i| c.nodes[i].metric("roster_grpc_connections ").unwrap_or(0.0))
+        .sum();
+    assert_eq!(connected, 9.0);
+    drop(clients);
 }
 
 #[test]

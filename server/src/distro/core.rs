@@ -27,7 +27,7 @@ use roster_raft::NodeId;
 use super::messages::{
     EphemeralOp, OpReply, SnapshotMessage, SnapshotRequest, SyncMessage, VerifyMessage, VerifyReply,
 };
-use super::responsibility::{connection_owner, owner_of};
+use super::responsibility::{connection_created, connection_owner, owner_of};
 use crate::error::Error;
 use crate::registry::client::{ClientShare, ClientSummary};
 use crate::registry::instance::{Addr, Heartbeat};
@@ -123,6 +123,9 @@ pub struct Core {
     /// Whether a gRPC connection client of this node is live (this node is the
     /// authority on its own connections).
     holds_connection: Box<dyn Fn(&str) -> bool + Send + Sync>,
+    /// When this node (this run of it) started, wall-clock ms: its connections set up
+    /// before then died with its previous run.
+    started_ms: u64,
     /// Clients to push, per peer. Held only to add or take, never across an await.
     pending: Mutex<BTreeMap<NodeId, HashSet<Arc<str>>>>,
     /// Set once the startup snapshot was loaded (or there was nobody to load it from).
@@ -147,18 +150,20 @@ struct Sight {
 
 impl Core {
     /// The core of node `me`, over `registry`, with verification rounds every
-    /// `round_ms`.
+    /// `round_ms`, started at `started_ms`.
     pub fn new(
         me: NodeId,
         registry: Registry,
         round_ms: u64,
         holds_connection: impl Fn(&str) -> bool + Send + Sync + 'static,
+        started_ms: u64,
     ) -> Self {
         Self {
             me,
             registry,
             round_ms: round_ms.max(1),
             holds_connection: Box::new(holds_connection),
+            started_ms,
             pending: Mutex::new(BTreeMap::new()),
             loaded: AtomicBool::new(false),
             sight: Mutex::new(Sight::default()),
@@ -397,15 +402,25 @@ impl Core {
     }
 
     /// Applies client states pushed by peer `from`. A copy of one of this node's own
-    /// gRPC connections that no longer exists (a restart ended it) is refused: this
-    /// node records a deletion newer than the copy and queues it back to the sender, so
-    /// that the copy does not come back to life.
+    /// gRPC connections that no longer exists is never taken. One this run of the node
+    /// set up (and has seen close) is refused: this node records a deletion newer than
+    /// the copy and queues it back to the sender, so that the copy does not come back to
+    /// life. One set up before this node started died with its previous run, as a dead
+    /// node's connections die: it is ignored, and its copies stay on the peers, never
+    /// confirmed, until they drop them ([`DROP_AFTER_ROUNDS`] in sight of this node) —
+    /// or its client, connected elsewhere, registers again first. A restart then takes
+    /// nothing away from clients that have not moved yet (they keep their instances
+    /// for those rounds, as when a node dies and stays dead).
     pub fn on_sync(&self, from: NodeId, message: SyncMessage, now: u64) -> SyncOutcome {
         let registry = &self.registry;
         let mut outcome = SyncOutcome::default();
         for client in &message.clients {
             let mine = connection_owner(&client.id) == Some(self.me);
             if mine && !client.instances.is_empty() && !(self.holds_connection)(&client.id) {
+                if connection_created(&client.id).is_some_and(|at| at < self.started_ms) {
+                    outcome.ignored += 1;
+                    continue;
+                }
                 let id: Arc<str> = client.id.as_str().into();
                 let known = registry
                     .clients()
@@ -422,6 +437,7 @@ impl Core {
                 continue;
             }
             if registry.apply_client(client, now) {
+                tracing::debug!(from, client = %client.id, revision = client.revision, instances = client.instances.len(), shadowed = registry.clients().is_shadowed(&client.id), "took a copy");
                 outcome.applied += 1;
             } else {
                 outcome.ignored += 1;

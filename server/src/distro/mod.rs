@@ -157,9 +157,10 @@ impl<T: Transport> Distro<T> {
         clock: Clock,
     ) -> Self {
         let round_ms = verify_every.as_millis() as u64;
+        let started_ms = clock();
         Self {
             shared: Arc::new(Shared {
-                core: Core::new(me, registry, round_ms, holds_connection),
+                core: Core::new(me, registry, round_ms, holds_connection, started_ms),
                 transport,
                 forwards: forward::Queues::default(),
                 verify_every,

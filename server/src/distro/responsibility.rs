@@ -13,6 +13,13 @@ pub fn connection_owner(client: &str) -> Option<NodeId> {
     client.strip_prefix("g:")?.split_once(':')?.0.parse().ok()
 }
 
+/// When a connection client (`g:<node>:<created ms>_<ip>_<port>`) was set up,
+/// wall-clock ms on its node.
+pub fn connection_created(client: &str) -> Option<u64> {
+    let rest = client.strip_prefix("g:")?.split_once(':')?.1;
+    rest.split_once('_')?.0.parse().ok()
+}
+
 /// The owner of `client` among `live` (non-empty) member ids: for a connection client the
 /// node holding the connection, for an address client the highest rendezvous score.
 pub fn owner_of(client: &str, live: &[NodeId]) -> NodeId {
@@ -52,6 +59,13 @@ mod tests {
     fn connections_belong_to_their_node() {
         assert_eq!(owner_of("g:7:1700000000000_10.0.0.1_5000", &[1, 2]), 7);
         assert_eq!(connection_owner("10.0.0.1:80"), None);
+        assert_eq!(
+            connection_created("g:7:1700000000000_10.0.0.1_5000"),
+            Some(1_700_000_000_000)
+        );
+        for other in ["10.0.0.1:80", "g:7:x_10.0.0.1_5000", "g:7"] {
+            assert_eq!(connection_created(other), None, "{other}");
+        }
     }
 
     #[test]

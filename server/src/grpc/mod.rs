@@ -501,9 +501,11 @@ impl GrpcServer {
                     ("registerInstance", false) => {
                         // One instance per service per connection, as in Nacos 2.x.
                         let reg = registration(wire, Some(&conn.client), max_metadata)?;
+                        tracing::debug!(connection = %conn.id, service = %key.grouped(), ip = %reg.ip, port = reg.port, "grpc client registers");
                         writes.replace_connection_instances(&conn.client, &key, &[reg])?;
                     }
                     ("deregisterInstance", false) => {
+                        tracing::debug!(connection = %conn.id, service = %key.grouped(), "grpc client deregisters");
                         writes.replace_connection_instances(&conn.client, &key, &[])?;
                     }
                     ("registerInstance", true) => {

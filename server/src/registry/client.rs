@@ -5,7 +5,7 @@
 //! revision that grows with every change made here, so that copies on other nodes can be
 //! compared and replaced wholesale.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -187,12 +187,13 @@ pub struct Clients {
     dirty: Mutex<Vec<Arc<str>>>,
     notify: Notify,
     /// Clients whose copy here lacks an instance because another client's copy held the
-    /// same address when it came ([`crate::registry::Registry::apply_client`]): such a
-    /// copy is never confirmed, so its owner's next verification round sends it again,
-    /// and once the other client's instance has gone it is taken whole. Almost always
-    /// empty (a client that moved to another node while its old connection's copy was
-    /// still here), hence the flag read before the lock.
-    shadowed: Mutex<HashSet<Arc<str>>>,
+    /// same address when it came ([`crate::registry::Registry::apply_client`]), with
+    /// that copy as it came: it is taken again as soon as a client's instance leaves an
+    /// address here (the old connection's copy giving the address up), and it is never
+    /// confirmed, so its owner's next verification round sends it again too. Almost
+    /// always empty (a client that moved to another node while its old connection's copy
+    /// was still here), hence the flag read before the lock.
+    shadowed: Mutex<HashMap<Arc<str>, Arc<ClientData>>>,
     any_shadowed: AtomicBool,
 }
 
@@ -231,7 +232,7 @@ impl Clients {
     /// Sets a client's record from a copy received from its owner (whole: no longer
     /// shadowed).
     pub(crate) fn replace(&self, id: &Arc<str>, revision: u64, entries: Entries, now_ms: u64) {
-        self.set_shadowed(id, false);
+        self.set_shadowed(id, None);
         self.records.insert(
             id.clone(),
             ClientRecord {
@@ -252,24 +253,46 @@ impl Clients {
         self.records.get(id).map_or(0, |r| r.entries.len())
     }
 
-    /// Records whether this node's copy of `id` lacks an instance another client's copy
-    /// holds (see [`Clients::shadowed`]).
-    pub(crate) fn set_shadowed(&self, id: &Arc<str>, shadowed: bool) {
-        if !shadowed && !self.any_shadowed.load(Ordering::Acquire) {
+    /// Records that this node's copy of `id` lacks an instance another client's copy
+    /// holds, keeping `copy` to take again (see [`Clients::shadowed`]); `None`: it does
+    /// not.
+    pub(crate) fn set_shadowed(&self, id: &Arc<str>, copy: Option<Arc<ClientData>>) {
+        if copy.is_none() && !self.any_shadowed.load(Ordering::Acquire) {
             return;
         }
-        let mut set = self.shadowed.lock();
-        if shadowed {
-            set.insert(id.clone());
-        } else {
-            set.remove(id);
+        let mut shadowed = self.shadowed.lock();
+        match copy {
+            Some(copy) => {
+                shadowed.insert(id.clone(), copy);
+            }
+            None => {
+                shadowed.remove(id);
+            }
         }
-        self.any_shadowed.store(!set.is_empty(), Ordering::Release);
+        self.any_shadowed
+            .store(!shadowed.is_empty(), Ordering::Release);
+    }
+
+    /// The shadowed copies that are still this node's copy of their client (no other
+    /// revision since), to take again.
+    pub(crate) fn shadowed_copies(&self) -> Vec<Arc<ClientData>> {
+        if !self.any_shadowed.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let copies: Vec<Arc<ClientData>> = self.shadowed.lock().values().cloned().collect();
+        copies
+            .into_iter()
+            .filter(|c| {
+                self.records
+                    .get(c.id.as_str())
+                    .is_some_and(|r| r.revision == c.revision)
+            })
+            .collect()
     }
 
     /// Whether this node's copy of `id` lacks an instance another client's copy holds.
     pub fn is_shadowed(&self, id: &str) -> bool {
-        self.any_shadowed.load(Ordering::Acquire) && self.shadowed.lock().contains(id)
+        self.any_shadowed.load(Ordering::Acquire) && self.shadowed.lock().contains_key(id)
     }
 
     /// Marks the copy of `id` confirmed by its owner at `revision`; false if this node's
@@ -326,9 +349,10 @@ impl Clients {
         self.records
             .retain(|_, r| !r.entries.is_empty() || r.confirmed_ms + keep_ms > now_ms);
         if self.any_shadowed.load(Ordering::Acquire) {
-            let mut set = self.shadowed.lock();
-            set.retain(|id| self.records.contains_key(id));
-            self.any_shadowed.store(!set.is_empty(), Ordering::Release);
+            let mut shadowed = self.shadowed.lock();
+            shadowed.retain(|id, _| self.records.contains_key(id));
+            self.any_shadowed
+                .store(!shadowed.is_empty(), Ordering::Release);
         }
     }
 

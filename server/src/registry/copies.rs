@@ -113,8 +113,38 @@ impl Registry {
     /// instance, or another client's, at the same address is left alone (two clients
     /// publishing one address would otherwise displace each other's copies on every
     /// exchange), and the client's record here lists only the instances it holds here.
-    /// Returns whether it applied.
+    /// Returns whether it applied. A copy that gives up an address takes another
+    /// client's shadowed copy that wanted it ([`Registry::retake_shadowed`]), in the same
+    /// call: a client that moved from one connection to another is listed all along,
+    /// whichever of the two copies came first.
     pub fn apply_client(&self, data: &ClientData, now_ms: u64) -> bool {
+        let (applied, freed) = self.apply_copy(data, now_ms);
+        if freed {
+            self.retake_shadowed(now_ms);
+        }
+        applied
+    }
+
+    /// Takes again every shadowed copy (a copy that left an instance out because another
+    /// client's instance held its address) that is still this node's copy of its
+    /// client: called after a client's instance left an address, which may be the one
+    /// a shadowed copy lacked. Costs one flag read when nothing is shadowed.
+    fn retake_shadowed(&self, now_ms: u64) {
+        let mut copies = self.shared.clients.shadowed_copies();
+        // In id order: two copies that want one address find it taken the same way on
+        // every node (and in the registry model).
+        copies.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        for copy in copies {
+            // Taking a copy again removes nothing (its record lists only what it holds,
+            // all of it in the copy), so this does not recurse.
+            self.apply_copy(&copy, now_ms);
+        }
+    }
+
+    /// [`Registry::apply_client`] without taking shadowed copies again: whether it
+    /// applied, and whether it removed an instance of the client's (freeing its
+    /// address).
+    fn apply_copy(&self, data: &ClientData, now_ms: u64) -> (bool, bool) {
         let id: Arc<str> = data.id.as_str().into();
         let old = self.shared.clients.get(&data.id);
         // The same revision again is taken only by a copy that lacks an instance another
@@ -123,8 +153,9 @@ impl Registry {
         if old.as_ref().is_some_and(|r| {
             r.revision > data.revision || (r.revision == data.revision && !shadowed)
         }) {
-            return false;
+            return (false, false);
         }
+        let mut freed = false;
         if let Some(old) = &old {
             // Sorted, so that a large client's copy (a connection with 200 instances,
             // applied again with every push) is not compared entry by entry.
@@ -139,7 +170,7 @@ impl Registry {
                 .iter()
                 .filter(|(key, addr)| incoming.binary_search(&(&**key, &**addr)).is_err());
             for (key, addr) in gone {
-                self.remove_client_instance(key, addr, &id, now_ms);
+                freed |= self.remove_client_instance(key, addr, &id, now_ms);
             }
         }
         // The entries as stored share the service's key and the view's address.
@@ -203,9 +234,10 @@ impl Registry {
             .clients
             .replace(&id, data.revision, interned.into_iter().collect(), now_ms);
         if shadowed {
-            self.shared.clients.set_shadowed(&id, true);
+            let copy = Arc::new(data.clone());
+            self.shared.clients.set_shadowed(&id, Some(copy));
         }
-        true
+        (true, freed)
     }
 
     /// Drops this node's copy of client `id` (its owner stopped confirming it), keeping
@@ -215,12 +247,16 @@ impl Registry {
             return;
         };
         let id: Arc<str> = id.into();
+        let mut freed = false;
         for (key, addr) in &record.entries {
-            self.remove_client_instance(key, addr, &id, now_ms);
+            freed |= self.remove_client_instance(key, addr, &id, now_ms);
         }
         self.shared
             .clients
             .replace(&id, record.revision, client::Entries::default(), now_ms);
+        if freed {
+            self.retake_shadowed(now_ms);
+        }
     }
 
     /// Removes every instance of client `id` here as a local change (a gRPC connection
@@ -233,6 +269,9 @@ impl Registry {
             if self.remove_client_instance(key, &addr, &id, now_ms) {
                 self.shared.clients.changed(&id, key, &addr, false, now_ms);
             }
+        }
+        if !held.is_empty() {
+            self.retake_shadowed(now_ms);
         }
         held.len()
     }
@@ -267,6 +306,9 @@ impl Registry {
                 self.shared.clients.changed(&id, &k, &addr, false, now_ms);
                 removed += 1;
             }
+        }
+        if removed > 0 {
+            self.retake_shadowed(now_ms);
         }
         removed
     }

@@ -140,6 +140,9 @@ pub(super) struct MReg {
 /// A query's answer: (address, reported healthy) in address order, protected, lane.
 pub(super) type Answer = (Vec<(String, bool)>, bool, Option<String>);
 
+/// A shadowed copy as it came: last beat, instances, and their services.
+type ShadowCopy = (u64, Vec<MInstance>, Vec<usize>);
+
 pub(super) struct Model {
     pub(super) now: u64,
     policy: GuardPolicy,
@@ -149,8 +152,10 @@ pub(super) struct Model {
     /// Clients this node has a record of.
     pub(super) known: BTreeSet<String>,
     /// Clients whose last copy left out an instance because another client's ephemeral
-    /// instance held its address: the same revision is taken again.
-    shadowed: BTreeSet<String>,
+    /// instance held its address: the same revision is taken again, and the copy itself
+    /// (`None` once a local change made it stale) is taken again whenever a client's
+    /// instance leaves an address.
+    shadowed: BTreeMap<String, Option<ShadowCopy>>,
     /// Per namespace, the last sweep at which the guard held removals.
     last_hold: BTreeMap<String, u64>,
     /// Clients changed here in the current step (Distro must take them).
@@ -168,7 +173,7 @@ impl Model {
             services: BTreeMap::new(),
             foreign: BTreeSet::new(),
             known: BTreeSet::new(),
-            shadowed: BTreeSet::new(),
+            shadowed: BTreeMap::new(),
             last_hold: BTreeMap::new(),
             changed_here: BTreeSet::new(),
             may_linger: Vec::new(),
@@ -176,6 +181,10 @@ impl Model {
     }
 
     fn local_change(&mut self, client: String) {
+        // A shadowed copy is no longer this node's copy of the client.
+        if let Some(copy) = self.shadowed.get_mut(&client) {
+            *copy = None;
+        }
         self.known.insert(client.clone());
         self.changed_here.insert(client);
     }
@@ -453,11 +462,12 @@ impl Model {
     pub(super) fn copy_applies(&self, client: &str, revision: Rev) -> bool {
         !self.known.contains(client)
             || matches!(revision, Rev::Newer)
-            || (matches!(revision, Rev::Same) && self.shadowed.contains(client))
+            || (matches!(revision, Rev::Same) && self.shadowed.contains_key(client))
     }
 
     /// A copy from the owner: the client's instances become exactly these, where no
-    /// persistent instance or other client holds the address.
+    /// persistent instance or other client holds the address. If the client gave an
+    /// address up, shadowed copies are taken again.
     pub(super) fn apply_copy(
         &mut self,
         client: &str,
@@ -465,6 +475,33 @@ impl Model {
         incoming: &[MInstance],
         svcs: &[usize],
     ) {
+        if self.take_copy(client, last_beat, incoming, svcs) {
+            self.retake_shadowed();
+        }
+    }
+
+    /// Takes every shadowed copy again, in client order.
+    fn retake_shadowed(&mut self) {
+        let copies: Vec<(String, ShadowCopy)> = self
+            .shadowed
+            .iter()
+            .filter_map(|(client, copy)| Some((client.clone(), copy.clone()?)))
+            .collect();
+        for (client, (last_beat, incoming, svcs)) in copies {
+            self.take_copy(&client, last_beat, &incoming, &svcs);
+        }
+    }
+
+    /// [`Model::apply_copy`] without taking shadowed copies again; whether an instance
+    /// of the client's went.
+    fn take_copy(
+        &mut self,
+        client: &str,
+        last_beat: u64,
+        incoming: &[MInstance],
+        svcs: &[usize],
+    ) -> bool {
+        let mut freed = false;
         for (svc, address) in self.client_instances(client) {
             let still = incoming
                 .iter()
@@ -476,6 +513,7 @@ impl Model {
                     .expect("held")
                     .instances
                     .remove(&address);
+                freed = true;
             }
         }
         let mut shadowed = false;
@@ -502,10 +540,12 @@ impl Model {
         }
         self.known.insert(client.to_string());
         if shadowed {
-            self.shadowed.insert(client.to_string());
+            let copy = (last_beat, incoming.to_vec(), svcs.to_vec());
+            self.shadowed.insert(client.to_string(), Some(copy));
         } else {
             self.shadowed.remove(client);
         }
+        freed
     }
 
     pub(super) fn drop_copy(&mut self, client: &str) {
@@ -513,12 +553,16 @@ impl Model {
             return;
         }
         self.shadowed.remove(client);
-        for (svc, address) in self.client_instances(client) {
+        let held = self.client_instances(client);
+        for (svc, address) in &held {
             self.services
-                .get_mut(&svc)
+                .get_mut(svc)
                 .expect("held")
                 .instances
-                .remove(&address);
+                .remove(address);
+        }
+        if !held.is_empty() {
+            self.retake_shadowed();
         }
     }
 
@@ -541,6 +585,9 @@ impl Model {
             .collect();
         for (svc, address) in &gone {
             self.remove(*svc, address);
+        }
+        if !gone.is_empty() {
+            self.retake_shadowed();
         }
         gone.len()
     }
