@@ -23,7 +23,7 @@ const SKIPPED_DIRS: &[&str] = &["node_modules", "target", "__pycache__"];
 
 /// Files worth reading: sources, scripts and their documentation.
 const SCANNED_EXTENSIONS: &[&str] = &[
-    "rs", "py", "js", "mjs", "ts", "lua", "sh", "md", "toml", "json", "txt", "yaml", "yml",
+    "rs", "py", "js", "mjs", "ts", "lua", "sh", "go", "md", "toml", "json", "txt", "yaml", "yml",
 ];
 
 #[test]

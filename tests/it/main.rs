@@ -31,6 +31,7 @@ mod ops;
 mod overview;
 mod push;
 mod removed;
+mod robustness;
 mod rolling;
 mod selection;
 mod sync;

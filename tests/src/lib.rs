@@ -233,6 +233,14 @@ impl Node {
         self.dir.path().join(format!("roster-{}.log", self.starts))
     }
 
+    /// Every log file of the node, one per start, oldest first.
+    pub fn log_paths(&self) -> Vec<PathBuf> {
+        (1..=self.starts)
+            .map(|i| self.dir.path().join(format!("roster-{i}.log")))
+            .filter(|p| p.exists())
+            .collect()
+    }
+
     /// `<http host>:<http port>`.
     pub fn addr(&self) -> String {
         format!("{}:{}", self.options.http_host, self.http_port)

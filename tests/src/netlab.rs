@@ -1,8 +1,9 @@
 //! Network namespaces for partition tests: each node runs in its own namespace with two
 //! links — a cluster link to a shared bridge (peer traffic) and a client link to the
 //! test process (HTTP). Cutting a node's cluster link partitions it from its peers while
-//! the test can still talk to it. Needs root and `ip` (iproute2); everything is torn down
-//! on drop.
+//! the test can still talk to it; cutting the path between two nodes (a blackhole route
+//! each way) leaves each of them their other peers, for partitions of any shape. Needs
+//! root and `ip` (iproute2); everything is torn down on drop.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -128,6 +129,42 @@ impl NetLab {
     /// Reconnects node `i` to its peers.
     pub fn heal(&self, i: usize) {
         ip(&["link", "set", &format!("rc{}{i}", self.tag), "up"]).expect("heal");
+    }
+
+    /// Cuts the path between nodes `i` and `j` (from 1), both ways: each drops what it
+    /// sends the other (a blackhole route in its namespace). Connections between them
+    /// stall; new ones fail at once. Their other paths, and the client links, stay.
+    pub fn cut_between(&self, i: usize, j: usize) {
+        self.route_between("add", i, j).expect("cut between");
+    }
+
+    /// Restores the path between nodes `i` and `j` (nothing happens if it was not cut).
+    pub fn heal_between(&self, i: usize, j: usize) {
+        let _ = self.route_between("del", i, j);
+    }
+
+    fn route_between(&self, verb: &str, i: usize, j: usize) -> Result<(), String> {
+        for (from, to) in [(i, j), (j, i)] {
+            let dest = format!("{}/32", self.peer_host(to));
+            let result = ip(&["-n", &self.ns(from), "route", verb, "blackhole", &dest]);
+            // Adding a cut that is there, or healing one that is not, is no error.
+            if let Err(e) = result {
+                if !e.contains("File exists") && !e.contains("No such process") {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores every path between nodes and every cluster link.
+    pub fn heal_everything(&self) {
+        for i in 1..=self.nodes {
+            self.heal(i);
+            for j in i + 1..=self.nodes {
+                self.heal_between(i, j);
+            }
+        }
     }
 
     fn teardown(&self) {
