@@ -322,6 +322,30 @@ const row = (key) => page.locator(`tr[data-row-key="${key}"]`);
 
 /** Clicks a control inside a dialog once the dialog's opening animation is over: a click
  *  that lands while antd is still zooming the dialog in can be lost. */
+/** Picks `user` in the bind-role dialog's user select: types it, clicks its option, and
+ *  waits until the select shows it chosen. The options come from a user search; on a
+ *  loaded machine its answer can re-render them after the click, and a form submitted
+ *  then says no user is chosen ("请选择用户"), which once failed the layout step. */
+async function pickRoleUser(user) {
+  await clickInDialog(tid('role-form-user'));
+  await page.keyboard.type(user);
+  const chosen = page.locator('[data-testid="role-form-user"] .ant-select-selection-item').filter({ hasText: user });
+  for (let attempt = 0; attempt < 3; attempt++) {
+    await tid(`role-form-user-option-${user}`).click();
+    try {
+      await chosen.waitFor({ state: 'visible', timeout: ACTION_MS / 3 });
+      return;
+    } catch {
+      // The search answered after the click: open the select and pick again.
+      if (!(await tid(`role-form-user-option-${user}`).isVisible())) {
+        await clickInDialog(tid('role-form-user'));
+        await page.keyboard.type(user);
+      }
+    }
+  }
+  check(false, `the user select does not show ${user} chosen`);
+}
+
 async function clickInDialog(locator) {
   await page.waitForFunction(
     () => !document.querySelector('.ant-zoom-appear, .ant-zoom-enter, .ant-zoom-leave'),
@@ -1455,9 +1479,7 @@ async function main() {
     await tid('role-create').click();
     await expectVisible(tid('role-form-role'), 'the bind-role dialog');
     await tid('role-form-role').fill(ROLE);
-    await clickInDialog(tid('role-form-user'));
-    await page.keyboard.type(RBAC_USER);
-    await tid(`role-form-user-option-${RBAC_USER}`).click();
+    await pickRoleUser(RBAC_USER);
     const refused = await submitForm('role-form');
     check(refused === null, `binding ${ROLE} to ${RBAC_USER} was refused: ${refused}`);
     await expectVisible(row(`${ROLE}/${RBAC_USER}`), `the binding of ${ROLE} to ${RBAC_USER}`);
@@ -1468,9 +1490,7 @@ async function main() {
     await expectVisible(tid('role-form-role'), 'the bind-role dialog');
     await tid('role-form-role').fill(ROLE.slice(0, -2));
     await tid(`role-form-role-option-${ROLE}`).click();
-    await clickInDialog(tid('role-form-user'));
-    await page.keyboard.type(RBAC_USER);
-    await tid(`role-form-user-option-${RBAC_USER}`).click();
+    await pickRoleUser(RBAC_USER);
     const conflict = await submitForm('role-form');
     check(conflict && /already bound/.test(conflict), `binding it twice: expected the server's refusal, saw ${conflict}`);
     await shot('role-bind-refused');
@@ -1645,9 +1665,7 @@ async function main() {
     await tid('role-create').click();
     await expectVisible(tid('role-form-role'), 'the bind-role dialog');
     await tid('role-form-role').fill(ROLE);
-    await clickInDialog(tid('role-form-user'));
-    await page.keyboard.type(RBAC_USER);
-    await tid(`role-form-user-option-${RBAC_USER}`).click();
+    await pickRoleUser(RBAC_USER);
     const conflict = await submitForm('role-form');
     check(conflict && /冲突/.test(conflict) && /already bound/.test(conflict), `a 409 in the Chinese console reads ${JSON.stringify(conflict)}`);
     seen.zh.conflict = conflict;
