@@ -73,14 +73,18 @@ func writeSummary(w io.Writer, h *History) {
 // tells whether every object passed.
 func reportLinearizability(w io.Writer, checks []*linCheck, faults []Fault, htmlDir string, timeout time.Duration) bool {
 	var failed []*linCheck
-	ops := 0
+	ops, unobserved := 0, 0
 	var slowest time.Duration
 	for _, c := range checks {
 		ops += len(c.ops)
+		unobserved += c.unobserved
 		slowest = max(slowest, c.elapsed)
 		if c.result != porcupine.Ok {
 			failed = append(failed, c)
 		}
+	}
+	if unobserved > 0 {
+		fmt.Fprintf(w, "left out: %d unknown instance writes that nothing observed (as if they never happened, which no verdict can tell apart)\n", unobserved)
 	}
 	if len(failed) == 0 {
 		fmt.Fprintf(w, "linearizable: yes (%d ops on %s; the slowest key took %s)\n",

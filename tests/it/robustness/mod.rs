@@ -159,7 +159,11 @@ fn histories_under_faults_are_linearizable_and_live_clients_stay_listed() {
         ephemeral::longest_recovery(&samples, &faults) as f64 / 1e6
     );
 
+    // A minute, and more for a long campaign (the check of a 600 s one takes about a
+    // second; the bound is for a history that is hard to decide, which then fails).
     let out = Command::new(&checker)
+        .arg("--timeout")
+        .arg(format!("{}s", 60 + secs / 5))
         .arg("--html")
         .arg(&dir)
         .arg(&path)
