@@ -359,7 +359,10 @@ impl<T: Transport> Distro<T> {
 
     /// Loads every client from a live peer, part by part ([`SnapshotRequest`]). Gives up
     /// (and reports loaded) when no peer answers within `patience`: then this node
-    /// starts the cluster's ephemeral state.
+    /// starts the cluster's ephemeral state. When every peer answers that it is starting
+    /// too — the whole cluster restarted at once — nobody holds any ephemeral state, and
+    /// this node starts from none at once rather than after `patience`: its clients,
+    /// which back off while no node is ready, find one sooner.
     pub async fn load_snapshot(&self, patience: Duration) {
         let (core, transport) = (&self.shared.core, &self.shared.transport);
         if transport.peers().is_empty() {
@@ -369,7 +372,9 @@ impl<T: Transport> Distro<T> {
         }
         let deadline = tokio::time::Instant::now() + patience;
         loop {
-            for id in transport.peers() {
+            let peers = transport.peers();
+            let mut starting = 0;
+            for &id in &peers {
                 if !transport.live().contains(&id) {
                     continue;
                 }
@@ -384,9 +389,16 @@ impl<T: Transport> Distro<T> {
                         return;
                     }
                     // A peer that is starting too has nothing yet: ask another.
-                    Ok(None) => {}
+                    Ok(None) => starting += 1,
                     Err(e) => tracing::warn!(peer = id, error = %e, "distro snapshot failed"),
                 }
+            }
+            if starting == peers.len() {
+                // Every peer answered, and none holds anything: a peer that is down or
+                // cut off might, so this needs all of them.
+                tracing::info!("every peer is starting too; starting from no ephemeral instances");
+                core.set_loaded();
+                return;
             }
             if tokio::time::Instant::now() >= deadline {
                 tracing::info!("no peer answered with ephemeral instances; starting from none");

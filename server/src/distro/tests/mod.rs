@@ -602,6 +602,18 @@ async fn a_starting_node_loads_from_the_first_peer_that_has_loaded() {
     c.net.cut_off(1);
     c.node(1).distro.load_snapshot(Duration::ZERO).await;
     assert!(c.node(1).distro.loaded() && !c.has(1, &x));
+    // The whole cluster restarted at once: every peer answers that it is starting too,
+    // so nobody holds anything, and a node starts from nothing without waiting out its
+    // patience.
+    c.net.reconnect(1);
+    for id in [1, 2, 3] {
+        c.restart(id);
+    }
+    let load = c.node(1).distro.load_snapshot(Duration::from_secs(3600));
+    tokio::time::timeout(Duration::from_secs(1), load)
+        .await
+        .expect("no wait when every peer is starting");
+    assert!(c.node(1).distro.loaded() && !c.has(1, &x));
     // Alone in the cluster: nothing to wait for.
     let mut lone = Cluster::start(1);
     lone.restart(1);
