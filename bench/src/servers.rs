@@ -262,6 +262,10 @@ fn spawn_roster(
         .arg(loopback(ports.peer).to_string())
         .arg("--data-dir")
         .arg(dir.join("data"))
+        // Every load comes from 127.0.0.1 (the config group's 1,000 pollers and its
+        // publisher among them); real clients would come from as many hosts.
+        .arg("--http-max-connections-per-ip")
+        .arg("10000")
         // ROSTER_BENCH_LOG (e.g. `info`) raises roster's log level for a diagnosis.
         .arg("--log-level")
         .arg(std::env::var("ROSTER_BENCH_LOG").unwrap_or_else(|_| "warn".into()))

@@ -475,14 +475,18 @@ pub async fn run(
     let mut failure_rx = failure.clone();
     let http_limits = HttpLimits {
         max_connections: args.http_max_connections as usize,
+        max_per_ip: args.http_max_connections_per_ip as usize,
         header_timeout: Duration::from_secs(args.http_header_timeout_secs),
         idle_timeout: Duration::from_secs(args.http_idle_timeout_secs),
+        body_timeout: Duration::from_secs(args.http_body_timeout_secs),
     };
+    let http_counters = state.metrics.http_listener.clone();
     crate::listen::serve_http(
         listeners.http,
         crate::api::service(state, args.console_dir.clone(), http_tls.is_some()),
         http_limits,
         http_tls.map(|tls| tls.acceptor),
+        http_counters,
         async move {
             tokio::select! {
                 _ = shutdown => tracing::info!("shutting down"),

@@ -393,6 +393,18 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_HTTP_IDLE_TIMEOUT_SECS", default_value_t = 60, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub http_idle_timeout_secs: u64,
 
+    /// Most HTTP connections open at once from one client IP (an IPv6 client by its
+    /// address); a new one beyond is closed at once. Behind a proxy that funnels clients
+    /// through one address, raise it to `--http-max-connections`.
+    #[arg(long, env = "ROSTER_HTTP_MAX_CONNECTIONS_PER_IP", default_value_t = 1_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_max_connections_per_ip: u64,
+
+    /// Seconds a request body may go without a byte arriving while it is read; the
+    /// request is answered 408 and its connection closed. A slow body that keeps
+    /// arriving is not cut, however long it takes.
+    #[arg(long, env = "ROSTER_HTTP_BODY_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_body_timeout_secs: u64,
+
     /// Most gRPC connections open at once; a new one beyond is closed at once.
     #[arg(long, env = "ROSTER_GRPC_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub grpc_max_connections: u64,

@@ -1,7 +1,8 @@
-//! Prometheus metrics: request counts and latencies per route, registry sizes, beats,
-//! expiry, pushes, Raft position, sync task states, the data dir's filesystem and the
-//! served certificates' expiry, rendered in the text exposition format. Every metric is
-//! described in `docs/metrics.md`; a black-box test holds the two in step.
+//! Prometheus metrics: request counts and latencies per route, the HTTP listener's
+//! refusals and body timeouts, registry sizes, beats, expiry, pushes, Raft position,
+//! sync task states, the data dir's filesystem and the served certificates' expiry,
+//! rendered in the text exposition format. Every metric is described in
+//! `docs/metrics.md`; a black-box test holds the two in step.
 //!
 //! Every label comes from a closed set, because a label value lives as long as the
 //! process and each one adds a dozen series: HTTP methods are the seven standard ones
@@ -135,6 +136,25 @@ pub struct ListenerLabels {
     pub listener: &'static str,
 }
 
+/// Labels of a refused connection.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CapLabels {
+    /// The cap that refused it: `total` (`--http-max-connections`) or `per_ip`
+    /// (`--http-max-connections-per-ip`).
+    pub cap: &'static str,
+}
+
+/// What the HTTP listener (`listen::serve_http`) counts, handles into [`Metrics`]'
+/// families: cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct HttpListenerCounters {
+    /// Connections closed at once: the listener was at `--http-max-connections`, or
+    /// their IP at `--http-max-connections-per-ip`.
+    pub refused: crate::listen::Refusals,
+    /// Requests whose body went `--http-body-timeout-secs` without a byte.
+    pub body_timeouts: Counter,
+}
+
 /// What `/metrics` reads from outside the node's state at each scrape, registered once by
 /// the wiring (`app`): the data dir, whose filesystem may fill, and the certificates the
 /// TLS faces serve, which may expire (read from their reloading holders, so a renewed
@@ -170,6 +190,8 @@ pub struct Metrics {
     pub grpc_pushes: Family<PushLabels, Counter>,
     /// Open gRPC connections.
     pub grpc_connections: Gauge,
+    /// The HTTP listener's refusals and body timeouts.
+    pub http_listener: HttpListenerCounters,
     /// Audit lines lost: the audit queue was full, or the file could not be written.
     pub audit_dropped: Counter,
     /// Instance registrations accepted from clients (what counts: `history`).
@@ -276,6 +298,31 @@ impl Metrics {
             "Open gRPC client connections",
             grpc_connections.clone(),
         );
+        let http_refused = Family::<CapLabels, Counter>::default();
+        registry.register(
+            "http_connections_refused",
+            "HTTP connections closed at once, by the cap they met",
+            http_refused.clone(),
+        );
+        let http_body_timeouts = Counter::default();
+        registry.register(
+            "http_body_timeouts",
+            "HTTP requests answered 408: their body went --http-body-timeout-secs without a byte",
+            http_body_timeouts.clone(),
+        );
+        // Both caps are exported from the start, at zero, for alerts to watch. One
+        // statement each: `get_or_create` holds the family's read lock until the end of
+        // its statement, and the second would wait for its write lock for ever.
+        let total = http_refused
+            .get_or_create(&CapLabels { cap: "total" })
+            .clone();
+        let per_ip = http_refused
+            .get_or_create(&CapLabels { cap: "per_ip" })
+            .clone();
+        let http_listener = HttpListenerCounters {
+            refused: crate::listen::Refusals { total, per_ip },
+            body_timeouts: http_body_timeouts,
+        };
         let audit_dropped = Counter::default();
         registry.register(
             "audit_dropped_lines",
@@ -434,6 +481,7 @@ impl Metrics {
             grpc_requests,
             grpc_pushes,
             grpc_connections,
+            http_listener,
             audit_dropped,
             registrations,
             deregistrations,

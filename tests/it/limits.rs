@@ -1,8 +1,9 @@
 //! What the HTTP and gRPC listeners let a client hold, and a node out of descriptors:
 //! a request head that stalls and a keep-alive connection left idle are closed, each on
-//! its own clock; connections over a cap are closed at once while the others are
-//! served; a gRPC connection that never sets up a client is closed, and one IP gets only
-//! its share; and a node whose descriptors a flood of idle connections used up keeps
+//! its own clock; a request body that stalls is answered 408 and closed, one that keeps
+//! coming slowly is served; connections over a cap are closed at once while the others
+//! are served, and one IP gets only its share of the HTTP port; a gRPC connection that
+//! never sets up a client is closed, and one IP gets only its share; and a node whose descriptors a flood of idle connections used up keeps
 //! serving, keeps its persistent instances' health, writes its Raft snapshot once
 //! descriptors free, and never shuts down. The DNS port's TCP side is capped and closes
 //! a connection that goes without a complete query for 10 s, while UDP answers on.
@@ -20,12 +21,16 @@ use crate::grpc::{decode, payload, RawClient};
 /// Sends `request` on `stream` and reads one response; its status, or `None` when the
 /// server closed the connection instead.
 fn exchange(stream: &mut TcpStream, request: &str) -> Option<u16> {
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
     if stream.write_all(request.as_bytes()).is_err() {
         return None;
     }
+    answer(stream, Duration::from_secs(10))
+}
+
+/// Reads one response off `stream` within `within`; its status, or `None` when the
+/// server closed the connection (or said nothing) instead.
+fn answer(stream: &mut TcpStream, within: Duration) -> Option<u16> {
+    stream.set_read_timeout(Some(within)).unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let head_end = loop {
@@ -184,6 +189,177 @@ fn connections_over_the_http_cap_are_closed_at_once_while_the_others_are_served(
             other => Err(format!("{other:?}")),
         }
     });
+}
+
+/// A connection to `node`'s HTTP port from the loopback address `source` (the harness's
+/// own client comes from 127.0.0.1).
+fn connect_from(node: &Node, source: &str) -> TcpStream {
+    let local: SocketAddr = format!("{source}:0").parse().unwrap();
+    let server: SocketAddr = node.addr().parse().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stream = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(local).expect("bind a loopback source address");
+        let stream = socket.connect(server).await.expect("connect");
+        stream.into_std().unwrap()
+    });
+    stream.set_nonblocking(false).unwrap();
+    stream
+}
+
+#[test]
+fn one_ip_gets_only_its_share_of_http_connections() {
+    const PER_IP: usize = 3;
+    let node = Node::start_with(NodeOptions {
+        args: vec!["--http-max-connections-per-ip".into(), PER_IP.to_string()],
+        ..Default::default()
+    });
+    // From an address of its own: the harness's pooled connections come from 127.0.0.1.
+    let mut admitted = Vec::new();
+    for i in 0..PER_IP {
+        let mut stream = connect_from(&node, "127.0.0.3");
+        assert_eq!(
+            exchange(&mut stream, &get("/health/live")),
+            Some(200),
+            "connection {i} of the share"
+        );
+        admitted.push(stream);
+    }
+    let started = Instant::now();
+    let mut over = connect_from(&node, "127.0.0.3");
+    assert_eq!(
+        exchange(&mut over, &get("/health/live")),
+        None,
+        "a connection over one IP's share is closed"
+    );
+    let refused_in = started.elapsed();
+    assert!(
+        refused_in < Duration::from_secs(2),
+        "refused after {refused_in:?}"
+    );
+    // Another IP, and the harness's 127.0.0.1, are not held to 127.0.0.3's share; the
+    // admitted connections are still served.
+    let mut other = connect_from(&node, "127.0.0.4");
+    assert_eq!(exchange(&mut other, &get("/health/live")), Some(200));
+    node.raw("GET", "/health/ready", &[], None).expect(200);
+    for stream in &mut admitted {
+        assert_eq!(exchange(stream, &get("/health/live")), Some(200));
+    }
+    let refused = |cap: &str| {
+        node.metric(&format!(
+            "roster_http_connections_refused_total{{cap=\"{cap}\"}}"
+        ))
+    };
+    assert_eq!(refused("per_ip"), Some(1.0));
+    assert_eq!(refused("total"), Some(0.0));
+    // A place given back is taken by the IP's next connection.
+    admitted.pop();
+    eventually(Duration::from_secs(5), || {
+        match exchange(&mut connect_from(&node, "127.0.0.3"), &get("/health/live")) {
+            Some(200) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert!(node.log().contains("connection limit of one IP reached"));
+}
+
+#[test]
+fn a_stalled_request_body_is_answered_408_and_closed_while_a_slow_steady_one_is_served() {
+    const BODY_SECS: u64 = 2;
+    let node = Node::start_with(NodeOptions {
+        args: vec!["--http-body-timeout-secs".into(), BODY_SECS.to_string()],
+        ..Default::default()
+    });
+    let token = node.token();
+    let form = "application/x-www-form-urlencoded";
+    let stalled = unique("stalled");
+    // Three bodies that stop, side by side: an anonymous form (the guard reads forms
+    // before authentication) cut halfway, a login whose body never starts, and an
+    // admin's JSON body to a handler that reads it itself.
+    let stalls = [
+        (
+            "/nacos/v1/ns/instance".to_string(),
+            form,
+            format!("serviceName={stalled}&ip=127.0.0.1&port=80"),
+            200,
+        ),
+        ("/nacos/v1/auth/login".to_string(), form, String::new(), 64),
+        (
+            format!("/api/v1/sync/tasks?accessToken={token}"),
+            "application/json",
+            r#"{"name":"#.to_string(),
+            100,
+        ),
+    ];
+    let sent = Instant::now();
+    let mut streams: Vec<TcpStream> = stalls
+        .iter()
+        .map(|(path, kind, part, length)| {
+            let mut stream = connect(&node);
+            write!(
+                stream,
+                "POST {path} HTTP/1.1\r\nHost: roster\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n\r\n{part}"
+            )
+            .unwrap();
+            stream
+        })
+        .collect();
+    for (stream, (path, ..)) in streams.iter_mut().zip(&stalls) {
+        let status = answer(stream, Duration::from_secs(BODY_SECS + 8));
+        let took = sent.elapsed();
+        assert_eq!(status, Some(408), "{path}: a stalled body, after {took:?}");
+        assert!(
+            took >= Duration::from_millis(BODY_SECS * 1000 - 200)
+                && took < Duration::from_secs(BODY_SECS + 4),
+            "{path}: answered {took:?} after the head (body timeout {BODY_SECS} s)"
+        );
+        closed_within(stream, Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("{path}: the connection stays open after the 408"));
+    }
+    assert_eq!(node.metric("roster_http_body_timeouts_total"), Some(3.0));
+    // The cut registration changed nothing.
+    let list = node.call(
+        "GET",
+        &format!("/nacos/v1/ns/instance/list?serviceName={stalled}"),
+    );
+    assert!(
+        list.status == 404 || list.json()["hosts"] == json!([]),
+        "{} {}",
+        list.status,
+        list.body
+    );
+
+    // A legal body that keeps coming, a few bytes every 300 ms for longer than the
+    // timeout, is read whole and served.
+    let steady = unique("steady");
+    let body = format!("serviceName={steady}&ip=127.0.0.8&port=8080");
+    let mut stream = connect(&node);
+    stream.set_nodelay(true).unwrap();
+    write!(
+        stream,
+        "POST /nacos/v1/ns/instance?accessToken={token} HTTP/1.1\r\nHost: roster\r\nContent-Type: {form}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let started = Instant::now();
+    for chunk in body.as_bytes().chunks(3) {
+        std::thread::sleep(Duration::from_millis(300));
+        stream.write_all(chunk).unwrap();
+    }
+    assert!(started.elapsed() > Duration::from_secs(BODY_SECS + 1));
+    assert_eq!(answer(&mut stream, Duration::from_secs(10)), Some(200));
+    let list = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/ns/instance/list?serviceName={steady}"),
+        )
+        .expect(200)
+        .json();
+    assert_eq!(list["hosts"][0]["ip"], "127.0.0.8", "{list}");
+    assert_eq!(node.metric("roster_http_body_timeouts_total"), Some(3.0));
 }
 
 /// A connection to the gRPC port from `local` (a loopback address).

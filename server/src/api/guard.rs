@@ -158,6 +158,10 @@ pub async fn admit(state: &AppState, req: Request) -> Result<Admitted, Response>
     let (params, body) = if form {
         match to_bytes(body, limit).await {
             Ok(bytes) => (Params::parse(query, Some(&bytes)), Body::from(bytes)),
+            // The client stopped sending it (`--http-body-timeout-secs`).
+            Err(e) if crate::listen::is_body_timeout(&e) => {
+                return Err(crate::listen::body_timeout_answer())
+            }
             Err(_) => return Err(too_large()),
         }
     } else {

@@ -1,11 +1,13 @@
-//! The HTTP port's connections: HTTP/1.1 under a [`Gate`], each watched: a request head
-//! must be complete within `header_timeout` of its first byte (of connecting, for a
-//! connection's first request), and a connection with no request in progress is closed
-//! once no byte has moved for `idle_timeout`. A timer per connection looks a few times
-//! per timeout; per request the watch costs a few counter updates, one reference count
-//! and no allocation (the connection's service is `api::Front` under one tower-http
-//! header layer, no boxing). The peer listener (`cluster/listener.rs`) keeps the same two
-//! clocks with a lock and a clock read per read; here that would be on the hot path.
+//! The HTTP port's connections: HTTP/1.1 under a [`Gate`] (in all and per IP), each
+//! watched: a request head must be complete within `header_timeout` of its first byte
+//! (of connecting, for a connection's first request), and a connection with no request
+//! in progress is closed once no byte has moved for `idle_timeout`. A timer per
+//! connection looks a few times per timeout; per request the watch costs a few counter
+//! updates, one or two reference counts and no allocation (the connection's service is
+//! `api::Front` under one tower-http header layer, no boxing). The peer listener
+//! (`cluster/listener.rs`) keeps the same two clocks with a lock and a clock read per
+//! read; here that would be on the hot path. The looks also wake a request whose body
+//! waits, which reads its own clock then (`body.rs`).
 //!
 //! With `--http-tls-*` the port is HTTPS only: the watch wraps the socket under TLS (raw
 //! bytes count as movement), the handshake falls within the first head's timeout, and a
@@ -27,25 +29,32 @@ use axum::response::Response;
 use hyper::body::Incoming;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use super::body::{body_timeout_answer, BodyClock, TimedBody};
 use super::{accept, Gate, Permit};
+use crate::metrics::HttpListenerCounters;
 
-/// Limits of the HTTP listener (`--max-http-connections`, `--http-header-timeout-secs`,
-/// `--http-idle-timeout-secs`).
+/// Limits of the HTTP listener (`--http-max-connections`, `--http-max-connections-per-ip`,
+/// `--http-header-timeout-secs`, `--http-idle-timeout-secs`, `--http-body-timeout-secs`).
 #[derive(Clone, Copy, Debug)]
 pub struct HttpLimits {
     /// Most connections open at once.
     pub max_connections: usize,
+    /// Most connections open at once from one IP.
+    pub max_per_ip: usize,
     /// How long a request head may take from its first byte (from connecting, for a
     /// connection's first request).
     pub header_timeout: Duration,
     /// How long a connection may go without a byte moving either way.
     pub idle_timeout: Duration,
+    /// How long a request body being read may go without a byte arriving.
+    pub body_timeout: Duration,
 }
 
 /// A service that serves each connection as a copy told the connection's peer address
@@ -60,7 +69,7 @@ pub trait ForPeer {
 /// stops accepting, lets each connection finish the request it is serving, and returns
 /// once every connection has closed. With `tls` the port is HTTPS only: each connection
 /// is a TLS handshake, finished within the header timeout, and a plaintext request is
-/// answered `400` and closed.
+/// answered `400` and closed. Refusals and body timeouts are counted in `counters`.
 ///
 /// `service` must always be ready (`api::Front` is): it is called without `poll_ready`,
 /// as the hot path has no use for tower's readiness protocol.
@@ -69,6 +78,7 @@ pub async fn serve_http<S>(
     service: S,
     limits: HttpLimits,
     tls: Option<TlsAcceptor>,
+    counters: HttpListenerCounters,
     shutdown: impl Future<Output = ()>,
 ) where
     S: tower::Service<Request<Body>, Response = Response, Error = Infallible>
@@ -79,7 +89,12 @@ pub async fn serve_http<S>(
         + 'static,
     S::Future: Send + Unpin + 'static,
 {
-    let gate = Gate::new("http", limits.max_connections, None);
+    let gate = Gate::counted(
+        "http",
+        limits.max_connections,
+        Some(limits.max_per_ip),
+        counters.refused,
+    );
     let mut http = hyper::server::conn::http1::Builder::new();
     // The watchdog below times heads and idleness; hyper's own head timeout would start
     // at the end of each response and so close idle keep-alive connections too early.
@@ -101,6 +116,7 @@ pub async fn serve_http<S>(
         let connection = Connection {
             _permit: permit,
             limits,
+            body_timeouts: counters.body_timeouts.clone(),
             stopping: stopping.clone(),
             _open: open.subscribe(),
         };
@@ -114,7 +130,6 @@ pub async fn serve_http<S>(
 
 /// What one connection's IO, requests and watchdog share. Each counter has one writer:
 /// the IO wrapper, the service or the response future, all on the connection's task.
-#[derive(Default)]
 struct Activity {
     /// Reads that returned bytes.
     reads: AtomicU64,
@@ -126,6 +141,22 @@ struct Activity {
     answered: AtomicU64,
     /// `reads` when the last response was sent: more means a new head has begun.
     reads_at_answer: AtomicU64,
+    /// The clock of the connection's request bodies.
+    body: Arc<BodyClock>,
+}
+
+impl Activity {
+    /// A new connection's activity, its bodies timed by `body`.
+    fn new(body: Arc<BodyClock>) -> Self {
+        Self {
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            heads: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
+            reads_at_answer: AtomicU64::new(0),
+            body,
+        }
+    }
 }
 
 /// Adds one to a counter that only the caller writes (no read-modify-write needed).
@@ -137,6 +168,7 @@ struct Connection {
     /// The connection's place under the cap, given back when the connection ends.
     _permit: Permit,
     limits: HttpLimits,
+    body_timeouts: Counter,
     stopping: watch::Receiver<bool>,
     /// Dropped with the connection: the server waits for every one at shutdown.
     _open: watch::Receiver<()>,
@@ -158,7 +190,8 @@ impl Connection {
             + 'static,
         S::Future: Send + Unpin + 'static,
     {
-        let activity = Arc::new(Activity::default());
+        let body = BodyClock::new(self.limits.body_timeout, self.body_timeouts.clone());
+        let activity = Arc::new(Activity::new(Arc::new(body)));
         let mut watchdog = Watchdog::new(activity.clone(), self.limits);
         let watched = Watched {
             stream,
@@ -319,8 +352,15 @@ impl Watchdog {
         if self.tick.is_none() {
             // Four looks per shortest timeout: a connection is closed at most a quarter
             // of it late (plus one look: a head's start is seen at the first look after).
-            let every = (self.limits.header_timeout.min(self.limits.idle_timeout) / 4)
-                .clamp(Duration::from_millis(50), Duration::from_millis(2500));
+            // Each look wakes the connection's task, which polls the request in
+            // progress: that is when a waiting `TimedBody` looks at its own clock.
+            let shortest = self
+                .limits
+                .header_timeout
+                .min(self.limits.idle_timeout)
+                .min(self.limits.body_timeout);
+            let every =
+                (shortest / 4).clamp(Duration::from_millis(50), Duration::from_millis(2500));
             let mut tick = tokio::time::interval_at(Instant::now() + every, every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             self.tick = Some(tick);
@@ -443,8 +483,16 @@ where
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         bump(&self.activity.heads);
         let mut service = self.service.clone();
+        // A body still to come is timed; an empty one (most requests) is not.
+        let req = req.map(|body| {
+            if http_body::Body::is_end_stream(&body) {
+                Body::new(body)
+            } else {
+                Body::new(TimedBody::new(body, self.activity.body.clone()))
+            }
+        });
         Answer {
-            response: service.call(req.map(Body::new)),
+            response: service.call(req),
             activity: Some(self.activity.clone()),
         }
     }
@@ -460,8 +508,13 @@ impl<F: Future<Output = Result<Response, Infallible>> + Unpin> Future for Answer
     type Output = Result<Response<Finished>, Infallible>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Ok(response) = std::task::ready!(Pin::new(&mut self.response).poll(cx));
+        let Ok(mut response) = std::task::ready!(Pin::new(&mut self.response).poll(cx));
         let activity = self.activity.take().expect("polled after completion");
+        // Whatever the handler made of a body that timed out (a 413 or 400 from the
+        // failed read, say), the client is told why, and the connection ends with it.
+        if activity.body.take_timed_out() {
+            response = body_timeout_answer();
+        }
         Poll::Ready(Ok(response.map(|body| Finished { body, activity })))
     }
 }
@@ -510,10 +563,12 @@ mod tests {
     fn the_watchdog_times_heads_from_their_first_byte_and_idleness_from_the_last() {
         let limits = HttpLimits {
             max_connections: 1,
+            max_per_ip: 1,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(10),
         };
-        let activity = Arc::new(Activity::default());
+        let activity = Arc::new(Activity::new(Arc::default()));
         let mut dog = Watchdog::new(activity.clone(), limits);
         let t0 = dog.moved.1;
         let at = |s: u64| t0 + Duration::from_secs(s);

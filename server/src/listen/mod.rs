@@ -9,10 +9,13 @@
 //!   line per attempt (axum's loop logs an error per failure, once a second).
 //! - [`raise_descriptor_limit`]: the soft descriptor limit raised to the hard one at start.
 //! - [`http`]: the HTTP port's connections ([`serve_http`]), each under a head and an
-//!   idle clock.
+//!   idle clock; [`body`]: the clock of their request bodies (`408` for a body that
+//!   stalls).
 
+pub mod body;
 pub mod http;
 
+pub use body::{body_timeout_answer, is_body_timeout, BodyTimeout};
 pub use http::{serve_http, ForPeer, HttpLimits};
 
 use std::collections::HashMap;
@@ -23,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
@@ -80,6 +84,18 @@ pub struct Gate {
     /// with its last connection.
     by_ip: Mutex<HashMap<IpAddr, usize>>,
     refusals: Throttle,
+    /// Refusals for `/metrics`, by cap (counters no one reads, for listeners that do not
+    /// export them).
+    counted: Refusals,
+}
+
+/// Counters of the connections a [`Gate`] refused, by the cap they met.
+#[derive(Clone, Debug, Default)]
+pub struct Refusals {
+    /// The listener was full.
+    pub total: Counter,
+    /// The connection's IP had its share.
+    pub per_ip: Counter,
 }
 
 /// A connection's place under a [`Gate`], given back when dropped (with the connection).
@@ -91,6 +107,16 @@ pub struct Permit {
 impl Gate {
     /// A gate for `listener` admitting `max` connections, `max_per_ip` from one IP.
     pub fn new(listener: &'static str, max: usize, max_per_ip: Option<usize>) -> Arc<Self> {
+        Self::counted(listener, max, max_per_ip, Refusals::default())
+    }
+
+    /// [`Gate::new`], counting its refusals in `counted`.
+    pub fn counted(
+        listener: &'static str,
+        max: usize,
+        max_per_ip: Option<usize>,
+        counted: Refusals,
+    ) -> Arc<Self> {
         Arc::new(Self {
             listener,
             max,
@@ -98,6 +124,7 @@ impl Gate {
             open: AtomicUsize::new(0),
             by_ip: Mutex::new(HashMap::new()),
             refusals: Throttle::new(),
+            counted,
         })
     }
 
@@ -106,6 +133,7 @@ impl Gate {
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
         if self.open.fetch_add(1, Ordering::AcqRel) >= self.max {
             self.open.fetch_sub(1, Ordering::AcqRel);
+            self.counted.total.inc();
             self.refused(ip, "the listener");
             return None;
         }
@@ -115,6 +143,7 @@ impl Gate {
             if *count >= self.max_per_ip {
                 drop(by_ip);
                 self.open.fetch_sub(1, Ordering::AcqRel);
+                self.counted.per_ip.inc();
                 self.refused(ip, "one IP");
                 return None;
             }
@@ -245,6 +274,21 @@ mod tests {
         drop((a2, a3, b1));
         assert_eq!(gate.open(), 0);
         assert!(gate.by_ip.lock().is_empty());
+    }
+
+    #[test]
+    fn a_counted_gate_counts_refusals_by_cap() {
+        let counted = Refusals::default();
+        let gate = Gate::counted("test", 2, Some(1), counted.clone());
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let c: IpAddr = "127.0.0.3".parse().unwrap();
+        let _a1 = gate.admit(a).unwrap();
+        assert!(gate.admit(a).is_none());
+        assert!(gate.admit(a).is_none());
+        let _b1 = gate.admit(b).unwrap();
+        assert!(gate.admit(c).is_none());
+        assert_eq!((counted.total.get(), counted.per_ip.get()), (1, 2));
     }
 
     #[test]
