@@ -1,7 +1,8 @@
 //! Login throttling and the audit trail, through real requests: wrong passwords from one
-//! address (other loopback addresses as other sources), the timing of logins for
-//! unknown and known users, and a scripted session of HTTP and gRPC writes read back
-//! from `/api/v1/audit` and from `audit.jsonl` in the data dir.
+//! address (other loopback addresses as other sources), unknown and known users
+//! throttled and refused alike, the timing of logins for unknown and known users, and a
+//! scripted session of HTTP and gRPC writes read back from `/api/v1/audit` and from
+//! `audit.jsonl` in the data dir.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -141,6 +142,68 @@ fn wrong_logins_from_one_address_wait_and_a_success_resets_the_count() {
         assert_eq!(a.status, 403, "failure {i} after the reset: {}", a.body);
     }
     assert_eq!(login_from(&node, here, user, right).status, 429);
+}
+
+#[test]
+fn unknown_and_known_users_are_throttled_alike_in_the_same_words() {
+    let node = Node::start();
+    let (known, right) = ("known-user", "right-password-1");
+    create_user(&node, known, right);
+    let unknown = unique("nobody");
+    // One sequence for each name, from an address of its own: five wrong passwords,
+    // then a sixth and the first one again.
+    let tried = |source: &str, user: &str| -> Vec<Answer> {
+        ["w-0", "w-1", "w-2", "w-3", "w-4", "w-5", "w-0"]
+            .iter()
+            .map(|password| login_from(&node, source, user, password))
+            .collect()
+    };
+    let (of_known, of_unknown) = (tried("127.0.4.1", known), tried("127.0.4.2", &unknown));
+    for (i, (k, u)) in of_known.iter().zip(&of_unknown).enumerate() {
+        let expected = if i < 5 { 403 } else { 429 };
+        assert_eq!(
+            (k.status, u.status),
+            (expected, expected),
+            "attempt {i}: known {}, unknown {}",
+            k.body,
+            u.body
+        );
+        if i < 5 {
+            // Nacos' words for a wrong password and an unknown user alike.
+            assert_eq!(
+                (k.body.trim(), u.body.trim()),
+                ("user not found!", "user not found!")
+            );
+        } else {
+            // The same words and wait, up to the second the wait has run.
+            let words = |a: &Answer| a.body.split(" retry in").next().unwrap().to_string();
+            assert_eq!(words(k), words(u), "attempt {i}");
+            let wait = |a: &Answer| -> u64 { a.header("retry-after").unwrap().parse().unwrap() };
+            assert!((1..=5).contains(&wait(k)) && (1..=5).contains(&wait(u)));
+            assert!(wait(k).abs_diff(wait(u)) <= 1, "{} vs {}", wait(k), wait(u));
+        }
+    }
+    // The request-authentication path of v2 (its envelope) says the same for both.
+    let v2 = |source: &str, user: &str| {
+        let a = request_from(
+            &node,
+            source,
+            "GET",
+            &format!("/nacos/v2/ns/service/list?username={user}&password=w-9"),
+        );
+        (a.status, a.body)
+    };
+    assert_eq!(v2("127.0.4.3", known), v2("127.0.4.4", &unknown));
+    // Both waits end alike: the known name gets in with its password, the unknown one
+    // is refused again as before, not throttled.
+    let after_wait = |source: &str, user: &str, password: &str| {
+        eventually(Duration::from_secs(10), || {
+            let a = login_from(&node, source, user, password);
+            (a.status != 429).then_some(a.status).ok_or(a.body)
+        })
+    };
+    assert_eq!(after_wait("127.0.4.1", known, right), 200);
+    assert_eq!(after_wait("127.0.4.2", &unknown, "w-6"), 403);
 }
 
 #[test]
