@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use roster_tests::{enc, eventually, free_port, Node, NodeOptions, Value};
@@ -147,8 +148,10 @@ fn lanes_route_coloured_traffic_to_its_branch() {
         "/nacos/v1/ns/service?serviceName=pay&laneKey=branch",
     )
     .expect(200);
+    // Silent after 3 s: long enough that the first read below sees it healthy on a
+    // loaded machine (with 1 s it once did not).
     let meta = enc(
-        r#"{"branch":"b1","preserved.heart.beat.interval":"500","preserved.heart.beat.timeout":"1000"}"#,
+        r#"{"branch":"b1","preserved.heart.beat.interval":"1000","preserved.heart.beat.timeout":"3000"}"#,
     );
     node.call(
         "POST",
@@ -165,7 +168,7 @@ fn lanes_route_coloured_traffic_to_its_branch() {
         [1],
         "the service's lane key"
     );
-    eventually(Duration::from_secs(5), || {
+    eventually(Duration::from_secs(10), || {
         let v = list(&node, "serviceName=pay&lanes=b1");
         if ports(&v) == [2] {
             Ok(())
@@ -423,43 +426,68 @@ fn dns_answers_match_the_registry_and_follow_health() {
     )
     .expect(200);
 
-    assert_eq!(
-        dig(dns_port, "web.roster", "A"),
-        ["127.60.0.1", "127.60.0.2"]
-    );
-    assert_eq!(
-        dig(dns_port, "web.default_group.public.roster", "A"),
-        ["127.60.0.1", "127.60.0.2"]
-    );
-    assert_eq!(dig(dns_port, "api.shop.dev.roster", "A"), ["127.60.1.1"]);
-    let srv = dig(dns_port, "web.roster", "SRV");
-    assert_eq!(
-        srv,
-        [
-            "10 100 8081 127-60-0-2.ip.roster.",
-            "10 200 8080 127-60-0-1.ip.roster."
-        ]
-    );
-    assert_eq!(dig(dns_port, "127-60-0-1.ip.roster", "A"), ["127.60.0.1"]);
-    let txt = dig(dns_port, "_grpc_config.web.roster", "TXT").join("");
-    assert!(
-        txt.contains("grpc_config=[{") && txt.contains("round_robin"),
-        "{txt}"
-    );
-    assert_eq!(dig_status(dns_port, "missing.roster"), "NXDOMAIN");
-    assert_eq!(dig_status(dns_port, "example.com"), "REFUSED");
+    // 127.60.0.1 beats (its timeout is 1 s) while the answers are read: on a loaded
+    // machine the reads below take longer than its timeout.
+    let beating = AtomicBool::new(true);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while beating.load(Ordering::Relaxed) {
+                node.call(
+                    "PUT",
+                    "/nacos/v1/ns/instance/beat?serviceName=web&ip=127.60.0.1&port=8080",
+                )
+                .expect(200);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        // The beats stop when the reads are done, or when one fails (the scope waits
+        // for the beating thread).
+        struct StopBeating<'a>(&'a AtomicBool);
+        impl Drop for StopBeating<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Relaxed);
+            }
+        }
+        let _stop = StopBeating(&beating);
+        {
+            assert_eq!(
+                dig(dns_port, "web.roster", "A"),
+                ["127.60.0.1", "127.60.0.2"]
+            );
+            assert_eq!(
+                dig(dns_port, "web.default_group.public.roster", "A"),
+                ["127.60.0.1", "127.60.0.2"]
+            );
+            assert_eq!(dig(dns_port, "api.shop.dev.roster", "A"), ["127.60.1.1"]);
+            let srv = dig(dns_port, "web.roster", "SRV");
+            assert_eq!(
+                srv,
+                [
+                    "10 100 8081 127-60-0-2.ip.roster.",
+                    "10 200 8080 127-60-0-1.ip.roster."
+                ]
+            );
+            assert_eq!(dig(dns_port, "127-60-0-1.ip.roster", "A"), ["127.60.0.1"]);
+            let txt = dig(dns_port, "_grpc_config.web.roster", "TXT").join("");
+            assert!(
+                txt.contains("grpc_config=[{") && txt.contains("round_robin"),
+                "{txt}"
+            );
+            assert_eq!(dig_status(dns_port, "missing.roster"), "NXDOMAIN");
+            assert_eq!(dig_status(dns_port, "example.com"), "REFUSED");
 
-    let (ips, srv) = resolve_rust(dns_port, "web.roster.");
-    assert_eq!(
-        ips,
-        BTreeSet::from(["127.60.0.1".parse().unwrap(), "127.60.0.2".parse().unwrap()])
-    );
-    assert_eq!(srv.len(), 2);
-    assert!(
-        srv.contains(&(8080, 200, "127-60-0-1.ip.roster.".into())),
-        "{srv:?}"
-    );
-
+            let (ips, srv) = resolve_rust(dns_port, "web.roster.");
+            assert_eq!(
+                ips,
+                BTreeSet::from(["127.60.0.1".parse().unwrap(), "127.60.0.2".parse().unwrap()])
+            );
+            assert_eq!(srv.len(), 2);
+            assert!(
+                srv.contains(&(8080, 200, "127-60-0-1.ip.roster.".into())),
+                "{srv:?}"
+            );
+        }
+    });
     // 127.60.0.1 stops beating: it leaves the answers.
     eventually(Duration::from_secs(5), || {
         let a = dig(dns_port, "web.roster", "A");
