@@ -149,7 +149,7 @@ fn lanes_route_coloured_traffic_to_its_branch() {
     )
     .expect(200);
     // Silent after 3 s: long enough that the first read below sees it healthy on a
-    // loaded machine (with 1 s it once did not).
+    // loaded machine (1 s left little room; the DNS test below failed that way).
     let meta = enc(
         r#"{"branch":"b1","preserved.heart.beat.interval":"1000","preserved.heart.beat.timeout":"3000"}"#,
     );
