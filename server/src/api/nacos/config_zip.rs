@@ -201,6 +201,10 @@ pub async fn import(
         return Err(Error::illegal("file", problems.join("; ")));
     }
     let key_of = |i: &ArchivedItem| ConfigKey::new(tenant, &i.group, &i.data_id);
+    // Which items exist decides the policy: as of the leader's commit when the import
+    // came, not as this node holds them (an item published through another node a
+    // moment ago is skipped, or aborts the import, rather than being overwritten).
+    state.store.read_barrier().await?;
     let existing: Vec<&ArchivedItem> = items
         .iter()
         .filter(|i| state.configs.get(&key_of(i)).is_some())
