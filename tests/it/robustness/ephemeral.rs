@@ -164,6 +164,26 @@ impl Ephemeral {
         this
     }
 
+    /// Whether every node has answered a sample taken after `since_us` listing every
+    /// live client's instance.
+    pub fn all_listed_since(&self, since_us: u64) -> bool {
+        let (want_http, want_grpc) = expected();
+        let samples = self.samples.lock().unwrap();
+        let nodes: std::collections::BTreeSet<usize> = samples.iter().map(|s| s.node).collect();
+        nodes.iter().all(|node| {
+            samples
+                .iter()
+                .rev()
+                .take_while(|s| s.at_us > since_us)
+                .any(|s| {
+                    s.node == *node
+                        && s.listed
+                            .as_ref()
+                            .is_some_and(|(h, g)| *h == want_http && *g == want_grpc)
+                })
+        })
+    }
+
     /// Stops the clients (the stop flag must be set) and returns the samples taken
     /// since every node first listed every instance.
     pub fn finish(self) -> Vec<Sample> {

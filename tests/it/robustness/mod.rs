@@ -8,7 +8,7 @@
 //! porcupine): configuration writes, compare-and-sets and `consistent=true` reads, and
 //! `consistent=true` instance lists, must be linearizable per key; a plain read must
 //! return a value its key held no earlier than [`READ_LAG`] before it began, unless a
-//! fault hit its node. Beside them, ephemeral clients that keep beating or stay
+//! fault hit its node or took the leader away. Beside them, ephemeral clients that keep beating or stay
 //! connected must be listed by every node not hit by a fault, and by every node again
 //! within [`RECOVERY_BOUND`] of a heal ([`ephemeral`]).
 //!
@@ -118,7 +118,14 @@ fn histories_under_faults_are_linearizable_and_live_clients_stay_listed() {
 
     let mut rng = Rng::fork(seed, u64::MAX);
     let until = Instant::now() + Duration::from_secs(secs);
-    let faults = nemesis::run(&mut c, &lab, &mut rng, &history, until, READ_LAG * 2);
+    let pace = nemesis::Pace {
+        until,
+        catch_up: READ_LAG * 2,
+        recovery: RECOVERY_BOUND,
+    };
+    let faults = nemesis::run(&mut c, &lab, &mut rng, &history, pace, &|since_us| {
+        ap.all_listed_since(since_us)
+    });
     // A quiet spell at the end: every node back, every client listed again.
     std::thread::sleep(RECOVERY_BOUND);
     stop.store(true, Ordering::Relaxed);
@@ -199,8 +206,9 @@ fn histories_under_faults_are_linearizable_and_live_clients_stay_listed() {
         out.status,
         dir.display()
     );
+    // The nemesis ran (a fault takes 5-20 s with its quiet spell and recovery).
     assert!(
-        faults.len() >= (secs / 10) as usize,
+        faults.len() >= (secs / 20) as usize,
         "only {} faults in {secs} s",
         faults.len()
     );

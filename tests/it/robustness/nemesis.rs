@@ -81,17 +81,36 @@ pub struct Injected {
     pub ready_us: u64,
 }
 
-/// Faults one after another until `until`, each recorded in `history` for the nodes
-/// it hit, from its start until `catch_up` after every node was ready again (reads on
-/// those nodes may be stale meanwhile).
+/// When the faults stop, and how long each is given to heal.
+pub struct Pace {
+    /// No fault begins after this.
+    pub until: Instant,
+    /// How long after every node is ready again its reads may still be stale.
+    pub catch_up: Duration,
+    /// The longest the nodes may take to list every live client again after a heal.
+    pub recovery: Duration,
+}
+
+/// Faults one after another until `pace.until`, each recorded in `history` for the
+/// nodes whose reads it may leave stale, from its start until `pace.catch_up` after
+/// every node was ready again. After each, the next quiet spell begins once
+/// `recovered(since_us)` says every node lists every live client again in a sample
+/// taken after `since_us`, or `pace.recovery` after the heal (the check that follows
+/// the run fails then): faults come one at a time, and a client's own reconnection
+/// backoff does not build up over several.
 pub fn run(
     c: &mut Cluster,
     lab: &NetLab,
     rng: &mut Rng,
     history: &History,
-    until: Instant,
-    catch_up: Duration,
+    pace: Pace,
+    recovered: &dyn Fn(u64) -> bool,
 ) -> Vec<Injected> {
+    let Pace {
+        until,
+        catch_up,
+        recovery,
+    } = pace;
     let mut injected = Vec::new();
     let n = c.nodes.len();
     while Instant::now() < until {
@@ -100,6 +119,9 @@ pub fn run(
             break;
         }
         let fault = Fault::ALL[rng.weighted(&WEIGHTS)];
+        // Which node leads as the fault begins: a fault that takes it away leaves every
+        // node without word of new commits until another leads.
+        let leader = c.leader() + 1;
         let hold = match fault {
             Fault::RestartAll => rng.between_ms(300, 2000),
             _ => rng.between_ms(1000, 6000),
@@ -169,6 +191,10 @@ pub fn run(
             node.wait_ready();
         }
         let ready_us = history.now_us();
+        let healed_at = Instant::now() - Duration::from_micros(ready_us - healed_us);
+        while !recovered(ready_us) && healed_at.elapsed() < recovery {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         eprintln!(
             "nemesis: {} on {:?} at {:.1} s, held {:.1} s, ready {:.1} s after the heal",
             fault.name(),
@@ -177,8 +203,20 @@ pub fn run(
             (healed_us - from_us) as f64 / 1e6,
             (ready_us - healed_us) as f64 / 1e6,
         );
+        // Reads may be stale on the nodes the fault hit, and on every node while no
+        // leader is reachable: after the leader is killed, frozen or cut off, a follower
+        // hears of nothing new until another leads (an election: 1-2 s).
+        let leaderless = matches!(
+            fault,
+            Fault::KillLeader | Fault::IsolateLeader | Fault::NoMajority | Fault::RestartAll
+        ) || nodes.contains(&leader);
+        let stale: Vec<usize> = if leaderless {
+            (1..=n).collect()
+        } else {
+            nodes.clone()
+        };
         history.fault(
-            &nodes,
+            &stale,
             fault.name(),
             from_us,
             ready_us + catch_up.as_micros() as u64,
