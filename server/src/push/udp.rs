@@ -1,6 +1,5 @@
-//! Nacos v1 UDP push. A list query that carries `udpPort` and `clientIP` from a
-//! push-capable client subscribes `ip:udpPort` to the service, where `ip` is the
-//! address the query came from ([`push_target`]: a caller may not aim datagrams at
+//! Nacos v1 UDP push. A list query that carries `udpPort` from a push-capable client
+//! subscribes `ip:udpPort` to the service, where `ip` is the address the query came from ([`push_target`]: a caller may not aim datagrams at
 //! anyone else); every change is
 //! sent as `{"type":"dom","data":"<ServiceInfo>","lastRefTime":n}` (gzipped from 1 KiB),
 //! resent with backoff until the client acks `push-ack` with the same `lastRefTime`, a
@@ -67,12 +66,13 @@ pub fn push_capable(agent: &str) -> bool {
 /// that nobody can point a stream of datagrams (four per change, with resends) at a
 /// third party. The query's `clientIP` is honoured only from an admin, who may
 /// subscribe on another's behalf (an agent behind a proxy); from anyone else it is
-/// ignored, and pushes go to the peer. `None` when the peer is unknown: no pushes.
-pub fn push_target(peer: Option<IpAddr>, client_ip: IpAddr, admin: bool) -> Option<IpAddr> {
-    if admin {
-        Some(client_ip.to_canonical())
-    } else {
-        peer.map(|p| p.to_canonical())
+/// ignored, and pushes go to the peer. A query without `clientIP` (nacos-sdk-go v1 sends
+/// it empty when it finds no interface address to announce) is pushed at the peer too.
+/// `None` when the peer is unknown: no pushes.
+pub fn push_target(peer: Option<IpAddr>, client_ip: Option<IpAddr>, admin: bool) -> Option<IpAddr> {
+    match client_ip {
+        Some(named) if admin => Some(named.to_canonical()),
+        _ => peer.map(|p| p.to_canonical()),
     }
 }
 
@@ -523,14 +523,19 @@ mod tests {
     fn pushes_go_to_the_requester_unless_an_admin_names_another() {
         let here: IpAddr = "127.0.0.1".parse().unwrap();
         let there: IpAddr = "127.0.0.2".parse().unwrap();
-        assert_eq!(push_target(Some(here), there, false), Some(here));
-        assert_eq!(push_target(Some(here), here, false), Some(here));
-        assert_eq!(push_target(Some(here), there, true), Some(there));
-        assert_eq!(push_target(None, there, false), None);
+        assert_eq!(push_target(Some(here), Some(there), false), Some(here));
+        assert_eq!(push_target(Some(here), Some(here), false), Some(here));
+        assert_eq!(push_target(Some(here), Some(there), true), Some(there));
+        assert_eq!(push_target(None, Some(there), false), None);
+        // No clientIP: the requester, admin or not.
+        assert_eq!(push_target(Some(here), None, false), Some(here));
+        assert_eq!(push_target(Some(here), None, true), Some(here));
+        assert_eq!(push_target(None, None, true), None);
         // A dual-stack socket sees IPv4 peers as mapped IPv6 addresses.
         let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
-        assert_eq!(push_target(Some(mapped), there, false), Some(here));
-        assert_eq!(push_target(None, mapped, true), Some(here));
+        assert_eq!(push_target(Some(mapped), Some(there), false), Some(here));
+        assert_eq!(push_target(None, Some(mapped), true), Some(here));
+        assert_eq!(push_target(Some(mapped), None, true), Some(here));
     }
 
     #[test]

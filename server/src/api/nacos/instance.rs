@@ -362,8 +362,9 @@ pub async fn query<'p>(
 }
 
 /// `GET /nacos/v1/ns/instance/list`: the instances of a service. A push-capable client
-/// that passes `udpPort` (1 to 65535; 0 means none) and `clientIP` is subscribed to UDP
-/// pushes, sent to the IP its connection comes from (see [`push_target`]).
+/// that passes `udpPort` (1 to 65535; 0 means none) is subscribed to UDP pushes, sent to
+/// the IP its connection comes from, or to its `clientIP` from an admin (see
+/// [`push_target`]).
 pub async fn list(
     State(state): State<AppState>,
     requester: Requester,
@@ -374,11 +375,15 @@ pub async fn list(
         Some(p) => parse_port("udpPort", p)?,
         None => 0,
     };
-    if let (Some(port), Some(client_ip)) = (NonZeroU16::new(udp_port), params.optional("clientIP"))
-    {
-        let client_ip: IpAddr = client_ip.parse().map_err(|_| {
-            Error::illegal("clientIP", format!("'{client_ip}' is not an IP address."))
-        })?;
+    if let Some(port) = NonZeroU16::new(udp_port) {
+        let client_ip = params
+            .optional("clientIP")
+            .map(|ip| {
+                ip.parse::<IpAddr>().map_err(|_| {
+                    Error::illegal("clientIP", format!("'{ip}' is not an IP address."))
+                })
+            })
+            .transpose()?;
         let agent = requester.agent();
         let target = push_target(requester.peer, client_ip, requester.admin());
         if let Some(ip) = target.filter(|_| push_capable(agent)) {
