@@ -18,6 +18,7 @@ mod console_cluster;
 mod deploy;
 mod distro;
 mod durability;
+mod go_clients;
 mod grpc;
 mod headers;
 mod health_check;

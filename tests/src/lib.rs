@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use serde_json::{json, Value};
+pub use serde_json::{self, json, Value};
 
 pub mod addresses;
 pub mod fixtures;
