@@ -100,6 +100,10 @@ fn the_scanner_finds_literals_and_templates() {
         found(r#"format!("10.231.{s}.{i}/24")"#),
         [("10.231.{s}.{i}".into(), true)]
     );
+    assert_eq!(
+        found(r#"SetFilterNetNumberAndMask("0.0.0.0/0") or 0.0.0.1"#),
+        [("0.0.0.0".into(), true), ("0.0.0.1".into(), false)]
+    );
     // Versions, durations and bad input are not addresses.
     assert!(found("nacos-sdk 0.8.3, 1.25.0, 10.5s").is_empty());
     assert!(found("ip=999.1.1.1 and 1.2.3.4.5").is_empty());
@@ -133,12 +137,14 @@ struct Literal {
 }
 
 impl Literal {
-    /// Allowed when the written octets already decide it: 127.x, or 10.231.x / 10.232.x.
+    /// Allowed when the written octets already decide it: 127.x, or 10.231.x / 10.232.x;
+    /// and `0.0.0.0`, the unspecified address (a listener's "any", a filter's "all"),
+    /// which names no other machine.
     fn allowed(&self) -> bool {
         let mut full = [0u8; 4];
         full[..self.octets.len()].copy_from_slice(&self.octets);
         match self.octets.as_slice() {
-            [127, ..] => true,
+            [127, ..] | [0, 0, 0, 0] => true,
             [10] => false,
             _ => allowed(full.into()),
         }
