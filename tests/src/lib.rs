@@ -18,6 +18,7 @@ pub mod addresses;
 pub mod fixtures;
 pub mod foreign;
 pub mod netlab;
+pub mod scenario;
 
 /// The admin password test nodes start with.
 pub const ADMIN_PASSWORD: &str = "test-admin-pass-1";

@@ -49,7 +49,7 @@ fn run_grpc_dns(extra: &[&str]) -> Vec<Value> {
         "2s",
     ]);
     cmd.args(extra);
-    let steps = run(cmd, "grpc-dns");
+    let steps = run(cmd, "the grpc-go DNS scenario");
     let dns_step = step(&steps, "dns");
     let target = dns_step["target"].as_str().unwrap();
     assert!(

@@ -30,7 +30,7 @@ fn go_micro_lanes_choose_what_roster_picks() {
         "-fallback-host",
         "127.0.41.2",
     ]);
-    let steps = run(cmd, "micro");
+    let steps = run(cmd, "the go-micro scenario");
     // The caller's registry cache watches the service before anything changes.
     step(&steps, "watching");
 

@@ -1,7 +1,8 @@
 //! The README's table of the clients the tests run names the versions the tests build:
 //! each row's version is read from the file that pins it (`go.mod`, a requirements file,
-//! `package.json`, `tests/Cargo.toml`), and every Go library of `tests/clients/go` has a
-//! row, so the table cannot drift from what runs.
+//! `package.json`, `tests/Cargo.toml`, a Java module's `pom.xml`), and every Go library
+//! and every Java client line the tests build has a row, so the table cannot drift from
+//! what runs.
 
 use roster_tests::workspace_root;
 
@@ -27,6 +28,44 @@ fn table() -> Vec<(String, String)> {
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(workspace_root().join(path)).unwrap()
+}
+
+/// The versions the Java modules pin of `group:artifact`: each `<dependency>` (or imported
+/// BOM) naming it, its `<version>` literal or a `${property}` of the same pom.
+fn java_pinned(coordinate: &str) -> Vec<String> {
+    let Some((group, artifact)) = coordinate.split_once(':') else {
+        return Vec::new();
+    };
+    let dir = workspace_root().join("tests/clients/java");
+    let Ok(modules) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut versions = Vec::new();
+    for module in modules.flatten() {
+        let Ok(pom) = std::fs::read_to_string(module.path().join("pom.xml")) else {
+            continue;
+        };
+        let squeezed: String = pom.split_whitespace().collect();
+        let head =
+            format!("<groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>");
+        for (at, _) in squeezed.match_indices(&head) {
+            let rest = &squeezed[at + head.len()..];
+            let Some(version) = rest.split("</version>").next() else {
+                continue;
+            };
+            let version = match version.strip_prefix("${").and_then(|p| p.strip_suffix('}')) {
+                Some(property) => squeezed
+                    .split(&format!("<{property}>"))
+                    .nth(1)
+                    .and_then(|v| v.split(&format!("</{property}>")).next())
+                    .unwrap_or(version)
+                    .to_string(),
+                None => version.to_string(),
+            };
+            versions.push(version);
+        }
+    }
+    versions
 }
 
 /// The version the tests build of `package`, from the file that pins it.
@@ -82,13 +121,33 @@ fn the_readme_names_the_client_versions_the_tests_build() {
                     || read("tests/clients/python3/requirements.txt")
                         .contains(&format!("nacos-sdk-python=={version}\n"))
             }
+            // Maven coordinates: several modules may pin several lines of one artifact.
+            p if p.contains(':') => java_pinned(p).contains(version),
             _ => pinned(package).as_deref() == Some(version.as_str()),
         };
         assert!(
             ok,
-            "the README says {package} {version}; the tests build {:?}",
-            pinned(package)
+            "the README says {package} {version}; the tests build {:?} {:?}",
+            pinned(package),
+            java_pinned(package)
         );
+    }
+    // Every Java client line the Maven build pins has its row.
+    for coordinate in [
+        "com.alibaba.nacos:nacos-client",
+        "com.alibaba.cloud:spring-cloud-alibaba-dependencies",
+    ] {
+        let pinned = java_pinned(coordinate);
+        assert!(
+            !pinned.is_empty(),
+            "no module of tests/clients/java pins {coordinate}"
+        );
+        for version in pinned {
+            assert!(
+                rows.iter().any(|(p, v)| p == coordinate && *v == version),
+                "the README's client table has no row for {coordinate} {version}"
+            );
+        }
     }
     // Every library the Go programs are built on has its row.
     for module in [

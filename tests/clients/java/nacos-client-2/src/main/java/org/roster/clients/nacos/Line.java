@@ -1,0 +1,26 @@
+package org.roster.clients.nacos;
+
+import com.alibaba.nacos.api.config.ConfigService;
+import com.alibaba.nacos.api.exception.NacosException;
+import com.alibaba.nacos.api.naming.NamingService;
+import com.alibaba.nacos.api.naming.pojo.Instance;
+import java.util.List;
+
+/** nacos-client 2.x: gRPC (HTTP port + 1000), with batch registration and CAS publish. */
+final class Line {
+    static final String NAME = "nacos-client 2.x";
+    /** Whether the client speaks gRPC (and has batch registration and CAS publish). */
+    static final boolean GRPC = true;
+
+    private Line() {}
+
+    static void batchRegister(NamingService naming, String service, String group, List<Instance> instances)
+            throws NacosException {
+        naming.batchRegisterInstance(service, group, instances);
+    }
+
+    static boolean publishCas(ConfigService config, String dataId, String group, String content, String md5)
+            throws NacosException {
+        return config.publishConfigCas(dataId, group, content, md5);
+    }
+}
