@@ -241,7 +241,11 @@ impl Registry {
     }
 
     /// Drops this node's copy of client `id` (its owner stopped confirming it), keeping
-    /// its revision so that an older copy is not taken back.
+    /// a revision just below its own: an older copy is not taken back, while the owner,
+    /// if it still holds the client at that revision after all (its confirmations were
+    /// lost, not its client), finds this node a revision behind at its next round and
+    /// sends the copy again. At the copy's own revision the round would confirm an empty
+    /// record, and this node would list nothing for the client until it changed.
     pub fn drop_client_copy(&self, id: &str, now_ms: u64) {
         let Some(record) = self.shared.clients.get(id) else {
             return;
@@ -251,9 +255,12 @@ impl Registry {
         for (key, addr) in &record.entries {
             freed |= self.remove_client_instance(key, addr, &id, now_ms);
         }
-        self.shared
-            .clients
-            .replace(&id, record.revision, client::Entries::default(), now_ms);
+        self.shared.clients.replace(
+            &id,
+            record.revision.saturating_sub(1),
+            client::Entries::default(),
+            now_ms,
+        );
         if freed {
             self.retake_shadowed(now_ms);
         }

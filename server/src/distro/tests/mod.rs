@@ -457,6 +457,31 @@ async fn a_node_back_from_a_partition_gets_deletions_and_drops_stale_copies_only
     );
 }
 
+/// A copy dropped while its owner still holds the client (the owner's confirmations did
+/// not arrive for four rounds while it was in sight: a one-way cut, or its messages
+/// timing out) is sent again at the owner's next round. It kept its revision, and the
+/// owner's round confirmed that revision: the node listed nothing for the client until
+/// the client changed, however long that took.
+#[tokio::test]
+async fn a_copy_dropped_while_its_owner_still_holds_it_comes_back_at_the_next_round() {
+    let c = Cluster::start(2);
+    let ip = address_owned(&[(&[1, 2], 1)]);
+    c.register(1, &ip).await;
+    c.propagate(1).await;
+    assert!(c.has(2, &ip));
+    let id = format!("{ip}:80");
+    c.node(2).registry.drop_client_copy(&id, c.now());
+    assert!(!c.has(2, &ip));
+    c.round(&[1, 2]).await;
+    assert!(c.has(2, &ip), "the owner's round brought the copy back");
+    assert_eq!(c.revision(2, &id), c.revision(1, &id));
+    // And it stays: the next rounds confirm it.
+    for _ in 0..6 {
+        c.round(&[1, 2]).await;
+    }
+    assert!(c.has(2, &ip));
+}
+
 #[tokio::test]
 async fn a_frozen_node_that_never_saw_its_peers_go_drops_nothing_when_it_resumes() {
     let c = Cluster::start(3);
