@@ -136,6 +136,7 @@ fn the_readme_names_the_client_versions_the_tests_build() {
     for coordinate in [
         "com.alibaba.nacos:nacos-client",
         "com.alibaba.cloud:spring-cloud-alibaba-dependencies",
+        "org.springframework.cloud:spring-cloud-dependencies",
     ] {
         let pinned = java_pinned(coordinate);
         assert!(

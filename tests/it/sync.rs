@@ -1,6 +1,7 @@
 //! Sync tasks end to end: real roster nodes importing from real sources (a second
-//! roster node as the Nacos server, real etcd, real ZooKeeper) and from the Consul and
-//! Eureka fakes; the API's input checks; the CLI; failover; a source going away.
+//! roster node as the Nacos server, real etcd, real ZooKeeper) and from the Consul fake;
+//! the API's input checks; the CLI; failover; a source going away. Eureka: a real server
+//! in `java_clients::eureka`.
 
 use std::time::Duration;
 
@@ -852,45 +853,5 @@ fn sync_consul_fake_follows_registrations_and_health() {
         "DEFAULT_GROUP",
         "payments",
         &["127.6.0.1:8080"],
-    );
-}
-
-#[test]
-fn sync_eureka_fake_follows_registrations_and_status() {
-    // No Eureka server can be installed here: a fake replays its documented API.
-    use roster_tests::fixtures::{EurekaInstance, FakeEureka};
-    let eureka = FakeEureka::start();
-    let node = Node::start();
-    eureka.register(EurekaInstance::new("INVENTORY", "127.7.0.1", 8080));
-    create_task(&node, json!({"name": "eureka", "source": eureka.url()}));
-    let found = wait_addrs(
-        &node,
-        "public",
-        "DEFAULT_GROUP",
-        "inventory",
-        &["127.7.0.1:8080"],
-    );
-    assert_eq!(found[0]["metadata"]["syncSource"], "EUREKA");
-    let second = EurekaInstance::new("INVENTORY", "127.7.0.2", 8080);
-    let id = second.instance_id.clone();
-    eureka.register(second);
-    wait_addrs(
-        &node,
-        "public",
-        "DEFAULT_GROUP",
-        "inventory",
-        &["127.7.0.1:8080", "127.7.0.2:8080"],
-    );
-    assert!(eureka.set_status("INVENTORY", &id, "DOWN"));
-    wait_host(&node, ("public", "DEFAULT_GROUP", "inventory"), 1, |s| {
-        s["healthy"] == false
-    });
-    assert!(eureka.cancel("INVENTORY", &id));
-    wait_addrs(
-        &node,
-        "public",
-        "DEFAULT_GROUP",
-        "inventory",
-        &["127.7.0.1:8080"],
     );
 }
