@@ -74,6 +74,11 @@ pub fn tenant_of(namespace: &str) -> &str {
     }
 }
 
+/// The `casMd5` of a publisher that saw no item: Dubbo 3 creates an interface's mapping
+/// with it (`NacosMetadataReport.getConfigItem`'s ticket for an absent item). It matches
+/// no stored md5, and a compare-and-set with it inserts the item when there is none.
+pub const CAS_ABSENT: &str = "0";
+
 /// The md5 of `content`, in lower-case hex, as Nacos computes it (over the UTF-8 bytes).
 pub fn md5_hex(content: &str) -> String {
     let digest = Md5::digest(content.as_bytes());
@@ -185,8 +190,9 @@ pub struct Publish {
     pub desc: Option<String>,
     /// Tags; absent: the stored ones.
     pub tags: Option<String>,
-    /// Compare-and-set: published only when the stored md5 is this one (an item that
-    /// does not exist has none, so any `cas_md5` is refused for it).
+    /// Compare-and-set: published only when the stored md5 is this one. An item that does
+    /// not exist has none, so any `cas_md5` is refused for it (Nacos inserts), except
+    /// [`CAS_ABSENT`], the md5 of no item.
     pub cas_md5: Option<String>,
     /// Who publishes.
     pub by: String,
@@ -543,7 +549,11 @@ impl Configs {
         {
             let mut state = self.0.state.write();
             if let Some(cas) = &p.cas_md5 {
-                if state.items.get(&p.key).is_none_or(|i| &i.md5 != cas) {
+                let holds = match state.items.get(&p.key) {
+                    Some(item) => &item.md5 == cas,
+                    None => cas == CAS_ABSENT,
+                };
+                if !holds {
                     return Err(ConfigRejection::CasMismatch);
                 }
             }

@@ -29,13 +29,21 @@ fn publish_get_and_compare_and_set() {
     let key = ConfigKey::new("", "mapping", "org.demo.Api");
     assert_eq!(key.namespace, "public");
     assert_eq!(key.tenant(), "");
-    // A compare-and-set against an item that does not exist is refused.
+    // A compare-and-set against an item that does not exist is refused ...
     assert_eq!(
         configs.publish(&publish(&key, "app-a", Some("nope")), 1),
         Err(ConfigRejection::CasMismatch)
     );
     assert!(configs.get(&key).is_none());
-    configs.publish(&publish(&key, "app-a", None), 10).unwrap();
+    // ... unless it expects no item: Dubbo 3 creates an interface's mapping with
+    // `casMd5=0`, and a second provider's insert from the same read is refused.
+    configs
+        .publish(&publish(&key, "app-a", Some(CAS_ABSENT)), 10)
+        .unwrap();
+    assert_eq!(
+        configs.publish(&publish(&key, "app-x", Some(CAS_ABSENT)), 11),
+        Err(ConfigRejection::CasMismatch)
+    );
     let item = configs.get(&key).unwrap();
     assert_eq!(&*item.content, "app-a");
     assert_eq!(item.md5, md5_hex("app-a"));
