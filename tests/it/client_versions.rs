@@ -137,6 +137,7 @@ fn the_readme_names_the_client_versions_the_tests_build() {
         "com.alibaba.nacos:nacos-client",
         "com.alibaba.cloud:spring-cloud-alibaba-dependencies",
         "org.springframework.cloud:spring-cloud-dependencies",
+        "org.apache.dubbo:dubbo",
     ] {
         let pinned = java_pinned(coordinate);
         assert!(

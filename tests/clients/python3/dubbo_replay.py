@@ -21,9 +21,10 @@ What Dubbo 3 does, and this replays step for step:
 The providers run at once, each with its own client connections, spread over the
 nodes given with --server (a cluster: the compare-and-set is decided by Raft, not by the
 node a provider talks to). The first provider creates the mapping before the others
-start: a mapping that does not exist yet has no md5 to compare, and Dubbo publishes
-it without one (two first providers racing there could overwrite each other against
-Nacos too).
+start, with an empty ticket (a plain publish). Dubbo 3.3 (Java) sends `casMd5=0` for a
+mapping that does not exist yet, which roster takes as "insert if absent" (the real
+client is run by tests/it/java_clients/dubbo.rs); against Nacos, which inserts whatever
+the md5, two first providers racing there could overwrite each other.
 
 Prints one JSON object per step; exit code 0 only when every check passed.
 

@@ -4,6 +4,7 @@
 //! `java -cp` with the classpath Maven wrote (`target/classpath.txt`). One JVM per scenario.
 //! A module that is not built fails the test: it never skips.
 
+mod dubbo;
 mod eureka;
 mod nacos_client;
 mod spring_cloud;
