@@ -36,6 +36,7 @@ mod push;
 mod removed;
 mod robustness;
 mod rolling;
+mod sdk_failover;
 mod selection;
 mod sync;
 mod sync_fakes;

@@ -8,13 +8,12 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use roster_tests::{
-    eventually, json, unique, workspace_root, Cluster, Node, Value, ADMIN_PASSWORD,
-};
+use roster_tests::{json, unique, workspace_root, Cluster, Node, Value, ADMIN_PASSWORD};
 
 use super::{java, run, step, steps, Running};
+use crate::sdk_failover::{follow_the_client, listed, Stay};
 
 /// A client line: its Maven module, what it speaks, whether it tries Nacos 3's login
 /// first.
@@ -62,24 +61,6 @@ fn scenario(line: &Line, mode: &str, servers: &str, password: &str, home: &Path)
         .arg("--home")
         .arg(home);
     cmd
-}
-
-fn listed(node: &Node, service: &str) -> Vec<String> {
-    let v = node
-        .call(
-            "GET",
-            &format!("/nacos/v1/ns/instance/list?serviceName={service}"),
-        )
-        .expect(200)
-        .json();
-    let mut hosts: Vec<String> = v["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| format!("{}:{}", h["ip"].as_str().unwrap(), h["port"]))
-        .collect();
-    hosts.sort();
-    hosts
 }
 
 fn metric(node: &Node, name: &str) -> f64 {
@@ -254,110 +235,6 @@ fn nacos_client_with_a_wrong_password_is_refused() {
     }
 }
 
-/// The node (index) that received the client's gRPC requests of `kind`: its naming or
-/// config connection's node.
-fn node_of(c: &Cluster, kind: &str) -> usize {
-    eventually(Duration::from_secs(5), || {
-        let on: Vec<usize> = (0..c.nodes.len())
-            .filter(|i| c.nodes[*i].is_running())
-            .filter(|i| {
-                metric(
-                    &c.nodes[*i],
-                    &format!("roster_grpc_requests_total{{kind=\"{kind}\"}}"),
-                ) >= 1.0
-            })
-            .collect();
-        match on[..] {
-            [one] => Ok(one),
-            _ => Err(format!("{kind} seen on nodes {on:?}")),
-        }
-    })
-}
-
-fn hosts(line: &Value) -> Vec<String> {
-    line["hosts"]
-        .as_array()
-        .map(|a| a.iter().map(|h| h.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default()
-}
-
-/// Kills `victim` and samples the survivors' lists every 100 ms for 12 s: each of `mine`
-/// must be listed by every survivor in every sample. Then the client must be connected
-/// again (its "check" answers UP and its instances, read from a node) and must hear a
-/// registration and a config change made through a survivor: its subscription and
-/// listener were redone.
-fn kill_and_follow(
-    c: &mut Cluster,
-    client: &mut Running,
-    names: (&str, &str),
-    victim: usize,
-    mine: &[String],
-    round: u32,
-) {
-    let (service, data_id) = names;
-    eprintln!("killing node {}", victim + 1);
-    c.nodes[victim].kill();
-    let hit = Instant::now();
-    let mut gaps = Vec::new();
-    while hit.elapsed() < Duration::from_secs(12) {
-        for (i, node) in c.nodes.iter().enumerate().filter(|(i, _)| *i != victim) {
-            let list = listed(node, service);
-            if !mine.iter().all(|m| list.contains(m)) {
-                gaps.push(format!(
-                    "{:?} after the kill, node {} lists {list:?}",
-                    hit.elapsed(),
-                    i + 1
-                ));
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(
-        gaps.is_empty(),
-        "a survivor stopped listing the live client's instances:\n{}",
-        gaps.join("\n")
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for n in 0.. {
-        client.send(&format!("check {round}.{n}"));
-        let line = client.wait_for("a check's answer", Duration::from_secs(10), |v| {
-            v["step"] == "healthy" && v["n"] == json!(format!("{round}.{n}"))
-        });
-        if line["server_healthy"] == json!(true) && mine.iter().all(|m| hosts(&line).contains(m)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the client never reconnected: {line}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let survivor = (victim + 1) % c.nodes.len();
-    let ip = format!("127.62.1.{round}");
-    c.nodes[survivor]
-        .call_form(
-            "POST",
-            "/nacos/v1/ns/instance",
-            &format!("serviceName={service}&ip={ip}&port=8080&ephemeral=true"),
-        )
-        .expect(200);
-    let pushed = client.wait_for("the push of a new instance", Duration::from_secs(10), |v| {
-        v["step"] == "pushed" && hosts(v).iter().any(|h| h.starts_with(&ip))
-    });
-    eprintln!("pushed after the failover: {pushed}");
-    c.nodes[survivor]
-        .call_form(
-            "POST",
-            "/nacos/v1/cs/configs",
-            &format!("dataId={data_id}&group=DEFAULT_GROUP&content=round:%20{round}"),
-        )
-        .expect(200);
-    let content = format!("round: {round}");
-    client.wait_for("the config change", Duration::from_secs(10), |v| {
-        v["step"] == "config" && v["content"] == json!(content)
-    });
-}
-
 /// `stay` of `line` with three instances on a three-node cluster: the nodes holding its
 /// naming and its config connection are killed in turn (one kill when they are the same).
 fn failover(line: &Line) {
@@ -377,67 +254,14 @@ fn failover(line: &Line) {
     let mut client = Running::start(cmd, line.module);
     client.wait_step("ready", Duration::from_secs(30));
     let mine: Vec<String> = (1..=3).map(|i| format!("127.62.0.{i}:8080")).collect();
-    for node in &c.nodes {
-        eventually(Duration::from_secs(5), || {
-            let list = listed(node, &service);
-            if list == mine {
-                Ok(())
-            } else {
-                Err(format!("{list:?}"))
-            }
-        });
-    }
-    client.wait_for("its own instances pushed", Duration::from_secs(10), |v| {
-        v["step"] == "pushed" && hosts(v) == mine
-    });
-    let naming = node_of(&c, "SubscribeServiceRequest");
-    let config = node_of(&c, "ConfigBatchListenRequest");
-    eprintln!(
-        "naming on node {}, config on node {}",
-        naming + 1,
-        config + 1
-    );
-    let names = (service.as_str(), data_id.as_str());
-    kill_and_follow(&mut c, &mut client, names, naming, &mine, 1);
-    // The client redid its registration (one batch) and its subscription on the node it
-    // moved to.
-    let moved = node_of(&c, "SubscribeServiceRequest");
-    let redone = metric(
-        &c.nodes[moved],
-        "roster_grpc_requests_total{kind=\"BatchInstanceRequest\"}",
-    );
-    assert!(
-        redone >= 1.0,
-        "node {} holds the subscription but saw no registration",
-        moved + 1
-    );
-    if config != naming {
-        // The listener's node still stood: bring the first back, then kill that one.
-        c.nodes[naming].start_again();
-        c.nodes[naming].wait_ready();
-        kill_and_follow(&mut c, &mut client, names, config, &mine, 2);
-    }
-    let listening = node_of(&c, "ConfigBatchListenRequest");
-    eprintln!(
-        "naming moved to node {}, config to node {}",
-        moved + 1,
-        listening + 1
-    );
-    // No list the client handed its listener lacked its own instances.
-    let pushed: Vec<Vec<String>> = client
-        .drain()
-        .iter()
-        .filter(|v| v["step"] == "pushed")
-        .map(hosts)
-        .collect();
-    for list in &pushed {
-        assert!(
-            mine.iter().all(|m| list.contains(m)),
-            "the subscriber was handed a list without the live instances: {list:?} (all: {pushed:?})"
-        );
-    }
-    client.close_stdin();
-    client.wait_success(Duration::from_secs(30));
+    let stay = Stay {
+        service: &service,
+        data_id: &data_id,
+        mine: &mine,
+        registration: "BatchInstanceRequest",
+        probe_prefix: "127.62.1",
+    };
+    follow_the_client(&mut c, &mut client, &stay);
 }
 
 #[test]
