@@ -7,6 +7,7 @@ mod auth;
 mod authz;
 mod authz_push;
 mod backup;
+mod calls;
 mod cli;
 mod client_versions;
 mod clients;

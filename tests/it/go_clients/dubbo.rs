@@ -6,7 +6,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use roster_tests::{
     enc, eventually, free_port, json, unique, Cluster, Node, Value, ADMIN_PASSWORD,
@@ -15,16 +15,10 @@ use roster_tests::{
 use tempfile::TempDir;
 
 use super::{scenario, Running};
+use crate::calls::{answered, assert_all_loopback, hosts, now_ms, reports_from, wait_answers};
 
 /// The interface the Go providers export (`dubboGreeterInterface`).
 const INTERFACE: &str = "org.roster.test.Greeter";
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// A dubbo-go program of `app`; its Nacos client keeps its cache and log in `dir`.
 fn role(role: &str, servers: &str, app: &str, dir: &Path) -> Command {
@@ -53,63 +47,6 @@ fn consumer(servers: &str, app: &str, tmp: &TempDir) -> Running {
     c
 }
 
-/// Calls answered by `name` in a one-second report of the consumer.
-fn answered(line: &Value, name: &str) -> u64 {
-    line["by"][name].as_u64().unwrap_or(0)
-}
-
-/// Waits for a report, for a second that began from now on, in which every one of `names`
-/// answered and no call failed.
-fn wait_answers(c: &mut Running, names: &[&str]) -> Value {
-    let from = now_ms();
-    c.wait_for(
-        &format!("calls answered by {names:?} without errors"),
-        Duration::from_secs(30),
-        |v| {
-            v["step"] == "calls"
-                && v["at_ms"].as_u64().is_some_and(|at| at >= from + 1000)
-                && v["errors"] == 0
-                && names.iter().all(|n| answered(v, n) > 0)
-        },
-    )
-}
-
-/// The reports the consumer printed for seconds that began at `from_ms` or later; waits
-/// until there are `count` of them.
-fn reports_from(c: &mut Running, from_ms: u64, count: usize) -> Vec<Value> {
-    let started = |v: &Value| v["at_ms"].as_u64().is_some_and(|at| at >= from_ms + 1000);
-    let deadline = Instant::now() + Duration::from_secs(count as u64 + 30);
-    loop {
-        let lines: Vec<Value> = c
-            .drain()
-            .iter()
-            .filter(|v| v["step"] == "calls" && started(v))
-            .cloned()
-            .collect();
-        if lines.len() >= count {
-            return lines;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the consumer reported {} seconds from {from_ms}, not {count}",
-            lines.len()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The hosts (as JSON) that `node` lists for `service`.
-fn hosts(node: &Node, service: &str) -> Vec<Value> {
-    let v = node
-        .call(
-            "GET",
-            &format!("/nacos/v1/ns/instance/list?serviceName={}", enc(service)),
-        )
-        .expect(200)
-        .json();
-    v["hosts"].as_array().cloned().unwrap_or_default()
-}
-
 /// The sorted `ip:port` of the healthy instances of `service` on `node`.
 fn addrs(node: &Node, service: &str) -> Vec<String> {
     let mut a: Vec<String> = hosts(node, service)
@@ -119,26 +56,6 @@ fn addrs(node: &Node, service: &str) -> Vec<String> {
         .collect();
     a.sort();
     a
-}
-
-/// Every instance of every service `node` holds has a loopback address.
-fn assert_all_loopback(node: &Node) {
-    let v = node
-        .call("GET", "/nacos/v1/ns/service/list?pageNo=1&pageSize=1000")
-        .expect(200)
-        .json();
-    let services = v["doms"].as_array().cloned().unwrap_or_default();
-    assert!(!services.is_empty(), "no service registered: {v}");
-    for service in services {
-        let service = service.as_str().unwrap();
-        for h in hosts(node, service) {
-            let ip = h["ip"].as_str().unwrap();
-            assert!(
-                ip.starts_with("127."),
-                "{service} has an instance off loopback: {h}"
-            );
-        }
-    }
 }
 
 fn config(node: &Node, data_id: &str, group: &str) -> String {

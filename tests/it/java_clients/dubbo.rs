@@ -8,13 +8,14 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use roster_tests::{enc, free_port, json, unique, Node, Value, ADMIN_PASSWORD};
 
 use tempfile::TempDir;
 
 use super::{java, Running};
+use crate::calls::{answered, assert_all_loopback_in, hosts_in, wait_report};
 use crate::go_clients::scenario;
 
 /// The interface both languages serve (`org.roster.test.Greeter`).
@@ -22,13 +23,6 @@ const INTERFACE: &str = "org.roster.test.Greeter";
 
 /// A Dubbo Java process starts in 5-20 s on a loaded machine.
 const JVM_START: Duration = Duration::from_secs(90);
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// The flags every program, Java or Go, takes: roster, the user, the application, the
 /// namespace (empty: public) and the directory for the clients' caches and logs.
@@ -82,68 +76,18 @@ fn consumer(java_side: bool, servers: &str, namespace: &str, tmp: &TempDir) -> R
     c
 }
 
-/// Calls answered by `name` in a one-second report of a consumer.
-fn answered(line: &Value, name: &str) -> u64 {
-    line["by"][name].as_u64().unwrap_or(0)
-}
-
 /// Waits for a report, for a second that began from now on, in which every call was
 /// answered by `name` and none failed.
 fn wait_answers(c: &mut Running, name: &str) -> Value {
-    let from = now_ms();
-    c.wait_for(
+    wait_report(
+        c,
         &format!("calls answered by {name} alone, without errors"),
-        Duration::from_secs(30),
         |v| {
-            v["step"] == "calls"
-                && v["at_ms"].as_u64().is_some_and(|at| at >= from + 1000)
-                && v["errors"] == 0
+            v["errors"] == 0
                 && answered(v, name) > 0
                 && v["by"].as_object().is_some_and(|by| by.len() == 1)
         },
     )
-}
-
-/// The hosts (as JSON) that `node` lists for `service` in `namespace`.
-fn hosts(node: &Node, namespace: &str, service: &str) -> Vec<Value> {
-    let v = node
-        .call(
-            "GET",
-            &format!(
-                "/nacos/v1/ns/instance/list?serviceName={}&namespaceId={}",
-                enc(service),
-                enc(namespace)
-            ),
-        )
-        .expect(200)
-        .json();
-    v["hosts"].as_array().cloned().unwrap_or_default()
-}
-
-/// Every instance of every service `node` holds in `namespace` has a loopback address.
-fn assert_all_loopback(node: &Node, namespace: &str) {
-    let v = node
-        .call(
-            "GET",
-            &format!(
-                "/nacos/v1/ns/service/list?pageNo=1&pageSize=1000&namespaceId={}",
-                enc(namespace)
-            ),
-        )
-        .expect(200)
-        .json();
-    let services = v["doms"].as_array().cloned().unwrap_or_default();
-    assert!(!services.is_empty(), "no service registered: {v}");
-    for service in services {
-        let service = service.as_str().unwrap();
-        for h in hosts(node, namespace, service) {
-            let ip = h["ip"].as_str().unwrap();
-            assert!(
-                ip.starts_with("127."),
-                "{service} has an instance off loopback: {h}"
-            );
-        }
-    }
 }
 
 fn config(node: &Node, data_id: &str, group: &str) -> String {
@@ -196,7 +140,7 @@ fn dubbo_java_provider_and_consumer_discover_each_other_through_roster() {
     // sends casMd5=0 for a mapping that does not exist yet) ...
     assert_eq!(config(&node, INTERFACE, "mapping"), app, "the mapping");
     // ... the instance, by application, on loopback, with its metadata's revision ...
-    let listed = hosts(&node, "", &app);
+    let listed = hosts_in(&node, "", &app);
     assert_eq!(listed.len(), 1, "{listed:?}");
     let host = &listed[0];
     assert_eq!(host["ip"], json!("127.0.0.1"), "{host}");
@@ -224,7 +168,7 @@ fn dubbo_java_provider_and_consumer_discover_each_other_through_roster() {
         json!("hessian2"),
         "{meta}"
     );
-    assert_all_loopback(&node, "");
+    assert_all_loopback_in(&node, "");
 
     stop(c);
     stop(p1);
@@ -257,8 +201,8 @@ fn dubbo_java_and_dubbo_go_call_each_other_through_roster() {
     // The Java consumer calls the dubbo-go provider, the dubbo-go consumer the Java one.
     wait_answers(&mut java_consumer, "g1");
     wait_answers(&mut go_consumer, "j1");
-    assert_all_loopback(&node, &go_ns);
-    assert_all_loopback(&node, &java_ns);
+    assert_all_loopback_in(&node, &go_ns);
+    assert_all_loopback_in(&node, &java_ns);
 
     stop(java_consumer);
     stop(go_consumer);
