@@ -1,11 +1,12 @@
 //! What the tests of calling clients (dubbo-go, Dubbo Java, Spring Cloud) read: a
 //! consumer's one-second reports (`{"step":"calls","by":{"p1":10},"errors":0,"at_ms":…}`,
-//! `at_ms` the second's start) and the instances a node lists.
+//! `at_ms` the second's start), the instances a node lists, the items a client wrote to
+//! the config store, and what a Dubbo provider registered.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use roster_tests::scenario::Running;
-use roster_tests::{enc, Node, Value};
+use roster_tests::{enc, json, Node, Value};
 
 /// Wall-clock milliseconds, the clock of the reports' `at_ms`.
 pub fn now_ms() -> u64 {
@@ -103,4 +104,40 @@ pub fn assert_all_loopback_in(node: &Node, namespace: &str) {
 /// [`assert_all_loopback_in`] the public namespace.
 pub fn assert_all_loopback(node: &Node) {
     assert_all_loopback_in(node, "");
+}
+
+/// The content of config item `data_id` in `group` (public namespace), which must exist.
+pub fn config(node: &Node, data_id: &str, group: &str) -> String {
+    node.call(
+        "GET",
+        &format!(
+            "/nacos/v1/cs/configs?dataId={}&group={}",
+            enc(data_id),
+            enc(group)
+        ),
+    )
+    .expect(200)
+    .body
+}
+
+/// The one instance a Dubbo provider of application `app` registered (public namespace):
+/// 127.0.0.1 on `port`, its metadata revision the one the provider reported `serving`,
+/// kept remotely. Answers the revision.
+pub fn dubbo_revision(node: &Node, app: &str, port: u16, serving: &Value) -> String {
+    let listed = hosts(node, app);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let host = &listed[0];
+    assert_eq!(host["ip"], json!("127.0.0.1"), "{host}");
+    assert_eq!(host["port"], json!(port), "{host}");
+    let revision = host["metadata"]["dubbo.metadata.revision"]
+        .as_str()
+        .expect("a revision in the instance's metadata")
+        .to_string();
+    assert_eq!(serving["revision"], json!(revision), "{serving}");
+    assert_eq!(
+        host["metadata"]["dubbo.metadata.storage-type"],
+        json!("remote"),
+        "{host}"
+    );
+    revision
 }

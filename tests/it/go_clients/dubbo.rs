@@ -15,7 +15,10 @@ use roster_tests::{
 use tempfile::TempDir;
 
 use super::{scenario, Running};
-use crate::calls::{answered, assert_all_loopback, hosts, now_ms, reports_from, wait_answers};
+use crate::calls::{
+    answered, assert_all_loopback, config, dubbo_revision, hosts, now_ms, reports_from,
+    wait_answers,
+};
 
 /// The interface the Go providers export (`dubboGreeterInterface`).
 const INTERFACE: &str = "org.roster.test.Greeter";
@@ -58,19 +61,6 @@ fn addrs(node: &Node, service: &str) -> Vec<String> {
     a
 }
 
-fn config(node: &Node, data_id: &str, group: &str) -> String {
-    node.call(
-        "GET",
-        &format!(
-            "/nacos/v1/cs/configs?dataId={}&group={}",
-            enc(data_id),
-            enc(group)
-        ),
-    )
-    .expect(200)
-    .body
-}
-
 #[test]
 fn dubbo_go_discovers_providers_by_application_through_roster() {
     let node = Node::start();
@@ -101,21 +91,7 @@ fn dubbo_go_discovers_providers_by_application_through_roster() {
     // What dubbo-go wrote to roster: the mapping, found by interface name alone ...
     assert_eq!(config(&node, INTERFACE, "mapping"), app, "the mapping");
     // ... and the instance, on loopback, with its metadata's revision ...
-    let listed = hosts(&node, &app);
-    assert_eq!(listed.len(), 1, "{listed:?}");
-    let host = &listed[0];
-    assert_eq!(host["ip"], json!("127.0.0.1"), "{host}");
-    assert_eq!(host["port"], json!(port1), "{host}");
-    let revision = host["metadata"]["dubbo.metadata.revision"]
-        .as_str()
-        .expect("a revision in the instance's metadata")
-        .to_string();
-    assert_eq!(serving["revision"], json!(revision), "{serving}");
-    assert_eq!(
-        host["metadata"]["dubbo.metadata.storage-type"],
-        json!("remote"),
-        "{host}"
-    );
+    let revision = dubbo_revision(&node, &app, port1, &serving);
     // ... whose metadata is in the config store under data id = application, group =
     // revision (as Dubbo Java writes it), and under `app:revision` in DEFAULT_GROUP (as
     // dubbo-go 3.1 did).

@@ -15,7 +15,7 @@ use roster_tests::{enc, free_port, json, unique, Node, Value, ADMIN_PASSWORD};
 use tempfile::TempDir;
 
 use super::{java, Running};
-use crate::calls::{answered, assert_all_loopback_in, hosts_in, wait_report};
+use crate::calls::{answered, assert_all_loopback_in, config, dubbo_revision, wait_report};
 use crate::go_clients::scenario;
 
 /// The interface both languages serve (`org.roster.test.Greeter`).
@@ -90,19 +90,6 @@ fn wait_answers(c: &mut Running, name: &str) -> Value {
     )
 }
 
-fn config(node: &Node, data_id: &str, group: &str) -> String {
-    node.call(
-        "GET",
-        &format!(
-            "/nacos/v1/cs/configs?dataId={}&group={}",
-            enc(data_id),
-            enc(group)
-        ),
-    )
-    .expect(200)
-    .body
-}
-
 /// Ends a program through its stdin; it must exit 0.
 fn stop(mut p: Running) {
     p.close_stdin();
@@ -140,21 +127,7 @@ fn dubbo_java_provider_and_consumer_discover_each_other_through_roster() {
     // sends casMd5=0 for a mapping that does not exist yet) ...
     assert_eq!(config(&node, INTERFACE, "mapping"), app, "the mapping");
     // ... the instance, by application, on loopback, with its metadata's revision ...
-    let listed = hosts_in(&node, "", &app);
-    assert_eq!(listed.len(), 1, "{listed:?}");
-    let host = &listed[0];
-    assert_eq!(host["ip"], json!("127.0.0.1"), "{host}");
-    assert_eq!(host["port"], json!(port), "{host}");
-    let revision = host["metadata"]["dubbo.metadata.revision"]
-        .as_str()
-        .expect("a revision in the instance's metadata")
-        .to_string();
-    assert_eq!(serving["revision"], json!(revision), "{serving}");
-    assert_eq!(
-        host["metadata"]["dubbo.metadata.storage-type"],
-        json!("remote"),
-        "{host}"
-    );
+    let revision = dubbo_revision(&node, &app, port, &serving);
     // ... and the revision's metadata, data id = application, group = revision.
     let meta: Value = roster_tests::serde_json::from_str(&config(&node, &app, &revision))
         .unwrap_or_else(|e| panic!("metadata {app}/{revision}: {e}"));
