@@ -21,10 +21,10 @@ What Dubbo 3 does, and this replays step for step:
 The providers run at once, each with its own client connections, spread over the
 nodes given with --server (a cluster: the compare-and-set is decided by Raft, not by the
 node a provider talks to). The first provider creates the mapping before the others
-start, with an empty ticket (a plain publish). Dubbo 3.3 (Java) sends `casMd5=0` for a
-mapping that does not exist yet, which roster takes as "insert if absent" (the real
-client is run by tests/it/java_clients/dubbo.rs); against Nacos, which inserts whatever
-the md5, two first providers racing there could overwrite each other.
+start, with the ticket Dubbo 3.3 (Java) sends for a mapping that does not exist yet,
+`casMd5=0`, which roster takes as "insert if absent" (the real client is run by
+tests/it/java_clients/dubbo.rs); against Nacos, which inserts whatever the md5, two first
+providers racing there could overwrite each other.
 
 Prints one JSON object per step; exit code 0 only when every check passed.
 
@@ -130,7 +130,9 @@ async def map_app(step, config, interface, app):
         if app in apps:
             return attempt, refused
         new = ",".join(apps + [app])
-        ticket = md5(content) if content else ""
+        # Dubbo 3.3's ticket for a mapping that does not exist yet is "0": roster inserts
+        # it only if it is still absent, so a racing first provider retries.
+        ticket = md5(content) if content else "0"
         try:
             ok = await call(step, "publish_config(cas)", config.publish_config(
                 ConfigParam(data_id=interface, group=MAPPING_GROUP, content=new, cas_md5=ticket)))
