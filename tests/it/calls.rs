@@ -63,35 +63,25 @@ pub fn reports_from(c: &mut Running, from_ms: u64, count: usize) -> Vec<Value> {
     }
 }
 
-/// The instances (as JSON) `node` lists for `service` in `namespace` (empty: public),
-/// healthy or not.
-pub fn hosts_in(node: &Node, namespace: &str, service: &str) -> Vec<Value> {
-    let mut path = format!("/nacos/v1/ns/instance/list?serviceName={}", enc(service));
-    if !namespace.is_empty() {
-        path.push_str(&format!("&namespaceId={}", enc(namespace)));
-    }
-    let v = node.call("GET", &path).expect(200).json();
-    v["hosts"].as_array().cloned().unwrap_or_default()
-}
-
-/// [`hosts_in`] the public namespace.
+/// The instances (as JSON) `node` lists for `service` in the public namespace, healthy
+/// or not, sorted by address.
 pub fn hosts(node: &Node, service: &str) -> Vec<Value> {
-    hosts_in(node, "", service)
+    crate::sync::hosts(node, "public", "DEFAULT_GROUP", service)
 }
 
-/// Every instance of every service `node` holds in `namespace` (empty: public) has a
-/// loopback address, and there is at least one service.
+/// Every instance of every service `node` holds in `namespace` has a loopback address,
+/// and there is at least one service.
 pub fn assert_all_loopback_in(node: &Node, namespace: &str) {
-    let mut path = "/nacos/v1/ns/service/list?pageNo=1&pageSize=1000".to_string();
-    if !namespace.is_empty() {
-        path.push_str(&format!("&namespaceId={}", enc(namespace)));
-    }
+    let path = format!(
+        "/nacos/v1/ns/service/list?pageNo=1&pageSize=1000&namespaceId={}",
+        enc(namespace)
+    );
     let v = node.call("GET", &path).expect(200).json();
     let services = v["doms"].as_array().cloned().unwrap_or_default();
     assert!(!services.is_empty(), "no service registered: {v}");
     for service in services {
         let service = service.as_str().unwrap();
-        for h in hosts_in(node, namespace, service) {
+        for h in crate::sync::hosts(node, namespace, "DEFAULT_GROUP", service) {
             let ip = h["ip"].as_str().unwrap();
             assert!(
                 ip.starts_with("127."),
@@ -103,7 +93,7 @@ pub fn assert_all_loopback_in(node: &Node, namespace: &str) {
 
 /// [`assert_all_loopback_in`] the public namespace.
 pub fn assert_all_loopback(node: &Node) {
-    assert_all_loopback_in(node, "");
+    assert_all_loopback_in(node, "public");
 }
 
 /// The content of config item `data_id` in `group` (public namespace), which must exist.

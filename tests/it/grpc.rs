@@ -512,12 +512,7 @@ fn connected_node(c: &Cluster) -> Option<usize> {
 fn a_grpc_client_follows_a_dying_node_and_its_old_copies_expire() {
     let mut c = Cluster::start(3, &["--distro-verify-secs", "1"]);
     let rt = runtime();
-    let servers = c
-        .nodes
-        .iter()
-        .map(|n| n.addr())
-        .collect::<Vec<_>>()
-        .join(",");
+    let servers = c.server_list();
     let naming = rt.block_on(async {
         let naming = rust_client(&servers).await;
         naming
@@ -603,12 +598,7 @@ fn pausing_the_node_of_redoing_grpc_clients_never_empties_another_nodes_list() {
 fn redoing_clients_stay_listed_on_the_others(pause: Option<Duration>) {
     let mut c = Cluster::start(3, &[]);
     let rt = runtime();
-    let servers = c
-        .nodes
-        .iter()
-        .map(|n| n.addr())
-        .collect::<Vec<_>>()
-        .join(",");
+    let servers = c.server_list();
     // Eight providers of one service and one provider alone in its own: the SDK picks a
     // node at random, so the node with the most connections holds several of them.
     let clients = rt.block_on(async {
@@ -697,12 +687,7 @@ fn redoing_clients_stay_listed_on_the_others(pause: Option<Duration>) {
 fn a_graceful_shutdown_moves_grpc_clients_to_other_nodes() {
     let mut c = Cluster::start(3, &[]);
     let rt = runtime();
-    let servers = c
-        .nodes
-        .iter()
-        .map(|n| n.addr())
-        .collect::<Vec<_>>()
-        .join(",");
+    let servers = c.server_list();
     let naming = rt.block_on(async {
         let naming = rust_client(&servers).await;
         naming

@@ -27,21 +27,14 @@ pub struct Stay<'a> {
     pub probe_prefix: &'a str,
 }
 
-/// The service's instances a node lists, as sorted "ip:port".
+/// The service's instances a node lists (public namespace), as sorted "ip:port".
 pub fn listed(node: &Node, service: &str) -> Vec<String> {
-    let v = node
-        .call(
-            "GET",
-            &format!("/nacos/v1/ns/instance/list?serviceName={service}"),
-        )
-        .expect(200)
-        .json();
-    let mut ips: Vec<String> = v["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| format!("{}:{}", h["ip"].as_str().unwrap(), h["port"]))
-        .collect();
+    let mut ips = crate::sync::addrs(&crate::sync::hosts(
+        node,
+        "public",
+        "DEFAULT_GROUP",
+        service,
+    ));
     ips.sort();
     ips
 }

@@ -691,6 +691,15 @@ impl Cluster {
         Self { nodes, members }
     }
 
+    /// Every node's HTTP address, comma-separated: the server list Nacos SDKs take.
+    pub fn server_list(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| n.addr())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The `/api/v1/cluster` view of node `i`.
     pub fn view(&self, i: usize) -> Value {
         self.nodes[i]

@@ -205,12 +205,7 @@ fn steady_at(timeout: Duration, want: u64, read: impl Fn() -> u64, what: &str) {
 fn dubbo_go_keeps_calling_when_the_node_every_client_uses_is_killed() {
     let mut cluster = Cluster::start(3, &[]);
     let tmp = tempfile::tempdir().unwrap();
-    let servers = cluster
-        .nodes
-        .iter()
-        .map(|n| n.addr())
-        .collect::<Vec<_>>()
-        .join(",");
+    let servers = cluster.server_list();
     let app = unique("dubbo-greeter");
     let (port1, port2) = (free_port(), free_port());
     let (_p1, _) = provider(&servers, &app, "p1", port1, &tmp);
@@ -238,8 +233,10 @@ fn dubbo_go_keeps_calling_when_the_node_every_client_uses_is_killed() {
     );
     // Both at once, so that no client hops from one to the other.
     std::thread::scope(|s| {
-        for node in cluster.nodes.iter_mut().skip(1) {
-            s.spawn(move || node.terminate());
+        for (i, node) in cluster.nodes.iter_mut().enumerate() {
+            if others.contains(&i) {
+                s.spawn(move || node.terminate());
+            }
         }
     });
     // A client may open a connection to `x` and drop it again while it reconnects, and

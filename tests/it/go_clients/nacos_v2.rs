@@ -100,12 +100,7 @@ fn nacos_sdk_go_v2_with_a_wrong_password_is_refused() {
 #[test]
 fn nacos_sdk_go_v2_moves_to_a_survivor_when_its_node_is_killed() {
     let mut c = Cluster::start(3, &[]);
-    let servers = c
-        .nodes
-        .iter()
-        .map(|n| n.addr())
-        .collect::<Vec<_>>()
-        .join(",");
+    let servers = c.server_list();
     let mut cmd = scenario("nacos2-stay");
     cmd.args(["--server", &servers])
         .args(["--username", "nacos", "--password", ADMIN_PASSWORD])

@@ -239,12 +239,7 @@ fn nacos_client_with_a_wrong_password_is_refused() {
 /// naming and its config connection are killed in turn (one kill when they are the same).
 fn failover(line: &Line) {
     let mut c = Cluster::start(3, &[]);
-    let servers = c
-        .nodes
-        .iter()
-        .map(|n| n.addr())
-        .collect::<Vec<_>>()
-        .join(",");
+    let servers = c.server_list();
     let home = tempfile::tempdir().unwrap();
     let service = unique("java-failover");
     let data_id = format!("{}.yaml", unique("java-failover"));
