@@ -364,6 +364,14 @@ fn compare_and_set_publishes_refuse_a_stale_md5() {
         ),
     );
     assert_eq!(r.status, 409, "{}", r.body);
+    // ... except `casMd5=0`, Dubbo 3's ticket for "no item": it inserts an absent item,
+    // and against one that exists it is refused and changes nothing.
+    let absent = item(&unique("absent"), "mapping", "");
+    publish(&node, &format!("{absent}&content=app-a&casMd5=0")).expect(200);
+    let again = publish(&node, &format!("{absent}&content=app-b&casMd5=0"));
+    assert_eq!(again.status, 409, "{}", again.body);
+    let r = node.call("GET", &format!("{CONFIGS}?{absent}")).expect(200);
+    assert_eq!(r.body, "app-a");
     // v2 answers the conflict in its envelope.
     let r = node.call_form(
         "POST",
