@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use roster_raft::NodeId;
 
 use crate::auth::{password, Auth, ADMIN_USERNAME};
-use crate::clock::now_ms;
 use crate::cluster::listener::PeerLimits;
 use crate::cluster::members::{Hello, Members};
 use crate::cluster::parse_members;
@@ -30,16 +29,17 @@ use crate::distro::Distro;
 use crate::dns::DnsConfig;
 use crate::grpc::connection::Connections;
 use crate::grpc::GrpcServer;
-use crate::health::guard::{EvictionGuard, GuardPolicy};
 use crate::listen::HttpLimits;
 use crate::metrics::Metrics;
 use crate::push::events::Events;
 use crate::push::udp::UdpPush;
-use crate::registry::Registry;
 use crate::state::{AppState, Limits, Readiness, Shared};
 use crate::store::command::{CommandV1, Rejection};
 use crate::store::tasks::SyncTasks;
 use crate::store::{ProposeError, Store};
+use roster_registry::clock::now_ms;
+use roster_registry::guard::{EvictionGuard, GuardPolicy};
+use roster_registry::Registry;
 
 /// Name of the file the generated admin password is written to, in the data dir.
 pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
@@ -263,7 +263,7 @@ pub async fn run(
     // Turns true when the HTTP server starts its graceful shutdown: long-lived responses
     // (event streams) end then, instead of holding the shutdown up.
     let (closing, closing_rx) = watch::channel(false);
-    crate::registry::service::set_list_cache_budget(args.list_cache_mib.saturating_mul(1 << 20));
+    roster_registry::service::set_list_cache_budget(args.list_cache_mib.saturating_mul(1 << 20));
     let state = AppState::new(Shared {
         registry: registry.clone(),
         store: store.clone(),

@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::clock::now_ms;
-use crate::registry::namespace::PUBLIC_NAMESPACE;
-use crate::registry::validate::{DEFAULT_CLUSTER, DEFAULT_GROUP};
+use roster_registry::clock::now_ms;
+use roster_registry::namespace::PUBLIC_NAMESPACE;
+use roster_registry::validate::{DEFAULT_CLUSTER, DEFAULT_GROUP};
 
 /// The current file's name, in the data dir; rotated ones are `audit.<n>.jsonl`.
 pub const FILE_NAME: &str = "audit.jsonl";

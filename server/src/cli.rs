@@ -489,7 +489,7 @@ pub async fn auth(action: AuthAction, client: ClientArgs) -> anyhow::Result<()> 
     let previous = value["previousKeyId"].as_str().unwrap_or("-");
     match value["previousValidUntil"].as_u64() {
         Some(until) => {
-            let left = until.saturating_sub(crate::clock::now_ms() / 1000);
+            let left = until.saturating_sub(roster_registry::clock::now_ms() / 1000);
             out!(
                 "tokens signed by key {previous} are accepted for {left} s more, until they expire"
             );
@@ -724,7 +724,7 @@ fn age(ms: &serde_json::Value) -> String {
     let Some(ms) = ms.as_u64() else {
         return "-".into();
     };
-    let secs = crate::clock::now_ms().saturating_sub(ms) / 1000;
+    let secs = roster_registry::clock::now_ms().saturating_sub(ms) / 1000;
     format!("{secs}s ago")
 }
 

@@ -39,12 +39,12 @@ use tokio::sync::watch;
 use tokio::time::timeout;
 
 use crate::listen::{accept, Gate};
-use crate::registry::instance::Instance;
-use crate::registry::namespace::PUBLIC_NAMESPACE;
-use crate::registry::select::{select, Query};
-use crate::registry::service::ServiceKey;
-use crate::registry::Registry;
 use crate::state::Readiness;
+use roster_registry::instance::Instance;
+use roster_registry::namespace::PUBLIC_NAMESPACE;
+use roster_registry::select::{select, Query};
+use roster_registry::service::ServiceKey;
+use roster_registry::Registry;
 
 /// The service metadata key whose value is published as `grpc_config=<value>`.
 pub const GRPC_CONFIG_KEY: &str = "grpc_config";
@@ -109,7 +109,7 @@ impl DnsConfig {
             return Ok(self);
         }
         for id in &ids {
-            crate::registry::validate::check_namespace_id("--dns-namespaces", id)
+            roster_registry::validate::check_namespace_id("--dns-namespaces", id)
                 .map_err(|e| e.to_string())?;
         }
         self.namespaces = Some(ids.into_iter().map(str::to_string).collect());
@@ -584,8 +584,8 @@ mod tests {
     use hickory_proto::op::Query as DnsQuery;
 
     use super::*;
-    use crate::registry::service::ServiceSettings;
-    use crate::registry::Registration;
+    use roster_registry::service::ServiceSettings;
+    use roster_registry::Registration;
 
     fn registry() -> Registry {
         let r = Registry::new();
@@ -781,7 +781,7 @@ mod tests {
         let orders = ServiceKey::new("public", "DEFAULT_GROUP", "Orders");
         r.set_health(&orders, "10.0.0.1", 8080, true, false, 1);
         assert_eq!(ask(&r, "orders.roster.", RecordType::A).answers.len(), 1);
-        let patch = crate::registry::InstancePatch {
+        let patch = roster_registry::InstancePatch {
             enabled: Some(false),
             ..Default::default()
         };

@@ -12,10 +12,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthError;
-use crate::registry::validate::{Invalid, Problem};
-use crate::registry::RegistryError;
 use crate::store::command::Rejection;
 use crate::store::ProposeError;
+use roster_registry::validate::{Invalid, Problem};
+use roster_registry::RegistryError;
 
 /// What went wrong, as far as a client needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

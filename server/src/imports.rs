@@ -15,21 +15,21 @@ use roster_sync::{
     TargetKey, TaskSpec, TaskStatus, SOURCE_INSTANCE_ID_KEY,
 };
 
-use crate::clock::now_ms;
 use crate::configs::validate::{
     check_config_group, check_content, check_data_id, check_tenant, check_text, check_type,
 };
 use crate::configs::{ConfigKey, Configs, Imported, Settings};
-use crate::registry::service::ServiceKey;
-use crate::registry::validate::{
-    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
-    check_service_name, Invalid,
-};
-use crate::registry::{Registration, Registry};
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 use crate::store::tasks::{redacted, SyncTasks};
 use crate::store::Store;
+use roster_registry::clock::now_ms;
+use roster_registry::service::ServiceKey;
+use roster_registry::validate::{
+    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
+    check_service_name, Invalid,
+};
+use roster_registry::{Registration, Registry};
 
 /// Writes a task's imports through Raft, from the leader only.
 pub struct RaftSink {

@@ -1,17 +1,17 @@
 //! roster: a clustered, Nacos-compatible service registry.
 //!
 //! Modules, from the core outwards:
-//! - [`registry`] the in-memory registry core: services, instances, selection, beat
-//!   expiry, Distro's client records; [`hash`] stable hashing shared by Distro and
-//!   balancing; [`clock`] time.
-//! - [`health`] persistent instances' health checks and the eviction guard; [`store`]
+//! - The core is its own crate, `roster_registry`: services, instances, selection, beat
+//!   expiry and the eviction guard, Distro's client records, the Nacos list shapes,
+//!   stable hashing and time.
+//! - [`health`] persistent instances' health checks; [`store`]
 //!   the Raft state machine, its commands and the sync task table; [`distro`] AP
 //!   replication of ephemeral instances; [`cluster`] members, the peer channel and the
 //!   cluster view; [`push`] UDP push and the broadcast of changes; [`auth`] users and
 //!   tokens; [`metrics`] Prometheus metrics; [`audit`] the audit log of writes and
 //!   admin actions; [`configs`] the Nacos configuration store (Raft-held) and its
 //!   listeners' change feed.
-//! - [`naming`] the Nacos wire shapes every face answers and pushes; [`error`] the one
+//! - [`naming`] the write path of instances every face takes; [`error`] the one
 //!   error kind with its HTTP, Nacos v2 and gRPC projections.
 //! - [`state`] the node's shared state, gathering the handles above.
 //! - The protocol faces: [`api`] the HTTP routes (Nacos v1 and v2, roster's own API, the
@@ -30,7 +30,6 @@ pub mod audit;
 pub mod auth;
 pub mod backup;
 pub mod cli;
-pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod configs;
@@ -38,14 +37,12 @@ pub mod distro;
 pub mod dns;
 pub mod error;
 pub mod grpc;
-pub mod hash;
 pub mod health;
 pub mod imports;
 pub mod listen;
 pub mod metrics;
 pub mod naming;
 pub mod push;
-pub mod registry;
 pub mod state;
 pub mod store;
 pub mod tls;

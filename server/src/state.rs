@@ -12,16 +12,16 @@ use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
 use crate::configs::{self, Configs};
 use crate::distro::Distro;
-use crate::health::guard::EvictionGuard;
 use crate::metrics::{Metrics, NodeFigures};
 use crate::naming::writes::Writes;
 use crate::push::events::Events;
 use crate::push::udp::UdpPush;
 use crate::push::SubscriberList;
-use crate::registry::balance::Balancers;
-use crate::registry::Registry;
 use crate::store::tasks::SyncTasks;
 use crate::store::Store;
+use roster_registry::balance::Balancers;
+use roster_registry::guard::EvictionGuard;
+use roster_registry::Registry;
 
 /// Size limits applied to requests.
 #[derive(Clone, Copy, Debug)]
@@ -174,7 +174,7 @@ impl AppState {
             udp_subscribers: self.push.subscriber_count(),
             configs: self.configs.len(),
             config_long_polls: self.long_polls.count(),
-            list_cache_bytes: crate::registry::service::list_cache_held(),
+            list_cache_bytes: roster_registry::service::list_cache_held(),
             raft: self.store.status(),
             sync_tasks: crate::metrics::task_state_labels(
                 self.tasks.all().into_iter().map(|t| t.status.state),

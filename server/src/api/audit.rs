@@ -23,10 +23,10 @@ use super::nacos::json_of;
 use super::params::Params;
 use crate::audit::{clip, Addressed, Entry, Face, Query, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::auth::Identity;
-use crate::clock::now_ms;
 use crate::error::Error;
-use crate::registry::validate::DEFAULT_GROUP;
 use crate::state::AppState;
+use roster_registry::clock::now_ms;
+use roster_registry::validate::DEFAULT_GROUP;
 
 /// The audit route.
 pub fn routes() -> Router<AppState> {

@@ -96,8 +96,8 @@ async fn owner(State(state): State<AppState>, params: Params) -> Result<Response
     let (ip, port) = client
         .rsplit_once(':')
         .ok_or_else(|| Error::illegal("client", format!("'{client}' should be IP:PORT.")))?;
-    crate::registry::validate::check_ip("client", ip)?;
-    crate::registry::validate::parse_port("client", port)?;
+    roster_registry::validate::check_ip("client", ip)?;
+    roster_registry::validate::parse_port("client", port)?;
     Ok(json_of(&json!({
         "client": client,
         "owner": state.distro.owner_of(client),

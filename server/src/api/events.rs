@@ -57,9 +57,9 @@ use crate::auth::permissions::{Action, Resource};
 use crate::auth::{Auth, Identity};
 use crate::error::Error;
 use crate::push::events::Change;
-use crate::registry::validate::check_namespace_id;
 use crate::state::AppState;
 use crate::store::catalog::CatalogChange;
+use roster_registry::validate::check_namespace_id;
 
 /// Keep-alive comment period.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

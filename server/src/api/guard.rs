@@ -24,10 +24,10 @@ use super::nacos::config::{named, tenant_of};
 use super::params::Params;
 use crate::auth::permissions::{Action, Resource};
 use crate::auth::{Credentials, Identity};
-use crate::clock::now_secs;
 use crate::configs::{namespace_of, ConfigKey};
 use crate::error::{Error, ErrorKind};
 use crate::state::AppState;
+use roster_registry::clock::now_secs;
 
 /// Paths answered before the node is ready and without authentication.
 const OPS_PATHS: [&str; 3] = ["/health/live", "/health/ready", "/metrics"];
@@ -362,7 +362,7 @@ fn authorize(
         }
         Need::NamespaceIfGiven => match params.optional("namespaceId") {
             Some(namespace) => {
-                crate::registry::validate::check_namespace_id("namespaceId", namespace)?;
+                roster_registry::validate::check_namespace_id("namespaceId", namespace)?;
                 state
                     .auth
                     .allowed(caller, &Resource::Namespace(namespace), Action::Read)

@@ -15,9 +15,9 @@ use super::nacos::{instance, json, operator, service};
 use super::nacos_v2_envelope::{failure, success};
 use super::params::Params;
 use crate::error::Error;
-use crate::naming::wire::page;
-use crate::registry::validate::{check_group, DEFAULT_GROUP};
 use crate::state::AppState;
+use roster_registry::validate::{check_group, DEFAULT_GROUP};
+use roster_registry::wire::page;
 
 /// The v2 naming routes.
 pub fn routes() -> Router<AppState> {

@@ -11,11 +11,11 @@ use axum::http::request::Parts;
 use smallvec::SmallVec;
 
 use crate::error::Error;
-use crate::registry::instance::Metadata;
-use crate::registry::namespace::PUBLIC_NAMESPACE;
-use crate::registry::selector::LabelSelector;
-use crate::registry::service::ServiceKey;
-use crate::registry::validate::{
+use roster_registry::instance::Metadata;
+use roster_registry::namespace::PUBLIC_NAMESPACE;
+use roster_registry::selector::LabelSelector;
+use roster_registry::service::ServiceKey;
+use roster_registry::validate::{
     check_group, check_namespace_id, check_service_name, parse_bool, parse_metadata, parse_port,
     DEFAULT_GROUP,
 };
@@ -261,7 +261,7 @@ impl Params {
         // The grouped form as given, else written once.
         let grouped = match grouped {
             Some(raw) => Cow::Borrowed(raw),
-            None => Cow::Owned(crate::registry::service::grouped(group, name)),
+            None => Cow::Owned(roster_registry::service::grouped(group, name)),
         };
         Ok(ServiceName {
             namespace,

@@ -11,11 +11,11 @@ use serde::Serialize;
 use super::nacos::json_of;
 use super::params::Params;
 use crate::error::Error;
-use crate::naming::wire::Host;
-use crate::registry::balance::{consistent_hash, weighted_random, Strategy};
-use crate::registry::select::{select, Query};
-use crate::registry::validate::parse_cluster_list;
 use crate::state::AppState;
+use roster_registry::balance::{consistent_hash, weighted_random, Strategy};
+use roster_registry::select::{select, Query};
+use roster_registry::validate::parse_cluster_list;
+use roster_registry::wire::Host;
 
 /// The selection routes: `/api/v1/instances` (a list, like Nacos' `/instance/list`) and
 /// `/api/v1/pick` (one instance).

@@ -13,10 +13,10 @@ use super::guard::Caller;
 use super::nacos::json_of;
 use super::params::Params;
 use crate::auth::token::key_id;
-use crate::clock::now_ms;
 use crate::error::Error;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
+use roster_registry::clock::now_ms;
 
 /// The signing key's routes.
 pub fn routes() -> Router<AppState> {

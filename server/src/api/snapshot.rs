@@ -13,9 +13,9 @@ use axum::Router;
 use super::guard::Caller;
 use super::params::Params;
 use crate::backup::{encode_export, schedule, BackupError};
-use crate::clock::now_ms;
 use crate::error::{Error, ErrorKind};
 use crate::state::AppState;
+use roster_registry::clock::now_ms;
 
 /// The snapshot route.
 pub fn routes() -> Router<AppState> {

@@ -14,13 +14,13 @@ use serde::{Deserialize, Serialize};
 use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
 
 use super::guard::Caller;
-use crate::clock::now_ms;
 use crate::error::Error;
-use crate::registry::namespace::PUBLIC_NAMESPACE;
-use crate::registry::validate::check_group;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
 use crate::store::tasks::{redacted, StoredTask};
+use roster_registry::clock::now_ms;
+use roster_registry::namespace::PUBLIC_NAMESPACE;
+use roster_registry::validate::check_group;
 
 const TASKS: &str = "/api/v1/sync/tasks";
 const TASK: &str = "/api/v1/sync/tasks/{name}";

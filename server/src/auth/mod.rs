@@ -24,9 +24,9 @@ use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::clock::now_ms;
 use password::{CredentialCache, PasswordChecks};
 use permissions::{Action, Grant, Resource, ROLE_ADMIN};
+use roster_registry::clock::now_ms;
 use throttle::{Attempt, Throttle};
 
 /// The user created at bootstrap, named as in Nacos so existing client configs keep

@@ -113,7 +113,7 @@ pub enum Resource<'a> {
 
 impl<'a> Resource<'a> {
     /// The naming service `key` names.
-    pub fn of_service(key: &'a crate::registry::service::ServiceKey) -> Self {
+    pub fn of_service(key: &'a roster_registry::service::ServiceKey) -> Self {
         Resource::Service {
             namespace: &key.namespace,
             group: &key.group,
@@ -123,7 +123,7 @@ impl<'a> Resource<'a> {
 }
 
 /// The namespace id Nacos leaves out of resources (`:group:...`).
-const PUBLIC: &str = crate::registry::namespace::PUBLIC_NAMESPACE;
+const PUBLIC: &str = roster_registry::namespace::PUBLIC_NAMESPACE;
 
 /// Whether `identity` may do `action` on `resource` by `data`: an admin always; anyone
 /// else when one of their roles holds a permission that covers the action and whose

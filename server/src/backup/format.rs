@@ -217,7 +217,7 @@ fn split_time(ms: u64) -> (Date, Time, u64) {
     let secs = ms / 1000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
     (
-        crate::clock::civil(days),
+        roster_registry::clock::civil(days),
         (rest / 3600, rest % 3600 / 60, rest % 60),
         ms % 1000,
     )

@@ -138,7 +138,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
         args.node_id,
         args.peer.as_deref(),
         args.dry_run,
-        crate::clock::now_ms(),
+        roster_registry::clock::now_ms(),
     )?;
     match args.output {
         OutputFormat::Json => print_recovery_json(&args, &done),

@@ -12,9 +12,9 @@ use tokio::sync::watch;
 
 use super::format::{file_stamp, EXTENSION};
 use super::BackupError;
-use crate::clock::now_ms;
 use crate::config::NodeArgs;
 use crate::state::AppState;
+use roster_registry::clock::now_ms;
 
 /// When and where to write scheduled snapshots.
 #[derive(Clone, Debug)]

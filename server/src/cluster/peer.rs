@@ -34,7 +34,7 @@ use tokio_rustls::TlsConnector;
 
 pub use super::wire::{ClusterSecret, PROTOCOL_VERSION};
 use super::wire::{Head, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL, HEADER_SEALED, MAX_MESSAGE};
-use crate::clock::now_ms;
+use roster_registry::clock::now_ms;
 
 /// How long an idle pooled connection is kept at most: below the listeners' idle
 /// timeout (half of it, when that is shorter), so a sender seldom picks a connection

@@ -34,8 +34,8 @@ use super::wire::{
     ClusterSecret, Head, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL, HEADER_SEALED, MAX_MESSAGE,
     PROTOCOL_VERSION,
 };
-use crate::clock::now_ms;
 use crate::state::AppState;
+use roster_registry::clock::now_ms;
 
 /// The most of a refused request's body that is read (so that its refusal reaches the
 /// sender before the connection closes).

@@ -5,7 +5,7 @@
 
 use super::validate::{check_config_group, check_data_id, check_tenant};
 use super::{ConfigKey, Configs};
-use crate::registry::validate::Invalid;
+use roster_registry::validate::Invalid;
 
 /// Separates the fields of an entry.
 const WORD: char = '\u{2}';

@@ -25,7 +25,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{watch, Notify};
 
-use crate::registry::namespace::PUBLIC_NAMESPACE;
+use roster_registry::namespace::PUBLIC_NAMESPACE;
 
 /// A configuration item's identity. `namespace` is a namespace id (`public` for Nacos'
 /// empty tenant).

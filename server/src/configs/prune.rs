@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::{Configs, Retention};
-use crate::clock::now_ms;
 use crate::store::command::CommandV1;
 use crate::store::Store;
+use roster_registry::clock::now_ms;
 
 /// How often the leader looks. Retention is counted in days: an hour late is on time.
 pub const EVERY: Duration = Duration::from_secs(3600);

@@ -1,7 +1,7 @@
 //! Nacos' rules for configuration items, checked by every face before anything is
 //! proposed: a refusal names the field (in the face's own spelling) and stores nothing.
 
-use crate::registry::validate::{check_namespace_id, Invalid};
+use roster_registry::validate::{check_namespace_id, Invalid};
 
 /// Longest dataId (Nacos' column holds 255).
 pub const MAX_DATA_ID: usize = 255;

@@ -3,10 +3,10 @@
 //! parameters first (`configs::validate`, in their own field names).
 
 use super::{ConfigKey, Publish, Settings};
-use crate::clock::now_ms;
 use crate::error::Error;
 use crate::store::command::CommandV1;
 use crate::store::Store;
+use roster_registry::clock::now_ms;
 
 /// A publication as a face parsed it; `Writes::publish` adds who, where from and the
 /// retention.

@@ -29,9 +29,9 @@ use super::messages::{
 };
 use super::responsibility::{connection_created, connection_owner, owner_of};
 use crate::error::Error;
-use crate::registry::client::{ClientShare, ClientSummary};
-use crate::registry::instance::{Addr, Heartbeat};
-use crate::registry::Registry;
+use roster_registry::client::{ClientShare, ClientSummary};
+use roster_registry::instance::{Addr, Heartbeat};
+use roster_registry::Registry;
 
 /// How long a deletion is remembered, so that it replicates (and so that an owner that
 /// missed it is sent it back), ms.
@@ -65,7 +65,8 @@ fn push_interval_ms(instances: usize) -> u64 {
 /// The snapshot part client `id` belongs to, of `parts`: a hash every node computes
 /// alike, so that the parts a starting node asks one peer for cover every client once.
 fn snapshot_part_of(id: &str, parts: u32) -> u32 {
-    (crate::hash::mix(crate::hash::stable_hash(id.as_bytes())) % u64::from(parts)) as u32
+    (roster_registry::hash::mix(roster_registry::hash::stable_hash(id.as_bytes()))
+        % u64::from(parts)) as u32
 }
 
 /// One peer's share of a push: the clients taken from its pending set and their
@@ -458,7 +459,7 @@ impl Core {
     }
 
     /// What this node confirms, out of `clients` (a slice of
-    /// [`crate::registry::client::Clients::summaries`], so that a long round can yield
+    /// [`roster_registry::client::Clients::summaries`], so that a long round can yield
     /// between slices): `(id, revision, last beat)` of each client it owns among `live`
     /// and holds instances of.
     pub fn confirmations(

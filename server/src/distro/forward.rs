@@ -264,7 +264,7 @@ mod tests {
     use crate::distro::responsibility::owner_of;
     use crate::distro::tests::{key, reg};
     use crate::distro::Distro;
-    use crate::registry::{InstancePatch, Registry};
+    use roster_registry::{InstancePatch, Registry};
 
     /// The reply type of builds before typed errors, as they declared it.
     #[derive(Debug, PartialEq, Serialize, Deserialize)]

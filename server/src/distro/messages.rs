@@ -7,9 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::registry::client::ClientData;
-use crate::registry::service::ServiceKey;
-use crate::registry::{InstancePatch, Registration};
+use roster_registry::client::ClientData;
+use roster_registry::service::ServiceKey;
+use roster_registry::{InstancePatch, Registration};
 
 /// Route of pushed client states.
 pub const SYNC: &str = "sync";
@@ -86,7 +86,7 @@ pub enum OpReply {
 }
 
 /// Client states pushed to a peer: sent as
-/// [`ClientShare`](crate::registry::client::ClientShare)s (the registry's instances, not
+/// [`ClientShare`](roster_registry::client::ClientShare)s (the registry's instances, not
 /// copies of them), received as [`ClientData`]: the same bytes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SyncMessage<C = ClientData> {

@@ -42,14 +42,14 @@ use roster_raft::NodeId;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::clock::now_ms;
 use crate::cluster::members::Members;
 use crate::cluster::peer::PeerClient;
 use crate::error::Error;
-use crate::registry::client::ClientShare;
-use crate::registry::instance::Heartbeat;
-use crate::registry::Registry;
 use responsibility::owner_of;
+use roster_registry::client::ClientShare;
+use roster_registry::clock::now_ms;
+use roster_registry::instance::Heartbeat;
+use roster_registry::Registry;
 
 pub use self::core::Core;
 pub use messages::{

@@ -5,7 +5,7 @@
 
 use roster_raft::NodeId;
 
-use crate::hash::{mix, stable_hash};
+use roster_registry::hash::{mix, stable_hash};
 
 /// The node that owns a gRPC connection client (`g:<node>:<connection>`): the node the
 /// connection is on, whether it lives or not.
@@ -37,6 +37,22 @@ pub fn owner_of(client: &str, live: &[NodeId]) -> NodeId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_owner_rule_reads_as_a_connection_the_registry_does_too() {
+        for id in [
+            "g:1:abc",
+            "g:8080",
+            "g:a:x",
+            "g:1:1733900000000_127.0.0.1_50012",
+        ] {
+            assert_eq!(
+                roster_registry::client::is_connection(id),
+                connection_owner(id).is_some(),
+                "{id}"
+            );
+        }
+    }
 
     #[test]
     fn owners_are_stable_and_spread() {

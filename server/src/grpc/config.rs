@@ -36,7 +36,7 @@ use crate::configs::validate::{
 use crate::configs::writes::Draft;
 use crate::configs::ConfigKey;
 use crate::error::{Error, ErrorKind};
-use crate::registry::validate::DEFAULT_GROUP;
+use roster_registry::validate::DEFAULT_GROUP;
 
 /// Nacos' `errorCode` for a configuration that does not exist (`CONFIG_NOT_FOUND`);
 /// clients read it as "no such configuration", not as a failure.

@@ -35,12 +35,12 @@ use super::proto::{Payload, Queued};
 use super::tls::{GrpcStream, GrpcTls};
 use crate::auth::permissions::Resource;
 use crate::auth::Reader;
-use crate::clock::now_ms;
 use crate::configs::listeners::{ListenerList, ListenerView};
 use crate::configs::ConfigKey;
 use crate::listen::{accept, Gate, Permit};
 use crate::push::{SubscriberList, SubscriberView};
-use crate::registry::service::ServiceKey;
+use roster_registry::clock::now_ms;
+use roster_registry::service::ServiceKey;
 
 /// What the client told about itself in `ConnectionSetupRequest`.
 #[derive(Clone, Debug, Default)]

@@ -27,22 +27,22 @@ use tonic::{Status, Streaming};
 
 use crate::auth::permissions::{Action, Resource, DENIED};
 use crate::auth::{Credentials, Identity};
-use crate::clock::{now_ms, now_secs};
 use crate::error::Error;
-use crate::naming::wire::{grpc_service_info, page, GrpcInfoRequest};
-use crate::registry::changes::ChangeSet;
-use crate::registry::instance::Metadata;
-use crate::registry::namespace::PUBLIC_NAMESPACE;
-use crate::registry::service::ServiceKey;
-use crate::registry::validate::{
-    self, check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
-    DEFAULT_CLUSTER, DEFAULT_GROUP,
-};
-use crate::registry::Registration;
 use crate::state::AppState;
 use connection::{Connection, Connections, Pushed};
 use proto::{BiStreamServer, Handler, Outbound, Payload, RequestServer};
 use reply::{failure, refusal, respond, respond_answer, Answer};
+use roster_registry::changes::ChangeSet;
+use roster_registry::clock::{now_ms, now_secs};
+use roster_registry::instance::Metadata;
+use roster_registry::namespace::PUBLIC_NAMESPACE;
+use roster_registry::service::ServiceKey;
+use roster_registry::validate::{
+    self, check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
+    DEFAULT_CLUSTER, DEFAULT_GROUP,
+};
+use roster_registry::wire::{grpc_service_info, page, GrpcInfoRequest};
+use roster_registry::Registration;
 use tls::GrpcTls;
 
 /// A connection silent this long is probed with `ClientDetectionRequest` (Nacos: 20 s).

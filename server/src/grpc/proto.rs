@@ -331,7 +331,7 @@ mod tests {
                     .chain(request.instances.iter().flatten())
                 {
                     if let Ok(reg) = registration(wire, Some(&client), 256) {
-                        let kept = crate::registry::validate::check_ip("ip", &reg.ip);
+                        let kept = roster_registry::validate::check_ip("ip", &reg.ip);
                         prop_assert!(
                             matches!(kept, Ok(std::borrow::Cow::Borrowed(_))),
                             "{}",

@@ -27,11 +27,11 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::deny::DenyList;
-use crate::clock::now_ms;
-use crate::registry::service::{HealthChecker, ServiceKey};
-use crate::registry::validate::{check_health_check_path, health_check_headers, Invalid};
 use crate::state::AppState;
 use crate::store::command::CommandV1;
+use roster_registry::clock::now_ms;
+use roster_registry::service::{HealthChecker, ServiceKey};
+use roster_registry::validate::{check_health_check_path, health_check_headers, Invalid};
 
 /// Opposite results in a row before health flips (Nacos' `checkTimes`).
 pub const CHECK_TIMES: u32 = 3;

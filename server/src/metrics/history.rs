@@ -330,7 +330,7 @@ pub async fn run(state: AppState, mut stopping: watch::Receiver<bool>) {
             .iter()
             .map(|n| n.to_string())
             .collect();
-        let t = crate::clock::now_ms();
+        let t = roster_registry::clock::now_ms();
         let taken = sample(before.as_ref(), &now, &figures, guard, t);
         state.metrics.history.push(taken);
         before = Some(now);

@@ -25,14 +25,14 @@
 
 use std::sync::Arc;
 
-use crate::clock::now_ms;
 use crate::distro::{Distro, EphemeralOp, OpReply};
 use crate::error::Error;
-use crate::registry::instance::{addr_key, Heartbeat, Instance};
-use crate::registry::service::{HealthChecker, ServiceKey};
-use crate::registry::{InstancePatch, Registration, Registry};
 use crate::store::command::CommandV1;
 use crate::store::Store;
+use roster_registry::clock::now_ms;
+use roster_registry::instance::{addr_key, Heartbeat, Instance};
+use roster_registry::service::{HealthChecker, ServiceKey};
+use roster_registry::{InstancePatch, Registration, Registry};
 
 /// The routes of naming writes, over the node's registry, store and Distro.
 #[derive(Clone, Copy)]
@@ -287,7 +287,7 @@ impl Writes<'_> {
         let view = svc.view();
         let instance = view
             .instances
-            .get(&crate::registry::instance::Addr::new(ip, port))
+            .get(&roster_registry::instance::Addr::new(ip, port))
             .ok_or_else(|| {
                 Error::instance_not_found(format!(
                     "instance {ip}:{port} not found in service {grouped}"

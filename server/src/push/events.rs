@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
-use crate::registry::changes::ChangeSet;
-use crate::registry::service::ServiceKey;
 use crate::store::catalog::{CatalogChange, CatalogChanges};
+use roster_registry::changes::ChangeSet;
+use roster_registry::service::ServiceKey;
 
 /// How long changes gather before they are sent.
 const COALESCE: Duration = Duration::from_millis(100);

@@ -7,7 +7,7 @@ pub mod udp;
 
 use serde::Serialize;
 
-use crate::registry::service::ServiceKey;
+use roster_registry::service::ServiceKey;
 
 /// A subscriber as `/service/subscribers` lists it (UDP and gRPC alike).
 #[derive(Serialize)]

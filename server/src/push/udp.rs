@@ -25,14 +25,14 @@ use tokio::sync::watch;
 use super::SubscriberView;
 use crate::auth::permissions::Resource;
 use crate::auth::Reader;
-use crate::clock::now_ms;
 use crate::metrics::Metrics;
-use crate::naming::wire::{service_info, ListRequest};
-use crate::registry::changes::ChangeSet;
-use crate::registry::select::Query;
-use crate::registry::service::ServiceKey;
-use crate::registry::validate::parse_cluster_list;
-use crate::registry::Registry;
+use roster_registry::changes::ChangeSet;
+use roster_registry::clock::now_ms;
+use roster_registry::select::Query;
+use roster_registry::service::ServiceKey;
+use roster_registry::validate::parse_cluster_list;
+use roster_registry::wire::{service_info, ListRequest};
+use roster_registry::Registry;
 
 /// Client agents that listen for UDP pushes (Nacos' list; the npm client poses as Java).
 const PUSH_AGENTS: [&str; 6] = [

@@ -11,9 +11,9 @@ use roster_sync::{TaskSpec, TaskStatus};
 use crate::auth::permissions::Granted;
 use crate::auth::User;
 use crate::configs::{ConfigKey, ConfigRejection, Imported, Publish, Retention};
-use crate::registry::namespace::NamespaceInfo;
-use crate::registry::service::{ClusterSettings, ServiceKey, ServiceSettings};
-use crate::registry::{InstancePatch, Registration, RegistryError};
+use roster_registry::namespace::NamespaceInfo;
+use roster_registry::service::{ClusterSettings, ServiceKey, ServiceSettings};
+use roster_registry::{InstancePatch, Registration, RegistryError};
 
 /// A replicated command, by format version.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use super::tasks::{StoredTask, SyncTasks};
 use crate::auth::permissions::{Grant, ROLE_ADMIN};
 use crate::auth::{Auth, AuthData, User};
 use crate::configs::{ConfigData, Configs};
-use crate::registry::{PersistentData, Registry};
+use roster_registry::{PersistentData, Registry};
 
 use super::catalog::{CatalogChange, CatalogChanges};
 use super::command::{Command, CommandV1, Outcome, Rejection};
@@ -457,7 +457,7 @@ impl roster_raft::StateMachine for RegistryMachine {
                 configs,
             } => {
                 self.registry
-                    .restore_persistent(&registry, crate::clock::now_ms());
+                    .restore_persistent(&registry, roster_registry::clock::now_ms());
                 self.auth.set_data(auth);
                 self.tasks.restore(sync);
                 self.configs.restore(&configs);
@@ -474,8 +474,8 @@ mod tests {
 
     use super::*;
     use crate::auth::permissions::Granted;
-    use crate::registry::namespace::NamespaceInfo;
-    use crate::registry::service::ServiceKey;
+    use roster_registry::namespace::NamespaceInfo;
+    use roster_registry::service::ServiceKey;
 
     fn machine() -> (RegistryMachine, Arc<CatalogChanges>) {
         let catalog = Arc::new(CatalogChanges::default());

@@ -18,10 +18,10 @@ use roster_raft::{
 
 use crate::auth::Auth;
 use crate::cluster::peer::PeerClient;
-use crate::registry::Registry;
 use catalog::CatalogChanges;
 use command::{Command, CommandV1, Rejection};
 use machine::RegistryMachine;
+use roster_registry::Registry;
 
 /// Why a proposal did not take effect.
 #[derive(Debug, thiserror::Error)]

@@ -10,11 +10,11 @@ use super::{envelope, json_of};
 use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::auth::User;
-use crate::clock::now_secs;
 use crate::error::Error;
-use crate::naming::wire::page;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
+use roster_registry::clock::now_secs;
+use roster_registry::wire::page;
 
 /// Shortest password accepted for new users and password changes.
 pub const MIN_PASSWORD_LEN: usize = 8;

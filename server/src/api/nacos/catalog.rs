@@ -10,10 +10,10 @@ use super::service::checker_json;
 use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::error::Error;
-use crate::naming::wire::page;
-use crate::registry::select::protection_triggered;
-use crate::registry::service::{Service, ServiceKey};
 use crate::state::AppState;
+use roster_registry::select::protection_triggered;
+use roster_registry::service::{Service, ServiceKey};
+use roster_registry::wire::page;
 
 /// The service `key`, or the console's 404.
 fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, Error> {
@@ -132,7 +132,7 @@ pub async fn instances(State(state): State<AppState>, params: Params) -> Result<
         .values()
         .filter(|i| &*i.cluster == cluster)
         .filter(|i| selector.as_ref().is_none_or(|s| s.matches(&i.metadata)))
-        .map(|i| crate::naming::wire::Host::new(i, &grouped, i.healthy))
+        .map(|i| roster_registry::wire::Host::new(i, &grouped, i.healthy))
         .collect();
     if list.is_empty() && !view.cluster_names().iter().any(|c| &**c == cluster) {
         return Err(Error::not_found(format!("cluster {cluster} is not found!")));

@@ -37,8 +37,8 @@ use crate::configs::validate::{
 use crate::configs::writes::Draft;
 use crate::configs::{namespace_of, ConfigItem, ConfigKey, Search};
 use crate::error::Error;
-use crate::registry::validate::DEFAULT_GROUP;
 use crate::state::AppState;
+use roster_registry::validate::DEFAULT_GROUP;
 
 /// The form field of the long poll.
 const LISTENING: &str = "Listening-Configs";
@@ -511,7 +511,7 @@ pub fn http_date(ms: u64) -> String {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let (days, secs) = (ms / 86_400_000, ms / 1000 % 86_400);
-    let (year, month, day) = crate::clock::civil(days);
+    let (year, month, day) = roster_registry::clock::civil(days);
     format!(
         "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
         DAYS[(days % 7) as usize],
@@ -526,7 +526,7 @@ pub fn http_date(ms: u64) -> String {
 /// (`2024-01-01T00:00:00.000+00:00`).
 pub fn iso_time(ms: u64) -> String {
     let (days, secs) = (ms / 86_400_000, ms / 1000 % 86_400);
-    let (year, month, day) = crate::clock::civil(days);
+    let (year, month, day) = roster_registry::clock::civil(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}+00:00",
         secs / 3600,

@@ -22,8 +22,8 @@ use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::configs::{namespace_of, ConfigKey, Version};
 use crate::error::Error;
-use crate::naming::wire::page;
 use crate::state::AppState;
+use roster_registry::wire::page;
 
 /// Nacos' answer for a version that is not there.
 const NO_VERSION: &str = "config history not exist";

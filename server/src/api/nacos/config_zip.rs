@@ -73,7 +73,7 @@ pub fn export(state: &AppState, caller: &Caller, params: &Params) -> Result<Resp
     };
     let items = state.configs.search(&search, wanted, 1, usize::MAX).items;
     let bytes = archive::write(&items);
-    let name = format!("config_export_{}.zip", crate::clock::now_ms());
+    let name = format!("config_export_{}.zip", roster_registry::clock::now_ms());
     let mut response = Body::from(bytes).into_response();
     let headers = response.headers_mut();
     headers.insert(

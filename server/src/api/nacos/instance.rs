@@ -23,20 +23,20 @@ use serde_json::json;
 use super::{json, json_of};
 use crate::api::params::Params;
 use crate::auth::Identity;
-use crate::clock::now_ms;
 use crate::error::Error;
-use crate::naming::wire::{plain_list_parts, service_info, ListRequest};
 use crate::naming::writes::{BeatOutcome, Stated};
 use crate::push::udp::{push_capable, push_target};
-use crate::registry::instance::{Addr, Metadata};
-use crate::registry::select::Query;
-use crate::registry::service::{ListParts, ServiceKey};
-use crate::registry::validate::{
+use crate::state::{AppState, Limits};
+use roster_registry::clock::now_ms;
+use roster_registry::instance::{Addr, Metadata};
+use roster_registry::select::Query;
+use roster_registry::service::{ListParts, ServiceKey};
+use roster_registry::validate::{
     check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
     parse_port, parse_weight, DEFAULT_CLUSTER,
 };
-use crate::registry::{InstancePatch, Registration};
-use crate::state::{AppState, Limits};
+use roster_registry::wire::{plain_list_parts, service_info, ListRequest};
+use roster_registry::{InstancePatch, Registration};
 
 /// Parses the instance fields of a register call.
 fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error> {

@@ -2,7 +2,7 @@
 //! [`service`], [`catalog`], [`namespace`], [`auth`] (login, users), [`permissions`]
 //! (roles, permissions), [`operator`], [`config`] and [`config_history`] (the
 //! configuration API)). The wire shapes are shared with the other
-//! faces (`crate::naming::wire`).
+//! faces (`roster_registry::wire`).
 
 pub mod auth;
 pub mod catalog;

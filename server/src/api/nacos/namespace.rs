@@ -12,10 +12,10 @@ use super::{envelope, json_of};
 use crate::api::guard::Caller;
 use crate::api::params::Params;
 use crate::error::Error;
-use crate::registry::namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
-use crate::registry::validate::check_namespace_id;
 use crate::state::AppState;
 use crate::store::command::{CommandV1, Rejection};
+use roster_registry::namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
+use roster_registry::validate::check_namespace_id;
 
 /// Characters Nacos refuses in namespace names.
 const FORBIDDEN_NAME_CHARS: &[char] = &['@', '#', '$', '%', '^', '&', '*'];

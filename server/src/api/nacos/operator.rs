@@ -8,8 +8,8 @@ use super::json_of;
 use crate::api::params::Params;
 use crate::auth::Identity;
 use crate::error::Error;
-use crate::registry::namespace::PUBLIC_NAMESPACE;
 use crate::state::AppState;
+use roster_registry::namespace::PUBLIC_NAMESPACE;
 
 /// `GET /nacos/v1/ns/operator/metrics`: `{"status":"UP"}` (open, clients probe it);
 /// with `onlyStatus=false`, counts too (authenticated).
@@ -43,7 +43,7 @@ pub async fn switches(State(state): State<AppState>) -> Response {
         "name": "00-00---000-NACOS_SWITCH_DOMAIN-000---00-00",
         "masters": null,
         "adWeightMap": {},
-        "defaultPushCacheMillis": crate::naming::wire::CACHE_MILLIS,
+        "defaultPushCacheMillis": roster_registry::wire::CACHE_MILLIS,
         "clientBeatInterval": 5000,
         "defaultCacheMillis": 3000,
         "distroThreshold": 0.7,

@@ -19,9 +19,9 @@ use crate::api::params::Params;
 use crate::auth::permissions::{resource_problem, valid_role, Granted, ROLE_ADMIN};
 use crate::auth::AuthData;
 use crate::error::Error;
-use crate::naming::wire::page;
 use crate::state::AppState;
 use crate::store::command::CommandV1;
+use roster_registry::wire::page;
 
 /// `search=accurate` (the default) matches a filter exactly, `blur` as a substring; an
 /// absent or empty filter matches everything.

@@ -8,18 +8,18 @@ use serde_json::json;
 use super::json_of;
 use crate::api::guard::Caller;
 use crate::api::params::Params;
-use crate::clock::now_ms;
 use crate::error::Error;
-use crate::naming::wire::page;
-use crate::registry::selector::LabelSelector;
-use crate::registry::service::{
-    ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings, METADATA_SELECTOR,
-};
-use crate::registry::validate::{
-    check_group, check_health_checker, parse_bool, parse_port, DEFAULT_GROUP,
-};
 use crate::state::AppState;
 use crate::store::command::CommandV1;
+use roster_registry::clock::now_ms;
+use roster_registry::selector::LabelSelector;
+use roster_registry::service::{
+    ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings, METADATA_SELECTOR,
+};
+use roster_registry::validate::{
+    check_group, check_health_checker, parse_bool, parse_port, DEFAULT_GROUP,
+};
+use roster_registry::wire::page;
 
 /// Parses `protectThreshold`: a number up to 1; negative turns protection off.
 fn protect_threshold(params: &Params, required: bool) -> Result<f64, Error> {
@@ -222,7 +222,7 @@ pub async fn detail(State(state): State<AppState>, params: Params) -> Result<Res
         "protectThreshold": settings.protect_threshold,
         "metadata": settings.metadata,
         "selector": { "type": settings.selector.kind, "expression": settings.selector.expression, "contextType": "NONE" },
-        "laneKey": settings.lane_key.as_deref().unwrap_or(crate::registry::select::DEFAULT_LANE_KEY),
+        "laneKey": settings.lane_key.as_deref().unwrap_or(roster_registry::select::DEFAULT_LANE_KEY),
         "clusters": clusters,
     })))
 }
@@ -273,7 +273,7 @@ pub async fn put_cluster(
 ) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let cluster = params.required("clusterName")?.to_string();
-    crate::registry::validate::check_cluster_name(&cluster)?;
+    roster_registry::validate::check_cluster_name(&cluster)?;
     let check_port = parse_port("checkPort", params.required("checkPort")?)?;
     let use_instance_port = parse_bool(
         "useInstancePort4Check",

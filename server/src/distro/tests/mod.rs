@@ -14,11 +14,11 @@ use roster_raft::NodeId;
 use super::mem::{Fault, MemNet, MemTransport};
 use super::responsibility::owner_of;
 use super::*;
-use crate::health::guard::EvictionGuard;
-use crate::registry::client::ClientData;
-use crate::registry::instance::Metadata;
-use crate::registry::service::ServiceKey;
-use crate::registry::{InstancePatch, Registration};
+use roster_registry::client::ClientData;
+use roster_registry::guard::EvictionGuard;
+use roster_registry::instance::Metadata;
+use roster_registry::service::ServiceKey;
+use roster_registry::{InstancePatch, Registration};
 
 mod connections;
 

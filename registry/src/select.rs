@@ -110,8 +110,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::{sample, ClusterName, Meta};
-    use crate::registry::service::{Selector, ServiceSettings};
+    use crate::instance::{sample, ClusterName, Meta};
+    use crate::service::{Selector, ServiceSettings};
 
     fn instance(port: u16, cluster: &str, healthy: bool, enabled: bool) -> Arc<Instance> {
         with_meta(port, cluster, healthy, enabled, &[])

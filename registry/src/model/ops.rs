@@ -6,11 +6,9 @@
 
 use proptest::prelude::*;
 
-use crate::health::guard::GuardPolicy;
-use crate::registry::instance::{
-    Metadata, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY,
-};
-use crate::registry::service::ServiceKey;
+use crate::guard::GuardPolicy;
+use crate::instance::{Metadata, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY};
+use crate::service::ServiceKey;
 
 /// (namespace, group, name): two namespaces, so the eviction guard judges each alone.
 pub(super) const SERVICES: [(&str, &str, &str); 3] = [

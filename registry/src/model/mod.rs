@@ -33,14 +33,14 @@
 //! linger up to that long after the namespace's last hold; past it, it must be gone.
 //!
 //! `ROSTER_MODEL_CASES=N` sets the number of sequences (default [`DEFAULT_CASES`]), for
-//! a long campaign: `ROSTER_MODEL_CASES=200000 cargo test -p roster-server --lib model`.
+//! a long campaign: `ROSTER_MODEL_CASES=200000 cargo test -p roster-registry --lib model`.
 //!
 //! Files: [`ops`] the domain, operations and their strategies; [`naive`] the model;
 //! [`compare`] the real side, applying each operation to both and comparing every read.
 //!
-//! [`select`]: crate::registry::select::select
-//! [`plain_list_parts`]: crate::naming::wire::plain_list_parts
-//! [`HELD_RECHECK_MS`]: crate::health::guard::HELD_RECHECK_MS
+//! [`select`]: crate::select::select
+//! [`plain_list_parts`]: crate::wire::plain_list_parts
+//! [`HELD_RECHECK_MS`]: crate::guard::HELD_RECHECK_MS
 
 mod compare;
 mod naive;
@@ -51,8 +51,8 @@ use std::sync::Mutex;
 
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use crate::health::guard::EvictionGuard;
-use crate::registry::Registry;
+use crate::guard::EvictionGuard;
+use crate::Registry;
 use compare::{apply, compare, Before, Real};
 use naive::Model;
 use ops::{step_strategy, Step, POLICIES, START_MS};

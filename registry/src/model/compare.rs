@@ -13,22 +13,20 @@ use super::ops::{
     CLUSTER_FILTERS, LANES, LOCAL_CONNS, REMOTE_CONN, SELECTORS, SERVICES, TASKS, THRESHOLDS,
     WEIGHTS,
 };
-use crate::health::guard::EvictionGuard;
-use crate::naming::wire::{
-    grpc_service_info, grpc_service_info_made, plain_list_parts, GrpcInfoRequest,
-};
-use crate::registry::balance::{consistent_hash, weighted_random, RoundRobin};
-use crate::registry::changes::ChangeSet;
-use crate::registry::client::ClientData;
-use crate::registry::instance::{
+use crate::balance::{consistent_hash, weighted_random, RoundRobin};
+use crate::changes::ChangeSet;
+use crate::client::ClientData;
+use crate::guard::EvictionGuard;
+use crate::instance::{
     addr_key, BeatClock, ClusterName, Heartbeat, Instance, Keeper, Meta, Pinned, Rare,
 };
-use crate::registry::select::{select, Query};
-use crate::registry::selector::LabelSelector;
-use crate::registry::service::{
+use crate::select::{select, Query};
+use crate::selector::LabelSelector;
+use crate::service::{
     ListParts, Selector, ServiceKey, ServiceSettings, ServiceView, METADATA_SELECTOR,
 };
-use crate::registry::{InstancePatch, Registration, Registry, RegistryError};
+use crate::wire::{grpc_service_info, grpc_service_info_made, plain_list_parts, GrpcInfoRequest};
+use crate::{InstancePatch, Registration, Registry, RegistryError};
 
 /// An instance as compared: every field a reader can get at, as text.
 fn seen_real(i: &Instance) -> String {

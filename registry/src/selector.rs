@@ -199,7 +199,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::meta::Metadata;
+    use crate::meta::Metadata;
 
     fn meta(pairs: &[(&str, &str)]) -> Metadata {
         pairs

@@ -7,12 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ops::{
     addr_id, model_matches, QuerySpec, Rev, ADDRS, CLUSTER_FILTERS, LANES, SERVICES, START_MS,
 };
-use crate::health::guard::{GuardPolicy, HELD_RECHECK_MS};
-use crate::registry::instance::{
-    Metadata, Pinned, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY,
-};
-use crate::registry::service::{ServiceSettings, METADATA_SELECTOR};
-use crate::registry::InstancePatch;
+use crate::guard::{GuardPolicy, HELD_RECHECK_MS};
+use crate::instance::{Metadata, Pinned, BEAT_INTERVAL_KEY, BEAT_TIMEOUT_KEY, DELETE_TIMEOUT_KEY};
+use crate::service::{ServiceSettings, METADATA_SELECTOR};
+use crate::InstancePatch;
 
 /// An instance as the model keeps it: every field spelled out.
 #[derive(Clone, Debug, PartialEq)]

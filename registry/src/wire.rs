@@ -5,9 +5,9 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use crate::registry::instance::{Instance, Meta, ID_GENERATOR_KEY};
-use crate::registry::select::{select, Query, Selection};
-use crate::registry::service::{ListParts, ServiceView};
+use crate::instance::{Instance, Meta, ID_GENERATOR_KEY};
+use crate::select::{select, Query, Selection};
+use crate::service::{ListParts, ServiceView};
 
 /// How long clients may cache a list, in ms (Nacos 2.x: always 10000; clients poll at
 /// this interval).
@@ -167,7 +167,7 @@ fn serialize(
 
 /// The plain list answer (no clusters, selector, lanes or `healthyOnly`) of one service
 /// version, split around `lastRefTime`: serialized by the first reader of the version
-/// and kept in its [`ListCache`](crate::registry::service::ListCache) while the node's
+/// and kept in its [`ListCache`](crate::service::ListCache) while the node's
 /// budget of cached bodies allows; a new version starts empty. The registry's model
 /// test reads it after every change.
 pub fn plain_list_parts(view: &ServiceView, grouped: &str, group: &str) -> ListParts {

@@ -32,9 +32,12 @@
 pub mod balance;
 pub mod changes;
 pub mod client;
+pub mod clock;
 pub mod copies;
 pub mod error;
 pub mod expiry;
+pub mod guard;
+pub mod hash;
 pub mod imports;
 pub mod instance;
 pub mod instances;
@@ -46,6 +49,7 @@ pub mod service;
 pub mod snapshot;
 pub mod sweep;
 pub mod validate;
+pub mod wire;
 
 #[cfg(test)]
 mod model;

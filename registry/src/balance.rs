@@ -136,7 +136,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::registry::instance::sample;
+    use crate::instance::sample;
 
     fn host(port: u16, weight: f64) -> Arc<Instance> {
         Arc::new(Instance {

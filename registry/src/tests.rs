@@ -1,7 +1,7 @@
 //! Registry core tests: plain calls with explicit time, no clock and no sleeping.
 
 use super::*;
-use crate::health::guard::EvictionGuard;
+use crate::guard::EvictionGuard;
 
 fn key(name: &str) -> ServiceKey {
     ServiceKey::new("public", "DEFAULT_GROUP", name)

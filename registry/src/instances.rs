@@ -277,7 +277,7 @@ impl FromIterator<Arc<Instance>> for Instances {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::instance::{addr_key, sample};
+    use crate::instance::{addr_key, sample};
 
     fn inst(port: u16, weight: f64) -> Arc<Instance> {
         Arc::new(Instance {

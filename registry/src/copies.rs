@@ -41,7 +41,6 @@ impl Registry {
 
     /// The whole state of client `id` as this node has it, as a peer receives it (the
     /// tests' view; Distro sends [`Registry::client_share`]).
-    #[cfg(test)]
     pub fn client_data(&self, id: &str) -> Option<ClientData> {
         self.client_share(id).map(|share| share.to_data())
     }

@@ -11,7 +11,7 @@ use super::expiry::{judge, Verdict};
 use super::instance::Instance;
 use super::service::{Changed, Service};
 use super::Registry;
-use crate::health::guard::{EvictionGuard, HELD_RECHECK_MS};
+use crate::guard::{EvictionGuard, HELD_RECHECK_MS};
 
 /// How soon the sweep looks again at a silent instance whose client another node owns
 /// (its owner judges it; when ownership moves here, [`Registry::recheck_all`] brings the
