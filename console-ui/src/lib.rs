@@ -12,7 +12,7 @@
 //! server and the origins the server passes in ([`ConnectSources`]: the other members'
 //! APIs, which the console calls when its own node stops answering); `X-Content-Type-Options`,
 //! `X-Frame-Options` and `Referrer-Policy` come from the server's layers around every
-//! answer, API and console alike (`roster::api::service`).
+//! answer, API and console alike (`roster::faces::http::nacos::service`).
 //!
 //! Why not tower-http's `CompressionLayer`: it compresses each response as it is sent,
 //! so every load of the page would gzip the same embedded script bundle again (CPU per

@@ -2,7 +2,7 @@
 //! add|list|status|pause|resume|apply|delete`, `roster auth rotate-key` and `roster
 //! snapshot save` talk to a node's HTTP API with the given credentials and print text or
 //! JSON; `roster snapshot inspect|restore` and `roster recover` work on files offline
-//! (`crate::backup`).
+//! (`crate::services::backup`).
 //!
 //! The node is reached over plaintext HTTP (`HOST:PORT`, `http://...`) or HTTPS
 //! (`https://...`, trusting `--cacert` or the system's CAs), one kept-alive connection
@@ -28,10 +28,10 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
-use crate::cluster::view::ClusterView;
-use crate::config::{
+use crate::node::args::{
     AuthAction, ClientArgs, ClusterAction, OutputFormat, SnapshotAction, SyncAction,
 };
+use crate::services::cluster::view::ClusterView;
 
 /// Writes a line to stdout, returning the error instead of panicking as `println!`
 /// does: stdout may be a pipe its reader closed (`roster sync list | head -1`).
@@ -115,7 +115,7 @@ fn tls_connector(cacert: Option<&Path>) -> anyhow::Result<TlsConnector> {
     let mut roots = RootCertStore::empty();
     match cacert {
         Some(path) => {
-            for cert in crate::tls::read_certs(path, "--cacert")? {
+            for cert in crate::services::net::tls::read_certs(path, "--cacert")? {
                 roots
                     .add(cert)
                     .with_context(|| format!("--cacert {}: not a usable CA", path.display()))?;
@@ -129,7 +129,7 @@ fn tls_connector(cacert: Option<&Path>) -> anyhow::Result<TlsConnector> {
             }
         }
     }
-    let mut config = ClientConfig::builder_with_provider(crate::tls::provider())
+    let mut config = ClientConfig::builder_with_provider(crate::services::net::tls::provider())
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?
         .with_root_certificates(roots)
@@ -500,7 +500,7 @@ pub async fn auth(action: AuthAction, client: ClientArgs) -> anyhow::Result<()> 
 }
 
 /// Runs `roster snapshot ...`: `save` through the node's API, the others offline
-/// (`crate::backup::report`).
+/// (`crate::services::backup::report`).
 pub async fn snapshot(action: SnapshotAction) -> anyhow::Result<()> {
     match action {
         SnapshotAction::Save {
@@ -509,14 +509,16 @@ pub async fn snapshot(action: SnapshotAction) -> anyhow::Result<()> {
             stale,
             client,
         } => save_snapshot(&file, force, stale, &client).await,
-        SnapshotAction::Inspect { file, output } => crate::backup::report::inspect(&file, output),
+        SnapshotAction::Inspect { file, output } => {
+            crate::services::backup::report::inspect(&file, output)
+        }
         SnapshotAction::Restore {
             file,
             data_dir,
             node_id,
             peer,
             output,
-        } => crate::backup::report::restore(&file, &data_dir, node_id, &peer, output),
+        } => crate::services::backup::report::restore(&file, &data_dir, node_id, &peer, output),
     }
 }
 
@@ -541,11 +543,11 @@ async fn save_snapshot(
         bail!("{status}: {}", String::from_utf8_lossy(&body));
     }
     // Checked before it is written: a file saved is a file that restores.
-    let snapshot = crate::backup::format::decode(&body)
+    let snapshot = crate::services::backup::format::decode(&body)
         .with_context(|| format!("the node at {} sent an unusable snapshot", client.http))?;
-    crate::backup::write_durably(file, &body)?;
+    crate::services::backup::write_durably(file, &body)?;
     if client.output == OutputFormat::Json {
-        return crate::backup::report::print_snapshot(&snapshot, OutputFormat::Json);
+        return crate::services::backup::report::print_snapshot(&snapshot, OutputFormat::Json);
     }
     let m = &snapshot.meta;
     out!(
@@ -555,7 +557,7 @@ async fn save_snapshot(
         m.node_id,
         m.last_applied_index,
         m.last_applied_term,
-        crate::backup::report::summary(&m.counts)
+        crate::services::backup::report::summary(&m.counts)
     );
     Ok(())
 }

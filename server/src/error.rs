@@ -11,9 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::auth::AuthError;
-use crate::store::command::Rejection;
-use crate::store::ProposeError;
+use crate::services::auth::AuthError;
+use crate::services::store::command::Rejection;
+use crate::services::store::ProposeError;
 use roster_registry::validate::{Invalid, Problem};
 use roster_registry::RegistryError;
 
@@ -278,7 +278,7 @@ impl From<AuthError> for Error {
             }
             AuthError::TooManyChecks => {
                 // Checks free within the longest a caller waits for one.
-                let wait = crate::auth::password::CHECK_WAIT.as_secs();
+                let wait = crate::services::auth::password::CHECK_WAIT.as_secs();
                 return Self::too_many_requests(e.to_string(), wait);
             }
             AuthError::BadCredentials | AuthError::InvalidToken | AuthError::ExpiredToken => {

@@ -2,14 +2,14 @@
 
 use std::process::ExitCode;
 
-use roster::config::{self, Cli, Command, LogFormat, NodeArgs};
+use roster::node::args::{self, Cli, Command, LogFormat, NodeArgs};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     fix_mmap_threshold();
-    let cli = match config::parse() {
+    let cli = match args::parse() {
         Ok(cli) => cli,
-        Err(config::ConfigError::Clap(e)) => e.exit(),
+        Err(args::ConfigError::Clap(e)) => e.exit(),
         Err(e) => {
             eprintln!("roster: {e}");
             return ExitCode::from(2);
@@ -76,7 +76,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Sync { action, client }) => roster::cli::sync(action, client).await,
         Some(Command::Auth { action, client }) => roster::cli::auth(action, client).await,
         Some(Command::Snapshot { action }) => roster::cli::snapshot(action).await,
-        Some(Command::Recover(args)) => roster::backup::report::recover(args),
+        Some(Command::Recover(args)) => roster::services::backup::report::recover(args),
     }
 }
 
@@ -85,7 +85,7 @@ async fn run_node(args: NodeArgs) -> anyhow::Result<()> {
         tracing::warn!("AUTHENTICATION IS OFF (--no-auth): anyone who reaches {} can read and change everything; use this for local development only", args.http);
     }
     // Check the cluster settings before taking any port.
-    let plan = roster::app::ClusterPlan::from_args(&args)?;
+    let plan = roster::node::ClusterPlan::from_args(&args)?;
     let listeners = roster::Listeners::bind(&args).await?;
     roster::run(args, plan, listeners, shutdown_signal()).await
 }

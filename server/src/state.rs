@@ -6,19 +6,19 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use crate::audit::Audit;
-use crate::auth::Auth;
-use crate::cluster::members::Members;
-use crate::cluster::peer::PeerClient;
-use crate::configs::{self, Configs};
-use crate::distro::Distro;
-use crate::metrics::{Metrics, NodeFigures};
-use crate::naming::writes::Writes;
-use crate::push::events::Events;
-use crate::push::udp::UdpPush;
-use crate::push::SubscriberList;
-use crate::store::tasks::SyncTasks;
-use crate::store::Store;
+use crate::services::audit::Audit;
+use crate::services::auth::Auth;
+use crate::services::cluster::members::Members;
+use crate::services::cluster::peer::PeerClient;
+use crate::services::configs::{self, Configs};
+use crate::services::distro::Distro;
+use crate::services::metrics::{Metrics, NodeFigures};
+use crate::services::naming::writes::Writes;
+use crate::services::push::events::Events;
+use crate::services::push::udp::UdpPush;
+use crate::services::push::SubscriberList;
+use crate::services::store::tasks::SyncTasks;
+use crate::services::store::Store;
 use roster_registry::balance::Balancers;
 use roster_registry::guard::EvictionGuard;
 use roster_registry::Registry;
@@ -176,7 +176,7 @@ impl AppState {
             config_long_polls: self.long_polls.count(),
             list_cache_bytes: roster_registry::service::list_cache_held(),
             raft: self.store.status(),
-            sync_tasks: crate::metrics::task_state_labels(
+            sync_tasks: crate::services::metrics::task_state_labels(
                 self.tasks.all().into_iter().map(|t| t.status.state),
             ),
         }

@@ -22,7 +22,7 @@ use roster_tests::{eventually, free_port, Cluster, Node, NodeOptions, CLUSTER_SE
 use sha2::{Digest, Sha256};
 
 // ---------------------------------------------------------------------------------
-// The peer format, protocol 2 (server/src/cluster/wire.rs), as a test speaks it.
+// The peer format, protocol 2 (server/src/services/cluster/wire.rs), as a test speaks it.
 
 /// A message's head.
 #[derive(Clone, Debug)]

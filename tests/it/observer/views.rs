@@ -148,7 +148,7 @@ impl State {
                 .filter(|(_, h)| p || **h)
                 .map(|(a, _)| entry(a, true))
                 .collect(),
-            // DNS names only healthy instances, protection or not (server/src/dns.rs).
+            // DNS names only healthy instances, protection or not (server/src/faces/dns.rs).
             Path::DnsA => healthy()
                 .map(|a| a.split(':').next().unwrap().to_string())
                 .collect(),

@@ -1,0 +1,779 @@
+//! gRPC connections: one per HTTP/2 transport, identified by the peer address the unary
+//! calls and the bi-stream of one client share. A connection is registered when its
+//! bi-stream opens and unregistered when the stream ends; its client id
+//! (`g:<node>:<connection id>`) owns the instances registered over it.
+//!
+//! Each transport (TCP connection) is also tracked from accept to close ([`Transport`]):
+//! one that has no set-up connection — none yet (no `ConnectionSetupRequest` on a
+//! bi-stream), or no longer (its stream ended) — is closed by [`SetupDeadline`] once that
+//! has lasted `--grpc-setup-timeout-secs`. Without it, anyone could hold the port's
+//! connections (and the node's descriptors) without ever saying who they are.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use roster_raft::NodeId;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::time::Sleep;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::transport::server::Connected;
+use tonic::Status;
+
+use super::proto::{Payload, Queued};
+use super::tls::{GrpcStream, GrpcTls};
+use crate::services::auth::permissions::Resource;
+use crate::services::auth::Reader;
+use crate::services::configs::listeners::{ListenerList, ListenerView};
+use crate::services::configs::ConfigKey;
+use crate::services::net::{accept, Gate, Permit};
+use crate::services::push::{SubscriberList, SubscriberView};
+use roster_registry::clock::now_ms;
+use roster_registry::service::ServiceKey;
+
+/// What the client told about itself in `ConnectionSetupRequest`.
+#[derive(Clone, Debug, Default)]
+pub struct Setup {
+    /// e.g. `Nacos-Java-Client:v2.5.1`.
+    pub client_version: String,
+    /// Its namespace (`tenant`).
+    pub tenant: String,
+    /// Labels (`source`, `module`, `AppName`, ...).
+    pub labels: HashMap<String, String>,
+    /// The client's own idea of its IP.
+    pub client_ip: String,
+}
+
+/// How a connection listens to a configuration item.
+#[derive(Clone, Debug)]
+pub struct Listening {
+    /// The tenant as the client spelled it (`""` or `public` for the public namespace),
+    /// which its pushes repeat: clients key their caches by it.
+    pub tenant: String,
+    /// The md5 it said it holds when it last listened (empty: none).
+    pub md5: String,
+    /// Who listens (`None` with auth off): the listen lasts while they may read the
+    /// item ([`Connections::drop_unreadable_listens`]). Shared by the items of one
+    /// `ConfigBatchListenRequest`.
+    pub reader: Option<Arc<Reader>>,
+}
+
+/// One service subscription of a connection.
+#[derive(Clone, Debug)]
+pub struct Subscription {
+    /// The `clusters` string the client gave.
+    pub clusters: String,
+    /// Who subscribed (`None` with auth off): the subscription lasts while they may
+    /// read the service ([`Connections::drop_unreadable`]). Shared by the connection's
+    /// subscriptions made by the same user.
+    pub reader: Option<Arc<Reader>>,
+}
+
+/// What a push told the client about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// A subscribed service's instances (`NotifySubscriberRequest`).
+    Service(ServiceKey),
+    /// A listened configuration item changed (`ConfigChangeNotifyRequest`).
+    Config(ConfigKey),
+}
+
+/// A push awaiting its ack.
+#[derive(Clone, Debug)]
+pub struct PendingPush {
+    /// What was pushed.
+    pub what: Pushed,
+    /// When it was sent, ms.
+    pub sent_ms: u64,
+    /// Sends so far.
+    pub attempts: u32,
+}
+
+/// One client connection.
+pub struct Connection {
+    /// `<first seen ms>_<ip>_<port>`, as Nacos forms it.
+    pub id: String,
+    /// The registry client id that owns its instances.
+    pub client: Arc<str>,
+    /// The transport's peer address.
+    pub remote: SocketAddr,
+    /// What the client said at setup.
+    pub setup: Mutex<Setup>,
+    /// Outbound messages on the bi-stream.
+    tx: mpsc::Sender<Queued>,
+    /// Last message from the client (unary or stream), ms.
+    last_active: AtomicU64,
+    /// When a `ClientDetectionRequest` went out unanswered (0: none), ms.
+    detection_sent: AtomicU64,
+    /// Subscriptions, by service.
+    pub subscriptions: Mutex<HashMap<ServiceKey, Subscription>>,
+    /// Listened configuration items, with the tenant as the client spelled it and the
+    /// md5 it last said it holds. Filled and emptied by `ConfigBatchListenRequest`s, at
+    /// most `--config-max-listeners` items; gone with the connection.
+    pub listens: Mutex<HashMap<ConfigKey, Listening>>,
+    /// Pushes awaiting acks, by request id.
+    pending: Mutex<HashMap<String, PendingPush>>,
+}
+
+impl Connection {
+    /// Marks the client active now.
+    pub fn touch(&self) {
+        self.last_active.store(now_ms(), Ordering::Relaxed);
+        self.detection_sent.store(0, Ordering::Relaxed);
+    }
+
+    /// Milliseconds since the client was last heard from.
+    pub fn idle_ms(&self, now: u64) -> u64 {
+        now.saturating_sub(self.last_active.load(Ordering::Relaxed))
+    }
+
+    /// When an unanswered detection probe went out (0: none).
+    pub fn detection_sent(&self) -> u64 {
+        self.detection_sent.load(Ordering::Relaxed)
+    }
+
+    /// Records a detection probe.
+    pub fn mark_detection(&self, now: u64) {
+        self.detection_sent.store(now, Ordering::Relaxed);
+    }
+
+    /// Queues a message to the client; false if the stream is gone or backed up.
+    pub fn send(&self, payload: Payload) -> bool {
+        self.tx.try_send(Ok(Box::new(payload))).is_ok()
+    }
+
+    /// Ends the stream with `status`; the client reconnects.
+    pub fn close(&self, status: Status) {
+        let _ = self.tx.try_send(Err(status));
+    }
+
+    /// Records a push about to go out as `request_id` (before it is sent, so that its
+    /// ack can never arrive first); `attempts`: sends so far, this one included.
+    pub fn track(&self, request_id: &str, what: Pushed, attempts: u32) {
+        let push = PendingPush {
+            what,
+            sent_ms: now_ms(),
+            attempts,
+        };
+        self.pending.lock().insert(request_id.to_string(), push);
+    }
+
+    /// Forgets the push sent as `request_id` (acknowledged, or never sent); whether it
+    /// was pending.
+    pub fn acknowledge(&self, request_id: &str) -> bool {
+        let mut pending = self.pending.lock();
+        let was = pending.remove(request_id).is_some();
+        release_if_empty(&mut pending);
+        was
+    }
+
+    /// Takes the pushes sent more than `timeout_ms` before `now` and still unacknowledged.
+    pub fn take_late(&self, now: u64, timeout_ms: u64) -> Vec<PendingPush> {
+        let mut pending = self.pending.lock();
+        let late: Vec<String> = pending
+            .iter()
+            .filter(|(_, p)| now.saturating_sub(p.sent_ms) > timeout_ms)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let late = late.iter().filter_map(|id| pending.remove(id)).collect();
+        release_if_empty(&mut pending);
+        late
+    }
+
+    /// Subscribes the connection to `key` (or changes how), as `reader` — unless the
+    /// reader may no longer read the service by now: a revocation applied since the
+    /// request was let in, whose sweep ([`Connections::drop_unreadable`]) may have come
+    /// first. Checked under the lock the sweep takes, so one of the two sees it.
+    pub fn subscribe(&self, key: ServiceKey, clusters: String, reader: Option<Reader>) {
+        let mut subscriptions = self.subscriptions.lock();
+        // A connection's subscriptions nearly always come from one user: one copy of
+        // them (looking at one other subscription keeps this O(1)).
+        let reader = reader.map(|r| {
+            subscriptions
+                .values()
+                .next()
+                .and_then(|s| s.reader.clone())
+                .filter(|other| other.same_as(&r))
+                .unwrap_or_else(|| Arc::new(r))
+        });
+        let reads = reader
+            .as_ref()
+            .is_none_or(|r| r.still_reads(&Resource::of_service(&key)));
+        if reads {
+            subscriptions.insert(key, Subscription { clusters, reader });
+        } else {
+            subscriptions.remove(&key);
+        }
+    }
+
+    /// Adds `items` to the listen set (or refreshes them), unless the set would then
+    /// hold more than `max`: then nothing is added, and the size it would have had is
+    /// the error. An item its reader may no longer read by now is left out (and an
+    /// earlier listen of it dropped): a revocation applied since the request was let
+    /// in, whose sweep ([`Connections::drop_unreadable_listens`]) may have come first.
+    /// Checked under the lock the sweep takes, so one of the two sees it.
+    pub fn listen(&self, items: Vec<(ConfigKey, Listening)>, max: usize) -> Result<(), usize> {
+        let mut listens = self.listens.lock();
+        let added = items
+            .iter()
+            .map(|(key, _)| key)
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .filter(|key| !listens.contains_key(*key))
+            .count();
+        if listens.len() + added > max {
+            return Err(listens.len() + added);
+        }
+        for (key, listening) in items {
+            if still_reads(&key, &listening) {
+                listens.insert(key, listening);
+            } else {
+                listens.remove(&key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `keys` from the listen set.
+    pub fn unlisten<'a>(&self, keys: impl IntoIterator<Item = &'a ConfigKey>) {
+        let mut listens = self.listens.lock();
+        for key in keys {
+            listens.remove(key);
+        }
+    }
+
+    /// The tenant spelling `key` is listened to with, if it is.
+    pub fn listens_to(&self, key: &ConfigKey) -> Option<String> {
+        self.listens.lock().get(key).map(|l| l.tenant.clone())
+    }
+
+    /// Those of `keys` listened to.
+    pub fn listening<'a>(&self, keys: &'a [ConfigKey]) -> Vec<&'a ConfigKey> {
+        let listens = self.listens.lock();
+        keys.iter().filter(|k| listens.contains_key(*k)).collect()
+    }
+}
+
+/// Whether the listener of `key` may still read it (always, with auth off).
+fn still_reads(key: &ConfigKey, listening: &Listening) -> bool {
+    let resource = Resource::Config {
+        namespace: &key.namespace,
+        group: &key.group,
+        data_id: &key.data_id,
+    };
+    listening
+        .reader
+        .as_ref()
+        .is_none_or(|r| r.still_reads(&resource))
+}
+
+/// Frees an emptied map's table: most connections are idle with nothing pending most
+/// of the time, and a table kept for the next push would cost each of them a few
+/// hundred bytes.
+fn release_if_empty<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.is_empty() && map.capacity() > 0 {
+        map.shrink_to_fit();
+    }
+}
+
+/// Every connection on this node. Cheap to clone.
+#[derive(Clone)]
+pub struct Connections {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    node: NodeId,
+    by_remote: DashMap<SocketAddr, Arc<Connection>>,
+    by_client: DashMap<Arc<str>, Arc<Connection>>,
+    /// Open transports, by peer address.
+    transports: DashMap<SocketAddr, Arc<Transport>>,
+    /// Source of request ids of server-pushed messages.
+    next_request: AtomicU64,
+}
+
+impl Connections {
+    /// An empty registry for node `node`.
+    pub fn new(node: NodeId) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                node,
+                by_remote: DashMap::new(),
+                by_client: DashMap::new(),
+                transports: DashMap::new(),
+                next_request: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The connection id a transport at `remote` has (or would get now).
+    pub fn id_for(&self, remote: SocketAddr) -> String {
+        match self.shared.by_remote.get(&remote) {
+            Some(c) => c.id.clone(),
+            None => format!("{}_{}_{}", now_ms(), remote.ip(), remote.port()),
+        }
+    }
+
+    /// Registers the connection of a bi-stream from `remote`, sending through `tx`.
+    pub fn open(&self, remote: SocketAddr, tx: mpsc::Sender<Queued>) -> Arc<Connection> {
+        let id = format!("{}_{}_{}", now_ms(), remote.ip(), remote.port());
+        let client: Arc<str> = format!("g:{}:{id}", self.shared.node).into();
+        let conn = Arc::new(Connection {
+            id,
+            client: client.clone(),
+            remote,
+            setup: Mutex::new(Setup::default()),
+            tx,
+            last_active: AtomicU64::new(now_ms()),
+            detection_sent: AtomicU64::new(0),
+            subscriptions: Mutex::new(HashMap::new()),
+            listens: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+        });
+        // A transport carries one bi-stream; a new one replaces a stale entry.
+        if let Some(old) = self.shared.by_remote.insert(remote, conn.clone()) {
+            self.shared.by_client.remove(&old.client);
+        }
+        self.shared.by_client.insert(client, conn.clone());
+        conn
+    }
+
+    /// Unregisters `conn` (if it is still the registered one for its transport); its
+    /// transport's setup deadline starts again.
+    pub fn remove(&self, conn: &Arc<Connection>) -> bool {
+        let removed = self
+            .shared
+            .by_remote
+            .remove_if(&conn.remote, |_, c| Arc::ptr_eq(c, conn))
+            .is_some();
+        self.shared.by_client.remove(&conn.client);
+        if removed {
+            if let Some(transport) = self.shared.transports.get(&conn.remote) {
+                transport.set_up.store(false, Ordering::Release);
+            }
+        }
+        removed
+    }
+
+    /// Marks the transport of `conn` as set up: its client said who it is.
+    pub fn set_up(&self, conn: &Connection) {
+        if let Some(transport) = self.shared.transports.get(&conn.remote) {
+            transport.set_up.store(true, Ordering::Release);
+        }
+    }
+
+    /// Tracks a transport accepted from `remote` (holding `permit`, its place under the
+    /// listener's cap) and closes it unless a connection is set up over it within
+    /// `timeout` (and again within `timeout` whenever it has none).
+    pub fn admit<S>(
+        &self,
+        stream: S,
+        remote: SocketAddr,
+        permit: Permit,
+        timeout: Duration,
+    ) -> SetupDeadline<S> {
+        let transport = Arc::new(Transport {
+            set_up: AtomicBool::new(false),
+        });
+        self.shared.transports.insert(remote, transport.clone());
+        SetupDeadline {
+            stream,
+            timeout,
+            deadline: None,
+            transport,
+            remote,
+            connections: self.clone(),
+            _permit: permit,
+        }
+    }
+
+    /// How many transports are open.
+    pub fn transports(&self) -> usize {
+        self.shared.transports.len()
+    }
+
+    /// The transports for tonic to serve from `listener`: under `gate`'s caps, each
+    /// closed when it goes `setup_timeout` without a set-up connection. Plaintext ones
+    /// are capped as they are accepted (by [`accept`], which waits out descriptor
+    /// exhaustion); TLS ones as `tls::incoming` hands them over, handshake done.
+    pub fn incoming(
+        &self,
+        listener: TcpListener,
+        tls: Option<GrpcTls>,
+        gate: Arc<Gate>,
+        setup_timeout: Duration,
+    ) -> Incoming {
+        let connections = self.clone();
+        if tls.is_some() {
+            return Box::pin(
+                super::tls::incoming(listener, tls).filter_map(move |accepted| {
+                    let stream = match accepted {
+                        Ok(stream) => stream,
+                        Err(e) => return Some(Err(e)),
+                    };
+                    let remote = stream.connect_info().remote_addr()?;
+                    let permit = gate.admit(remote.ip())?;
+                    Some(Ok(connections.admit(stream, remote, permit, setup_timeout)))
+                }),
+            );
+        }
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                // Stop listening once tonic stops taking connections.
+                let (stream, remote) = tokio::select! {
+                    accepted = accept(&listener, "grpc") => accepted,
+                    () = tx.closed() => return,
+                };
+                let Some(permit) = gate.admit(remote.ip()) else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let admitted =
+                    connections.admit(GrpcStream::Plain(stream), remote, permit, setup_timeout);
+                if tx.send(Ok(admitted)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Box::pin(ReceiverStream::new(rx))
+    }
+
+    /// The connection of the transport at `remote`.
+    pub fn get(&self, remote: &SocketAddr) -> Option<Arc<Connection>> {
+        self.shared.by_remote.get(remote).map(|c| c.clone())
+    }
+
+    /// Whether a connection client id belongs to a live connection here.
+    pub fn holds(&self, client: &str) -> bool {
+        self.shared.by_client.contains_key(client)
+    }
+
+    /// Every connection.
+    pub fn all(&self) -> Vec<Arc<Connection>> {
+        self.shared.by_remote.iter().map(|c| c.clone()).collect()
+    }
+
+    /// The connections subscribed to `key`, as the subscriber list shows them.
+    pub fn subscribers(&self, key: &ServiceKey) -> Vec<SubscriberView> {
+        let mut all: Vec<SubscriberView> = self
+            .shared
+            .by_remote
+            .iter()
+            .filter_map(|conn| {
+                let clusters = conn.subscriptions.lock().get(key)?.clusters.clone();
+                let setup = conn.setup.lock();
+                // The client's own idea of its address beats a NAT's.
+                let ip = if setup.client_ip.is_empty() {
+                    conn.remote.ip().to_string()
+                } else {
+                    setup.client_ip.clone()
+                };
+                let app = ["AppName", "appName", "app"]
+                    .iter()
+                    .find_map(|k| setup.labels.get(*k))
+                    .cloned()
+                    .unwrap_or_else(|| "unknown".into());
+                Some(SubscriberView {
+                    addr_str: format!("{ip}:{}", conn.remote.port()),
+                    agent: setup.client_version.clone(),
+                    app,
+                    ip,
+                    port: conn.remote.port(),
+                    namespace_id: key.namespace.to_string(),
+                    service_name: key.grouped(),
+                    cluster: clusters,
+                    protocol: "grpc",
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| a.addr_str.cmp(&b.addr_str));
+        all
+    }
+
+    /// Drops every subscription whose subscriber may no longer read its service (a
+    /// grant taken back, a role removed, their tokens ended by a password change or
+    /// their deletion): nothing more is pushed for it, and its pushes awaiting an ack
+    /// are not sent again. Called whenever the auth data changes; returns how many went.
+    pub fn drop_unreadable(&self) -> usize {
+        let dropped = self.sweep(
+            |conn| &conn.subscriptions,
+            |key, s| {
+                let resource = Resource::of_service(key);
+                s.reader.as_ref().is_none_or(|r| r.still_reads(&resource))
+            },
+        );
+        if dropped > 0 {
+            tracing::info!(
+                subscriptions = dropped,
+                "grpc subscriptions dropped: their subscribers may no longer read them"
+            );
+        }
+        dropped
+    }
+
+    /// Drops every configuration listen whose listener may no longer read its item,
+    /// for the same reasons as [`Connections::drop_unreadable`]: no change of it is
+    /// pushed any more, and its pushes awaiting an ack are not sent again. Called
+    /// whenever the auth data changes; returns how many went.
+    pub fn drop_unreadable_listens(&self) -> usize {
+        let dropped = self.sweep(|conn| &conn.listens, still_reads);
+        if dropped > 0 {
+            tracing::info!(
+                listens = dropped,
+                "grpc config listens dropped: their listeners may no longer read them"
+            );
+        }
+        dropped
+    }
+
+    /// Keeps, in the map `of` picks on every connection, the entries `keep` keeps;
+    /// returns how many went.
+    fn sweep<K, V>(
+        &self,
+        of: impl Fn(&Connection) -> &Mutex<HashMap<K, V>>,
+        keep: impl Fn(&K, &V) -> bool,
+    ) -> usize {
+        let mut dropped = 0;
+        for conn in self.shared.by_remote.iter() {
+            let mut map = of(&conn).lock();
+            let before = map.len();
+            map.retain(|k, v| keep(k, v));
+            dropped += before - map.len();
+        }
+        dropped
+    }
+
+    /// How many connections there are.
+    pub fn count(&self) -> usize {
+        self.shared.by_remote.len()
+    }
+
+    /// A fresh request id for a server-pushed message.
+    pub fn next_request_id(&self) -> String {
+        self.shared
+            .next_request
+            .fetch_add(1, Ordering::Relaxed)
+            .to_string()
+    }
+}
+
+impl SubscriberList for Connections {
+    fn subscribers(&self, key: &ServiceKey) -> Vec<SubscriberView> {
+        Connections::subscribers(self, key)
+    }
+}
+
+impl ListenerList for Connections {
+    fn listeners(&self, key: &ConfigKey) -> Vec<ListenerView> {
+        let mut all: Vec<ListenerView> = self
+            .shared
+            .by_remote
+            .iter()
+            .filter_map(|conn| {
+                let md5 = conn.listens.lock().get(key)?.md5.clone();
+                let setup = conn.setup.lock();
+                let ip = if setup.client_ip.is_empty() {
+                    conn.remote.ip().to_string()
+                } else {
+                    setup.client_ip.clone()
+                };
+                Some(ListenerView {
+                    address: format!("{ip}:{}", conn.remote.port()),
+                    protocol: "grpc",
+                    client: setup.client_version.clone(),
+                    md5,
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| a.address.cmp(&b.address));
+        all
+    }
+}
+
+/// What [`Connections::incoming`] yields.
+pub type Incoming =
+    Pin<Box<dyn Stream<Item = io::Result<SetupDeadline<GrpcStream>>> + Send + 'static>>;
+
+/// A transport on the gRPC port, from accept to close.
+struct Transport {
+    /// Whether a connection over it is set up (`ConnectionSetupRequest` received, stream
+    /// still open).
+    set_up: AtomicBool,
+}
+
+/// A gRPC transport's stream, failed (and so closed by the HTTP/2 server) once it has
+/// had no set-up connection for the setup timeout. The deadline is looked at whenever
+/// the server reads, which it always waits to do: its timer wakes the read.
+pub struct SetupDeadline<S> {
+    stream: S,
+    timeout: Duration,
+    /// Running while the transport has no set-up connection.
+    deadline: Option<Pin<Box<Sleep>>>,
+    transport: Arc<Transport>,
+    remote: SocketAddr,
+    connections: Connections,
+    _permit: Permit,
+}
+
+impl<S> SetupDeadline<S> {
+    fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if self.transport.set_up.load(Ordering::Acquire) {
+            self.deadline = None;
+            return Ok(());
+        }
+        let timeout = self.timeout;
+        let deadline = self
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Pending => Ok(()),
+            Poll::Ready(()) => {
+                tracing::debug!(remote = %self.remote, "grpc transport without a set-up connection in time; closing");
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no ConnectionSetupRequest in time",
+                ))
+            }
+        }
+    }
+}
+
+impl<S> Drop for SetupDeadline<S> {
+    fn drop(&mut self) {
+        let transports = &self.connections.shared.transports;
+        transports.remove_if(&self.remote, |_, t| Arc::ptr_eq(t, &self.transport));
+    }
+}
+
+impl<S: Connected> Connected for SetupDeadline<S> {
+    type ConnectInfo = S::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for SetupDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for SetupDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+    use crate::services::auth::permissions::{Grant, Granted};
+    use crate::services::auth::{Auth, AuthData, Identity, User};
+
+    /// Auth on, `ann` reading namespace `dev` through role `dev`; and that data.
+    fn auth_with_reader() -> (Auth, AuthData) {
+        let auth = Auth::new(true, 100);
+        let mut data = AuthData::default();
+        let user = User {
+            password_hash: String::new(),
+            admin: false,
+        };
+        data.users.insert("ann".into(), user);
+        data.roles.insert("ann".into(), ["dev".to_string()].into());
+        let grant = Grant {
+            resource: "dev:*:*".into(),
+            action: Granted::Read,
+        };
+        data.permissions.insert("dev".into(), [grant].into());
+        auth.set_data(data.clone());
+        (auth, data)
+    }
+
+    #[test]
+    fn a_listen_lasts_while_its_listener_may_read_the_item() {
+        let (auth, data) = auth_with_reader();
+        let connections = Connections::new(1);
+        let (tx, _rx) = mpsc::channel(1);
+        let conn = connections.open("127.0.0.1:5000".parse().unwrap(), tx);
+        let ann = Identity {
+            username: Cow::Borrowed("ann"),
+            admin: false,
+        };
+        let reader = auth.reader(&ann).map(Arc::new);
+        let listening = |reader: &Option<Arc<Reader>>| Listening {
+            tenant: "dev".into(),
+            md5: String::new(),
+            reader: reader.clone(),
+        };
+        let (dev, prod) = (
+            ConfigKey::new("dev", "G", "a"),
+            ConfigKey::new("prod", "G", "a"),
+        );
+        // An item its reader may not read (a revocation that came first) is left out.
+        let items = vec![
+            (dev.clone(), listening(&reader)),
+            (prod, listening(&reader)),
+        ];
+        conn.listen(items, 10).unwrap();
+        assert_eq!(conn.listens.lock().len(), 1);
+        assert_eq!(connections.drop_unreadable_listens(), 0);
+        // The grant taken back: the sweep drops the listen; one without a reader (auth
+        // off) stays.
+        let other = ConfigKey::new("dev", "G", "b");
+        conn.listen(vec![(other.clone(), listening(&None))], 10)
+            .unwrap();
+        let mut revoked = data;
+        revoked.permissions.clear();
+        auth.set_data(revoked);
+        assert_eq!(connections.drop_unreadable_listens(), 1);
+        assert!(conn.listens_to(&dev).is_none() && conn.listens_to(&other).is_some());
+        // Listening again after it is refused too, should the request have passed first.
+        conn.listen(vec![(dev.clone(), listening(&reader))], 10)
+            .unwrap();
+        assert!(conn.listens_to(&dev).is_none());
+    }
+}

@@ -1,0 +1,886 @@
+//! Command line and configuration. Every flag can also come from an environment variable
+//! `ROSTER_<FLAG>` and from a TOML file given with `--config`; precedence is command
+//! line, then environment, then file, then the built-in default.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+/// roster: a clustered service registry that speaks the Nacos naming protocol.
+#[derive(Debug, Parser)]
+#[command(name = "roster", version, about, long_about = None, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Read defaults for every flag from this TOML file (keys are flag names, e.g.
+    /// `http = "0.0.0.0:8848"`, `data-dir = "/var/lib/roster"`).
+    #[arg(long, env = "ROSTER_CONFIG", value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+
+    /// What to do; with no subcommand, run a node.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// How to run a node.
+    #[command(flatten)]
+    pub node: NodeArgs,
+}
+
+/// The end of `roster --help`: what a first start needs to know beyond the flags.
+const AFTER_HELP: &str = "\
+First start: the admin user is `nacos`, with the password in ROSTER_ADMIN_PASSWORD if that \
+is set, else a generated one written to <data-dir>/initial-admin-password (mode 0600).
+
+Ports: HTTP --http (127.0.0.1:8848), gRPC --grpc (default: the HTTP port + 1000, 9848), \
+peer channel --peer (127.0.0.1:7848), taken by a single node too. Beside a Nacos on its \
+defaults: roster --http 127.0.0.1:18848 --peer 127.0.0.1:17848 (gRPC 19848).
+
+Client subcommands (cluster, sync, auth, snapshot save) log in with --password-file FILE or \
+ROSTER_PASSWORD; `roster <subcommand> --help` lists their options.";
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a node (the default).
+    Run,
+    /// Show or change the cluster's membership, through any node's HTTP API.
+    Cluster {
+        /// What to do.
+        #[command(subcommand)]
+        action: ClusterAction,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Import from Nacos, Consul, Eureka, ZooKeeper or etcd: manage sync tasks through
+    /// any node's HTTP API.
+    Sync {
+        /// What to do.
+        #[command(subcommand)]
+        action: SyncAction,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Manage authentication cluster-wide, through any node's HTTP API.
+    Auth {
+        /// What to do.
+        #[command(subcommand)]
+        action: AuthAction,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Back up all persistent state (namespaces, persistent instances, service settings,
+    /// users and grants, sync tasks, configurations) to a file, inspect one, or restore
+    /// one into an empty data dir.
+    Snapshot {
+        /// What to do.
+        #[command(subcommand)]
+        action: SnapshotAction,
+    },
+    /// After losing a quorum for good: make this stopped node a cluster of one that holds
+    /// every entry of its Raft log (the old files are kept in
+    /// <data-dir>/pre-recover-<time>/). Start it without --members, then add nodes with
+    /// `roster cluster add`. Never start the lost members again with their old data.
+    Recover(RecoverArgs),
+}
+
+/// `roster snapshot` actions.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotAction {
+    /// Take a snapshot through a node's HTTP API (admins) and write it to FILE.
+    Save {
+        /// Where to write it (through FILE.tmp, fsynced, then renamed).
+        file: PathBuf,
+        /// Overwrite FILE if it exists.
+        #[arg(long)]
+        force: bool,
+        /// Do not first catch up with the leader: for a node that has lost its leader
+        /// (the snapshot is still consistent, as of what this node has applied).
+        #[arg(long)]
+        stale: bool,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Verify a snapshot file and summarize it (offline).
+    Inspect {
+        /// The snapshot file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output: OutputFormat,
+    },
+    /// Make an empty (or new) data dir the data of a new cluster founded by one node,
+    /// holding the snapshot's state (offline). Start the node on it as usual, without
+    /// --members, and grow the cluster with `roster cluster add`.
+    Restore {
+        /// The snapshot file.
+        file: PathBuf,
+        /// The data dir to create; it must be empty or absent.
+        #[arg(long, env = "ROSTER_DATA_DIR", value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The id of the node that will run on it (its --node-id).
+        #[arg(long, env = "ROSTER_NODE_ID", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        node_id: u64,
+        /// The address peers will reach that node at (its --peer, or its entry in
+        /// --members): stored in the new cluster's membership.
+        #[arg(
+            long,
+            env = "ROSTER_PEER",
+            default_value = "127.0.0.1:7848",
+            value_name = "HOST:PORT"
+        )]
+        peer: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output: OutputFormat,
+    },
+}
+
+/// `roster recover` options.
+#[derive(Clone, Debug, Args)]
+pub struct RecoverArgs {
+    /// The stopped node's data dir.
+    #[arg(long, env = "ROSTER_DATA_DIR", value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// The node's id (its --node-id): required, a data dir does not say whose it is.
+    #[arg(long, env = "ROSTER_NODE_ID", value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_id: u64,
+    /// The node's peer address in the new cluster (default: its address in the old
+    /// membership).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub peer: Option<String>,
+    /// Only read and report what a recovery would keep; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// `roster auth` actions.
+#[derive(Debug, Subcommand)]
+pub enum AuthAction {
+    /// Replace the token signing key on every node. Tokens signed by the old key keep
+    /// working until they expire (at most a token lifetime); new tokens use the new key.
+    RotateKey {
+        /// Stop accepting every token signed by an older key at once (when a key may
+        /// have leaked); every client logs in again.
+        #[arg(long)]
+        drop_previous: bool,
+    },
+}
+
+/// The default of `--max-password-checks`: one per core.
+fn default_password_checks() -> u32 {
+    crate::services::auth::password::PasswordChecks::default_max() as u32
+}
+
+/// `roster sync` actions.
+#[derive(Debug, Subcommand)]
+pub enum SyncAction {
+    /// Create a task that imports a whole source registry (or the services a filter
+    /// admits) and keeps it in step.
+    Add {
+        /// Task name (letters, digits, '-', '_', '.').
+        #[arg(long)]
+        name: String,
+        /// The source, e.g. etcd://127.0.0.1:2379?layout=go-micro,
+        /// zookeeper://127.0.0.1:2181?layout=dubbo, consul://127.0.0.1:8500?dc=dc1,
+        /// eureka://127.0.0.1:8761/eureka, nacos://127.0.0.1:8848?namespace=prod.
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// Target namespace (default: the source's for Nacos, else public).
+        #[arg(long = "namespace", value_name = "NS")]
+        target_namespace: Option<String>,
+        /// Target group (default: the source's for Nacos, else DEFAULT_GROUP).
+        #[arg(long)]
+        group: Option<String>,
+        /// Services to import: comma-separated globs, '!' excludes (default: all).
+        #[arg(long, value_name = "FILTER")]
+        services: Option<String>,
+        /// Report what would be imported; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Seconds between full reconciles (default 60).
+        #[arg(long, value_name = "SECS")]
+        reconcile_secs: Option<u64>,
+        /// Share of a service's instances that, vanishing at once, holds deletions (default 0.5).
+        #[arg(long, value_name = "SHARE")]
+        hold_share: Option<f64>,
+        /// Fewest vanishing instances that can hold deletions (default 3).
+        #[arg(long, value_name = "N")]
+        hold_min: Option<usize>,
+        /// Seconds a hold lasts while the source keeps saying they are gone (default 300).
+        #[arg(long, value_name = "SECS")]
+        hold_secs: Option<u64>,
+    },
+    /// Every task with its state and counts.
+    List,
+    /// One task in detail.
+    Status {
+        /// Task name.
+        name: String,
+    },
+    /// Stop a task; its imported instances stay as they are.
+    Pause {
+        /// Task name.
+        name: String,
+    },
+    /// Start a paused task again (a dry run stays a dry run: see `apply`).
+    Resume {
+        /// Task name.
+        name: String,
+    },
+    /// Turn a dry-run task into a real one: it imports what its dry run reported, and
+    /// keeps in step from then on.
+    Apply {
+        /// Task name.
+        name: String,
+    },
+    /// Delete a task and every instance it imported.
+    Delete {
+        /// Task name.
+        name: String,
+    },
+}
+
+/// `roster cluster` actions.
+#[derive(Debug, Subcommand)]
+pub enum ClusterAction {
+    /// Members, their roles, Raft positions and health.
+    Status,
+    /// Add a node: it joins as a learner, catches up, then becomes a voter. Start the
+    /// new node first (with the cluster secret and `--join`).
+    Add {
+        /// The new node's id.
+        id: u64,
+        /// The new node's peer address (HOST:PORT).
+        peer: String,
+    },
+    /// Remove a node from the cluster.
+    Remove {
+        /// The node's id.
+        id: u64,
+    },
+}
+
+/// Output format of client subcommands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// For people.
+    Text,
+    /// For programs.
+    Json,
+}
+
+/// How a client subcommand reaches a node. Listed under their own heading in `--help`,
+/// apart from the subcommand's options.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Connection options")]
+pub struct ClientArgs {
+    /// The node's HTTP address: `HOST:PORT` or `http://HOST:PORT` (plaintext),
+    /// `https://HOST:PORT` (TLS).
+    #[arg(
+        id = "target_http",
+        long = "http",
+        env = "ROSTER_HTTP",
+        default_value = "127.0.0.1:8848",
+        value_name = "ADDR",
+        global = true
+    )]
+    pub http: String,
+    /// User name.
+    #[arg(long, env = "ROSTER_USERNAME", default_value = "nacos", global = true)]
+    pub username: String,
+    /// Password (visible to other users in the process list: prefer `ROSTER_PASSWORD`
+    /// or `--password-file`).
+    #[arg(long, env = "ROSTER_PASSWORD", hide_env_values = true, global = true)]
+    pub password: Option<String>,
+    /// Read the password from this file (its first line); wins over `--password`.
+    #[arg(long, env = "ROSTER_PASSWORD_FILE", value_name = "FILE", global = true)]
+    pub password_file: Option<PathBuf>,
+    /// Trust the CA certificates (PEM) in this file for an `https://` address, instead
+    /// of the system's.
+    #[arg(long, env = "ROSTER_CACERT", value_name = "FILE", global = true)]
+    pub cacert: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
+    pub output: OutputFormat,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of a running node.
+#[derive(Clone, Debug, Args)]
+pub struct NodeArgs {
+    /// Address of the HTTP API (Nacos v1 API, roster API, metrics, health).
+    #[arg(
+        long,
+        env = "ROSTER_HTTP",
+        default_value = "127.0.0.1:8848",
+        value_name = "ADDR"
+    )]
+    pub http: SocketAddr,
+
+    /// Address of the Nacos 2.x gRPC API (default: the `--http` IP and port + 1000, where
+    /// Nacos clients look for it).
+    #[arg(long, env = "ROSTER_GRPC", value_name = "ADDR")]
+    pub grpc: Option<SocketAddr>,
+
+    /// Serve the HTTP API over HTTPS only with this certificate chain (PEM); needs
+    /// `--http-tls-key`. Reloaded when the file changes.
+    #[arg(
+        long,
+        env = "ROSTER_HTTP_TLS_CERT",
+        value_name = "FILE",
+        requires = "http_tls_key"
+    )]
+    pub http_tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of `--http-tls-cert`.
+    #[arg(
+        long,
+        env = "ROSTER_HTTP_TLS_KEY",
+        value_name = "FILE",
+        requires = "http_tls_cert"
+    )]
+    pub http_tls_key: Option<PathBuf>,
+
+    /// Serve gRPC over TLS with this certificate chain (PEM); needs `--grpc-tls-key`.
+    #[arg(
+        long,
+        env = "ROSTER_GRPC_TLS_CERT",
+        value_name = "FILE",
+        requires = "grpc_tls_key"
+    )]
+    pub grpc_tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of `--grpc-tls-cert`.
+    #[arg(
+        long,
+        env = "ROSTER_GRPC_TLS_KEY",
+        value_name = "FILE",
+        requires = "grpc_tls_cert"
+    )]
+    pub grpc_tls_key: Option<PathBuf>,
+
+    /// With TLS on, also accept plaintext gRPC on the same port (Nacos' compatibility
+    /// mode), to move clients to TLS one at a time.
+    #[arg(long, env = "ROSTER_GRPC_TLS_OPTIONAL", requires = "grpc_tls_cert")]
+    pub grpc_tls_optional: bool,
+
+    /// Most HTTP connections open at once; a new one beyond is closed at once.
+    #[arg(long, env = "ROSTER_HTTP_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_max_connections: u64,
+
+    /// Seconds an HTTP request head may take from its first byte (a new connection's
+    /// first head, from connecting); the connection is closed when it runs out.
+    #[arg(long, env = "ROSTER_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_header_timeout_secs: u64,
+
+    /// Seconds an HTTP keep-alive connection may sit idle between requests.
+    #[arg(long, env = "ROSTER_HTTP_IDLE_TIMEOUT_SECS", default_value_t = 60, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_idle_timeout_secs: u64,
+
+    /// Most HTTP connections open at once from one client IP (an IPv6 client by its
+    /// address); a new one beyond is closed at once. Behind a proxy that funnels clients
+    /// through one address, raise it to `--http-max-connections`.
+    #[arg(long, env = "ROSTER_HTTP_MAX_CONNECTIONS_PER_IP", default_value_t = 1_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_max_connections_per_ip: u64,
+
+    /// Seconds a request body may go without a byte arriving while it is read; the
+    /// request is answered 408 and its connection closed. A slow body that keeps
+    /// arriving is not cut, however long it takes.
+    #[arg(long, env = "ROSTER_HTTP_BODY_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_body_timeout_secs: u64,
+
+    /// Most gRPC connections open at once; a new one beyond is closed at once.
+    #[arg(long, env = "ROSTER_GRPC_MAX_CONNECTIONS", default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_max_connections: u64,
+
+    /// Most gRPC connections open at once from one client IP.
+    #[arg(long, env = "ROSTER_GRPC_MAX_CONNECTIONS_PER_IP", default_value_t = 500, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_max_connections_per_ip: u64,
+
+    /// Seconds a gRPC connection may go without a set-up client (Nacos'
+    /// `ConnectionSetupRequest`): from connecting, and after its stream ends.
+    #[arg(long, env = "ROSTER_GRPC_SETUP_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_setup_timeout_secs: u64,
+
+    /// Serve the web console from this directory (a `console-ui/dist` build) instead of
+    /// the one built into the binary: for console development.
+    #[arg(long, env = "ROSTER_CONSOLE_DIR", value_name = "DIR")]
+    pub console_dir: Option<PathBuf>,
+
+    /// Address of the node-to-node channel (Raft); this node's identity in the cluster.
+    #[arg(
+        long,
+        env = "ROSTER_PEER",
+        default_value = "127.0.0.1:7848",
+        value_name = "ADDR"
+    )]
+    pub peer: SocketAddr,
+
+    /// Serve and speak the peer channel over mutual TLS with this certificate chain
+    /// (PEM), which must name this node's `--members` host; needs `--peer-tls-key` and
+    /// `--peer-tls-ca`. Without it, messages are still encrypted under the cluster secret.
+    #[arg(
+        long,
+        env = "ROSTER_PEER_TLS_CERT",
+        value_name = "FILE",
+        requires_all = ["peer_tls_key", "peer_tls_ca"]
+    )]
+    pub peer_tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of `--peer-tls-cert`.
+    #[arg(
+        long,
+        env = "ROSTER_PEER_TLS_KEY",
+        value_name = "FILE",
+        requires = "peer_tls_cert"
+    )]
+    pub peer_tls_key: Option<PathBuf>,
+
+    /// The cluster's CA (PEM): peers' certificates, server and client, must be signed by it.
+    #[arg(
+        long,
+        env = "ROSTER_PEER_TLS_CA",
+        value_name = "FILE",
+        requires = "peer_tls_cert"
+    )]
+    pub peer_tls_ca: Option<PathBuf>,
+
+    /// Most connections the peer listener keeps open at once; more are closed at once.
+    #[arg(long, env = "ROSTER_PEER_MAX_CONNECTIONS", default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub peer_max_connections: u64,
+
+    /// Seconds a peer connection gets for its TLS handshake and each request head (and
+    /// for any stall in a message body).
+    #[arg(long, env = "ROSTER_PEER_HEADER_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub peer_header_timeout_secs: u64,
+
+    /// Seconds a peer connection may sit idle between requests before it is closed.
+    #[arg(long, env = "ROSTER_PEER_IDLE_TIMEOUT_SECS", default_value_t = 60, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub peer_idle_timeout_secs: u64,
+
+    /// Directory for the Raft log, snapshots and the initial admin password.
+    #[arg(
+        long,
+        env = "ROSTER_DATA_DIR",
+        default_value = "./roster-data",
+        value_name = "DIR"
+    )]
+    pub data_dir: PathBuf,
+
+    /// This node's id in the cluster (a positive integer).
+    #[arg(long, env = "ROSTER_NODE_ID", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_id: u64,
+
+    /// The cluster's members, `ID=HOST:PORT,...` (peer addresses, this node included).
+    /// The lowest id forms the cluster once a majority is reachable. Without it the node
+    /// is a cluster of one.
+    #[arg(long, env = "ROSTER_MEMBERS", value_name = "LIST")]
+    pub members: Option<String>,
+
+    /// Start as a node to be added to a running cluster (`roster cluster add`): never
+    /// form a cluster of its own.
+    #[arg(long, env = "ROSTER_JOIN")]
+    pub join: bool,
+
+    /// File holding the cluster secret that authenticates peer messages (required when
+    /// `--members` names more than one node). `ROSTER_CLUSTER_SECRET` gives it directly.
+    #[arg(long, env = "ROSTER_CLUSTER_SECRET_FILE", value_name = "FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
+
+    /// Log filter, e.g. `info` or `roster=debug,info`; `RUST_LOG` wins when set.
+    #[arg(
+        long,
+        env = "ROSTER_LOG_LEVEL",
+        default_value = "info",
+        value_name = "FILTER"
+    )]
+    pub log_level: String,
+
+    /// Log format.
+    #[arg(long, env = "ROSTER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Turn authentication off. For local development only: anyone who reaches the
+    /// HTTP port can then read and change everything.
+    #[arg(long, env = "ROSTER_NO_AUTH")]
+    pub no_auth: bool,
+
+    /// Lifetime of access tokens, in seconds.
+    #[arg(
+        long,
+        env = "ROSTER_TOKEN_TTL_SECS",
+        default_value_t = 18_000,
+        value_name = "SECS"
+    )]
+    pub token_ttl_secs: u64,
+
+    /// Most argon2 password checks (and hashes) running at once, ~19 MiB each. A check
+    /// that waits 2 s for a turn is answered 429. Default: one per core.
+    #[arg(long, env = "ROSTER_MAX_PASSWORD_CHECKS", default_value_t = default_password_checks(), value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_password_checks: u32,
+
+    /// Remove services that have no instances and no stored settings after this many
+    /// seconds (0 keeps them; Nacos removes them after 60 s without a way to stop it).
+    #[arg(
+        long,
+        env = "ROSTER_EMPTY_SERVICE_TTL_SECS",
+        default_value_t = 0,
+        value_name = "SECS"
+    )]
+    pub empty_service_ttl_secs: u64,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "ROSTER_MAX_BODY_BYTES", default_value_t = 1024 * 1024, value_name = "BYTES")]
+    pub max_body_bytes: usize,
+
+    /// Largest configuration content accepted (the Nacos config API), in bytes. Requests
+    /// to the config API may be up to three times this plus 64 KiB (percent-encoded
+    /// content), whatever --max-body-bytes says.
+    #[arg(long, env = "ROSTER_CONFIG_MAX_CONTENT_BYTES", default_value_t = 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=64 * 1024 * 1024))]
+    pub config_max_content_bytes: u64,
+
+    /// Most configuration items one listener may listen to: one HTTP long poll, or one
+    /// gRPC connection (its listens added up).
+    #[arg(long, env = "ROSTER_CONFIG_MAX_LISTENERS", default_value_t = 10_000, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub config_max_listeners: u64,
+
+    /// Days a configuration item's previous versions are kept.
+    #[arg(long, env = "ROSTER_CONFIG_HISTORY_DAYS", default_value_t = 30, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub config_history_days: u64,
+
+    /// Most versions kept per configuration item (the current one among them).
+    #[arg(long, env = "ROSTER_CONFIG_HISTORY_MAX", default_value_t = 100, value_name = "COUNT", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub config_history_max: u32,
+
+    /// Largest instance or service metadata accepted (keys plus values), in bytes.
+    /// Nacos' 1024 breaks Dubbo 2 registrations; roster allows more by default.
+    #[arg(long, env = "ROSTER_MAX_METADATA_BYTES", default_value_t = 16 * 1024, value_name = "BYTES")]
+    pub max_metadata_bytes: usize,
+
+    /// Most MiB of serialized instance lists kept cached between changes (a list over
+    /// the budget is served and not kept).
+    #[arg(
+        long,
+        env = "ROSTER_LIST_CACHE_MIB",
+        default_value_t = 64,
+        value_name = "MIB"
+    )]
+    pub list_cache_mib: usize,
+
+    /// Build a Raft snapshot (and compact the log) after this many log entries.
+    #[arg(long, env = "ROSTER_RAFT_SNAPSHOT_LOGS", default_value_t = 5000, value_name = "ENTRIES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub raft_snapshot_logs: u64,
+
+    /// Seconds between health checks of persistent instances (TCP or HTTP, per cluster).
+    #[arg(long, env = "ROSTER_HEALTH_CHECK_INTERVAL_SECS", default_value_t = 5, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub health_check_interval_secs: u64,
+
+    /// Networks health checks never connect to, comma-separated CIDRs (empty: none).
+    /// This node's own listening sockets are never probed either, whatever this says.
+    #[arg(
+        long,
+        env = "ROSTER_HEALTH_CHECK_DENY",
+        default_value = crate::services::health::deny::DEFAULT_DENY,
+        value_name = "CIDRS"
+    )]
+    pub health_check_deny: crate::services::health::deny::DenyNets,
+
+    /// Seconds between Distro verification rounds (owners confirm their clients to
+    /// peers; a copy unconfirmed for three rounds is dropped).
+    #[arg(long, env = "ROSTER_DISTRO_VERIFY_SECS", default_value_t = 5, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub distro_verify_secs: u64,
+
+    /// Eviction guard: hold removals in a namespace when more than this share of its
+    /// ephemeral instances is silent at once (1 turns the guard off).
+    #[arg(
+        long,
+        env = "ROSTER_EVICTION_GUARD_SHARE",
+        default_value_t = 0.5,
+        value_name = "SHARE"
+    )]
+    pub eviction_guard_share: f64,
+
+    /// Eviction guard: ... and at least this many are.
+    #[arg(
+        long,
+        env = "ROSTER_EVICTION_GUARD_MIN",
+        default_value_t = 10,
+        value_name = "COUNT"
+    )]
+    pub eviction_guard_min: usize,
+
+    /// Serve DNS (UDP and TCP) on this address, e.g. `127.0.0.1:8600`. Off by default.
+    #[arg(long, env = "ROSTER_DNS", value_name = "ADDR")]
+    pub dns: Option<SocketAddr>,
+
+    /// The DNS zone roster answers for.
+    #[arg(
+        long,
+        env = "ROSTER_DNS_DOMAIN",
+        default_value = "roster",
+        value_name = "DOMAIN"
+    )]
+    pub dns_domain: String,
+
+    /// TTL of DNS answers, seconds.
+    #[arg(long, env = "ROSTER_DNS_TTL", default_value_t = 5, value_name = "SECS")]
+    pub dns_ttl: u32,
+
+    /// The namespaces DNS answers for, comma-separated (`*`: all). DNS carries no
+    /// identity, so names in any other namespace are NXDOMAIN.
+    #[arg(
+        long,
+        env = "ROSTER_DNS_NAMESPACES",
+        default_value = "public",
+        value_delimiter = ',',
+        value_name = "IDS"
+    )]
+    pub dns_namespaces: Vec<String>,
+
+    /// Write a backup snapshot of all persistent state this often (e.g. `1h`, `30m`,
+    /// `1h30m`, `90s`); off by default. Same file format as `roster snapshot save`.
+    #[arg(long, env = "ROSTER_SNAPSHOT_EVERY", value_name = "DURATION", value_parser = crate::services::backup::duration::parse)]
+    pub snapshot_every: Option<Duration>,
+
+    /// Directory of scheduled snapshots (default: <data-dir>/backups). Files are named
+    /// roster-<UTC time>-node<ID>.rsnap, so nodes may share one.
+    #[arg(long, env = "ROSTER_SNAPSHOT_DIR", value_name = "DIR")]
+    pub snapshot_dir: Option<PathBuf>,
+
+    /// How many of this node's scheduled snapshots to keep; older ones are deleted.
+    #[arg(long, env = "ROSTER_SNAPSHOT_KEEP", default_value_t = 24, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_keep: u64,
+
+    /// Seconds a UDP push subscriber stays registered after its last list query.
+    #[arg(
+        long,
+        env = "ROSTER_SUBSCRIBER_TTL_SECS",
+        default_value_t = 30,
+        value_name = "SECS"
+    )]
+    pub subscriber_ttl_secs: u64,
+}
+
+/// Why the command line or config file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A flag problem, or `--help` / `--version` (clap prints and exits).
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+    /// A config file problem.
+    #[error("{0}")]
+    File(String),
+}
+
+/// Parses the process's command line, environment and `--config` file.
+pub fn parse() -> Result<Cli, ConfigError> {
+    parse_from(std::env::args_os())
+}
+
+/// Like [`parse`], from explicit arguments (the environment still applies).
+pub fn parse_from<I, T>(args: I) -> Result<Cli, ConfigError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut command = Cli::command();
+    if let Some(path) = config_path(&args) {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            ConfigError::File(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e| ConfigError::File(format!("config file {}: {e}", path.display())))?;
+        for (key, value) in table {
+            let id = key.replace('-', "_");
+            let known = command
+                .get_arguments()
+                .any(|a| a.get_id() == id.as_str() && a.get_long().is_some() && id != "config");
+            if !known {
+                return Err(ConfigError::File(format!(
+                    "config file {}: unknown key '{key}'",
+                    path.display()
+                )));
+            }
+            let value = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(ConfigError::File(format!(
+                        "config file {}: key '{key}' must be a string, number or boolean, not {}",
+                        path.display(),
+                        other.type_str()
+                    )))
+                }
+            };
+            // The file supplies defaults: the environment and the command line still win.
+            let value: &'static str = Box::leak(value.into_boxed_str());
+            command = command.mut_arg(id, |a| a.default_value(value));
+        }
+    }
+    let matches = command.try_get_matches_from(args)?;
+    Ok(Cli::from_arg_matches(&matches)?)
+}
+
+/// Finds `--config FILE` / `--config=FILE` in `args`, else `ROSTER_CONFIG`.
+fn config_path(args: &[OsString]) -> Option<PathBuf> {
+    let mut iter = args.iter().skip(1);
+    while let Some(arg) = iter.next() {
+        let arg = arg.to_string_lossy();
+        if arg == "--config" {
+            return iter.next().map(PathBuf::from);
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            return Some(PathBuf::from(path));
+        }
+    }
+    std::env::var_os("ROSTER_CONFIG").map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let cli = parse_from(["roster"]).unwrap();
+        assert_eq!(cli.node.http.to_string(), "127.0.0.1:8848");
+        assert_eq!(cli.node.peer.to_string(), "127.0.0.1:7848");
+        assert_eq!(cli.node.node_id, 1);
+        assert!(!cli.node.no_auth);
+    }
+
+    #[test]
+    fn config_file_gives_defaults_and_flags_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roster.toml");
+        std::fs::write(
+            &path,
+            "http = \"127.0.0.1:9000\"\nnode-id = 3\nno_auth = true\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let cli = parse_from(["roster", "--config", p]).unwrap();
+        assert_eq!(cli.node.http.port(), 9000);
+        assert_eq!(cli.node.node_id, 3);
+        assert!(cli.node.no_auth);
+        let cli = parse_from(["roster", "--config", p, "--http", "127.0.0.1:9001"]).unwrap();
+        assert_eq!(cli.node.http.port(), 9001);
+    }
+
+    #[test]
+    fn health_check_deny_takes_networks() {
+        let cli = parse_from(["roster"]).unwrap();
+        assert_eq!(
+            cli.node.health_check_deny.to_string(),
+            "169.254.0.0/16,fe80::/10"
+        );
+        let cli = parse_from(["roster", "--health-check-deny", "10.0.0.0/8, 127.0.0.2"]).unwrap();
+        assert_eq!(
+            cli.node.health_check_deny.to_string(),
+            "10.0.0.0/8,127.0.0.2/32"
+        );
+        let cli = parse_from(["roster", "--health-check-deny", ""]).unwrap();
+        assert!(cli.node.health_check_deny.0.is_empty());
+        let err = parse_from(["roster", "--health-check-deny", "10.0.0.0/99"]).unwrap_err();
+        assert!(err.to_string().contains("10.0.0.0/99"), "{err}");
+    }
+
+    #[test]
+    fn peer_tls_takes_all_three_files_and_peer_limits_have_defaults() {
+        let cli = parse_from(["roster"]).unwrap();
+        assert!(cli.node.peer_tls_cert.is_none());
+        assert_eq!(cli.node.peer_max_connections, 1024);
+        assert_eq!(cli.node.peer_header_timeout_secs, 10);
+        assert_eq!(cli.node.peer_idle_timeout_secs, 60);
+        let all = [
+            "roster",
+            "--peer-tls-cert",
+            "c.pem",
+            "--peer-tls-key",
+            "k.pem",
+            "--peer-tls-ca",
+            "ca.pem",
+        ];
+        assert!(parse_from(all).unwrap().node.peer_tls_ca.is_some());
+        assert!(parse_from(&all[..5]).is_err(), "no CA");
+        assert!(parse_from(&all[..3]).is_err(), "no key, no CA");
+        assert!(parse_from(["roster", "--peer-tls-ca", "ca.pem"]).is_err());
+        assert!(parse_from(["roster", "--peer-idle-timeout-secs", "0"]).is_err());
+    }
+
+    #[test]
+    fn http_tls_takes_cert_and_key_and_clients_take_a_ca_and_a_password_file() {
+        assert!(parse_from(["roster"]).unwrap().node.http_tls_cert.is_none());
+        let both = [
+            "roster",
+            "--http-tls-cert",
+            "c.pem",
+            "--http-tls-key",
+            "k.pem",
+        ];
+        assert!(parse_from(both).unwrap().node.http_tls_key.is_some());
+        assert!(parse_from(&both[..3]).is_err(), "no key");
+        assert!(parse_from(["roster", "--http-tls-key", "k.pem"]).is_err());
+        let cli = parse_from([
+            "roster",
+            "cluster",
+            "status",
+            "--http",
+            "https://127.0.0.1:8848",
+            "--cacert",
+            "ca.pem",
+            "--password-file",
+            "pw",
+        ])
+        .unwrap();
+        let Some(Command::Cluster { client, .. }) = cli.command else {
+            panic!("a cluster command");
+        };
+        assert_eq!(client.http, "https://127.0.0.1:8848");
+        assert_eq!(client.cacert.unwrap().to_str(), Some("ca.pem"));
+        assert_eq!(client.password_file.unwrap().to_str(), Some("pw"));
+    }
+
+    #[test]
+    fn scheduled_snapshots_take_a_duration() {
+        let cli = parse_from(["roster", "--snapshot-every", "1h", "--snapshot-keep", "3"]).unwrap();
+        assert_eq!(cli.node.snapshot_every, Some(Duration::from_secs(3600)));
+        assert_eq!(cli.node.snapshot_keep, 3);
+        assert!(parse_from(["roster"])
+            .unwrap()
+            .node
+            .snapshot_every
+            .is_none());
+        let err = parse_from(["roster", "--snapshot-every", "soon"]).unwrap_err();
+        assert!(err.to_string().contains("--snapshot-every"), "{err}");
+    }
+
+    #[test]
+    fn config_file_rejects_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roster.toml");
+        std::fs::write(&path, "htp = \"x\"\n").unwrap();
+        let err = parse_from(["roster", "--config", path.to_str().unwrap()]).unwrap_err();
+        assert!(err.to_string().contains("unknown key 'htp'"), "{err}");
+    }
+}

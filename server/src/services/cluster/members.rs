@@ -1,0 +1,298 @@
+//! Who the members are and which are alive. Every node says hello to every other member
+//! once a second over the peer channel; the hello carries its HTTP address and version,
+//! so nodes learn each other's `--http`. A member is live while it answered within the
+//! last [`LIVE_WINDOW`]. Before Raft has a membership, the members are `--members`;
+//! afterwards they are Raft's (so nodes added or removed at run time count).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use roster_raft::{NodeId, RaftStatus};
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::peer::PeerClient;
+use crate::services::store::Store;
+
+/// How often hellos go out.
+pub const HELLO_EVERY: Duration = Duration::from_secs(1);
+/// A member that has not answered for this long is not live.
+pub const LIVE_WINDOW: Duration = Duration::from_secs(3);
+
+/// What nodes tell each other about themselves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Node id.
+    pub node_id: NodeId,
+    /// Peer address (as the members list names it).
+    pub peer_addr: String,
+    /// HTTP API address.
+    pub http_addr: String,
+    /// roster version.
+    pub version: String,
+    /// In answers: the membership the answering node has applied, as its log index and
+    /// member ids. Absent in the hellos sent, and in answers from older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<(u64, Vec<NodeId>)>,
+}
+
+/// The membership `status` has applied (committed), for [`Hello::membership`].
+pub fn applied_membership(status: &RaftStatus) -> Option<(u64, Vec<NodeId>)> {
+    let index = status.membership_index?;
+    (status.last_applied >= index).then(|| (index, status.members.keys().copied().collect()))
+}
+
+/// What this node knows of another member.
+#[derive(Clone, Debug, Default)]
+pub struct Peer {
+    /// Peer address.
+    pub peer_addr: String,
+    /// HTTP address, once learned.
+    pub http_addr: Option<String>,
+    /// Its version, once learned.
+    pub version: Option<String>,
+    /// When it last answered or said hello.
+    pub last_seen: Option<Instant>,
+}
+
+/// Membership and liveness. Cheap to clone.
+#[derive(Clone)]
+pub struct Members {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    me: Hello,
+    /// Other members; guarded for short reads and updates, never across an await.
+    peers: RwLock<BTreeMap<NodeId, Peer>>,
+    /// The highest log index of a membership without this node that a member answered
+    /// with (see [`Members::left_out_at`]); guarded for short reads and updates.
+    left_out_at: parking_lot::Mutex<Option<u64>>,
+}
+
+impl Members {
+    /// This node, and the members it starts with (itself included or not).
+    pub fn new(me: Hello, seeds: &BTreeMap<NodeId, String>) -> Self {
+        let peers = seeds
+            .iter()
+            .filter(|(id, _)| **id != me.node_id)
+            .map(|(id, addr)| {
+                (
+                    *id,
+                    Peer {
+                        peer_addr: addr.clone(),
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect();
+        Self {
+            shared: Arc::new(Shared {
+                me,
+                peers: RwLock::new(peers),
+                left_out_at: parking_lot::Mutex::new(None),
+            }),
+        }
+    }
+
+    /// This node.
+    pub fn me(&self) -> &Hello {
+        &self.shared.me
+    }
+
+    /// The other members.
+    pub fn peers(&self) -> BTreeMap<NodeId, Peer> {
+        self.shared.peers.read().clone()
+    }
+
+    /// The HTTP addresses learned of the other members, read under the lock without
+    /// copying the members (a console's request asks on every call, `api::cors`).
+    pub fn any_peer_http(&self, mut matches: impl FnMut(&str) -> bool) -> bool {
+        self.shared
+            .peers
+            .read()
+            .values()
+            .any(|p| p.http_addr.as_deref().is_some_and(&mut matches))
+    }
+
+    /// Ids of live members, this node included, sorted.
+    pub fn live(&self) -> Vec<NodeId> {
+        self.live_ids().into_vec()
+    }
+
+    /// [`Members::live`] without an allocation for clusters of up to 8 members (the
+    /// ownership check of every ephemeral write asks it).
+    pub fn live_ids(&self) -> SmallVec<[NodeId; 8]> {
+        let now = Instant::now();
+        let mut ids: SmallVec<[NodeId; 8]> = self
+            .shared
+            .peers
+            .read()
+            .iter()
+            .filter(|(_, p)| {
+                p.last_seen
+                    .is_some_and(|t| now.duration_since(t) < LIVE_WINDOW)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        ids.push(self.shared.me.node_id);
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Whether `id` is live.
+    pub fn is_live(&self, id: NodeId) -> bool {
+        self.live().contains(&id)
+    }
+
+    /// The peer address of member `id`.
+    pub fn peer_addr(&self, id: NodeId) -> Option<String> {
+        if id == self.shared.me.node_id {
+            return Some(self.shared.me.peer_addr.clone());
+        }
+        self.shared
+            .peers
+            .read()
+            .get(&id)
+            .map(|p| p.peer_addr.clone())
+    }
+
+    /// Records a hello (received, or answered to ours) from a known member; hellos of
+    /// nodes that are not (or no longer) members are ignored.
+    pub fn record(&self, hello: &Hello) {
+        let mut peers = self.shared.peers.write();
+        let Some(peer) = peers.get_mut(&hello.node_id) else {
+            return;
+        };
+        peer.http_addr = Some(hello.http_addr.clone());
+        peer.version = Some(hello.version.clone());
+        peer.last_seen = Some(Instant::now());
+    }
+
+    /// The log index of the latest membership a member has applied that leaves this
+    /// node out, if one answered a hello with such. Later than the membership this node
+    /// has applied, it means this node was removed without hearing of it.
+    pub fn left_out_at(&self) -> Option<u64> {
+        *self.shared.left_out_at.lock()
+    }
+
+    /// Notes the membership a member answered with, if it leaves this node out.
+    fn note_membership(&self, membership: &Option<(u64, Vec<NodeId>)>) {
+        let Some((index, ids)) = membership else {
+            return;
+        };
+        if !ids.contains(&self.shared.me.node_id) {
+            let mut left_out_at = self.shared.left_out_at.lock();
+            *left_out_at = (*left_out_at).max(Some(*index));
+        }
+    }
+
+    /// Makes the member list Raft's: adds new members, drops removed ones.
+    pub fn follow(&self, raft_members: &BTreeMap<NodeId, String>) {
+        if raft_members.is_empty() {
+            return;
+        }
+        let mut peers = self.shared.peers.write();
+        peers.retain(|id, _| raft_members.contains_key(id));
+        for (id, addr) in raft_members {
+            if *id == self.shared.me.node_id {
+                continue;
+            }
+            let peer = peers.entry(*id).or_default();
+            peer.peer_addr = addr.clone();
+        }
+    }
+
+    /// Says hello to every member once a second until `stopping`.
+    pub async fn run(self, client: PeerClient, store: Store, mut stopping: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(HELLO_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let body = rmp_serde::to_vec_named(self.me()).expect("hello serializes");
+        let mut was_live = self.live();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stopping.changed() => return,
+            }
+            self.follow(&store.status().members);
+            let mut calls = JoinSet::new();
+            for (id, peer) in self.peers() {
+                let client = client.clone();
+                let body = body.clone();
+                calls.spawn(async move {
+                    let reply = client
+                        .post(&peer.peer_addr, "hello", body, Duration::from_millis(800))
+                        .await;
+                    (id, reply)
+                });
+            }
+            while let Some(done) = calls.join_next().await {
+                let Ok((id, reply)) = done else { continue };
+                match reply.map(|bytes| rmp_serde::from_slice::<Hello>(&bytes)) {
+                    Ok(Ok(hello)) => {
+                        self.note_membership(&hello.membership);
+                        self.record(&hello);
+                    }
+                    Ok(Err(e)) => tracing::debug!(peer = id, error = %e, "bad hello reply"),
+                    Err(e) => tracing::debug!(peer = id, error = %e, "hello failed"),
+                }
+            }
+            let live = self.live();
+            for id in live.iter().filter(|id| !was_live.contains(id)) {
+                tracing::info!(peer = id, "peer is up");
+            }
+            let peers = self.shared.peers.read().keys().copied().collect::<Vec<_>>();
+            for id in was_live.iter().filter(|id| !live.contains(id)) {
+                if peers.contains(id) {
+                    tracing::warn!(peer = id, "peer is down (no answer for {LIVE_WINDOW:?})");
+                } else {
+                    // Removed from the membership: not a failure.
+                    tracing::info!(peer = id, "peer left the cluster");
+                }
+            }
+            was_live = live;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(id: NodeId) -> Hello {
+        Hello {
+            node_id: id,
+            peer_addr: format!("n{id}:7848"),
+            http_addr: format!("n{id}:8848"),
+            version: "x".into(),
+            membership: None,
+        }
+    }
+
+    #[test]
+    fn liveness_follows_hellos_and_raft_membership() {
+        let seeds = BTreeMap::from([
+            (1, "n1:7848".to_string()),
+            (2, "n2:7848".into()),
+            (3, "n3:7848".into()),
+        ]);
+        let m = Members::new(hello(1), &seeds);
+        assert_eq!(m.live(), [1]);
+        m.record(&hello(3));
+        assert_eq!(m.live(), [1, 3]);
+        assert_eq!(m.peers()[&3].http_addr.as_deref(), Some("n3:8848"));
+        // Raft membership without node 3 drops it, and adds node 4.
+        m.follow(&BTreeMap::from([
+            (1, "n1:7848".to_string()),
+            (2, "n2:7848".into()),
+            (4, "n4:7848".into()),
+        ]));
+        assert_eq!(m.live(), [1]);
+        assert_eq!(m.peer_addr(4).as_deref(), Some("n4:7848"));
+        assert!(m.peer_addr(3).is_none());
+    }
+}
