@@ -3,13 +3,14 @@
 //! store, the cluster, push); this module only gathers them, and `app` (the wiring)
 //! builds it.
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::services::audit::Audit;
 use crate::services::auth::Auth;
 use crate::services::cluster::members::Members;
 use crate::services::cluster::peer::PeerClient;
+use crate::services::cluster::readiness::Readiness;
+use crate::services::cluster::view::{self, ClusterView};
 use crate::services::configs::{self, Configs};
 use crate::services::distro::Distro;
 use crate::services::metrics::{Metrics, NodeFigures};
@@ -30,53 +31,6 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Largest metadata map (keys plus values), bytes.
     pub max_metadata_bytes: usize,
-}
-
-/// What a node removed from the cluster answers clients, its readiness probe included.
-pub const REMOVED: &str = "this node was removed from the cluster; stop it and delete its data dir";
-
-/// Whether the node serves API requests: not yet while starting, then yes, and never
-/// again once it learns it was removed from the cluster.
-#[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicU8>);
-
-const STARTING: u8 = 0;
-const READY: u8 = 1;
-const REMOVED_STATE: u8 = 2;
-
-impl Readiness {
-    /// True once the node has a leader, has replayed its state and is bootstrapped, and
-    /// while it is still a member.
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire) == READY
-    }
-
-    /// Why the node refuses clients: `None` when ready, `starting` while starting, and
-    /// [`REMOVED`] once removed.
-    pub fn refusal(&self, starting: &'static str) -> Option<&'static str> {
-        match self.0.load(Ordering::Acquire) {
-            READY => None,
-            REMOVED_STATE => Some(REMOVED),
-            _ => Some(starting),
-        }
-    }
-
-    /// Whether the node learned it was removed from the cluster.
-    pub fn is_removed(&self) -> bool {
-        self.0.load(Ordering::Acquire) == REMOVED_STATE
-    }
-
-    /// Marks the node ready (startup finished), unless it was removed meanwhile.
-    pub(crate) fn set(&self) {
-        let _ = self
-            .0
-            .compare_exchange(STARTING, READY, Ordering::AcqRel, Ordering::Acquire);
-    }
-
-    /// Marks the node removed from the cluster, for good.
-    pub(crate) fn set_removed(&self) {
-        self.0.store(REMOVED_STATE, Ordering::Release);
-    }
 }
 
 /// Everything request handlers share. Cheap to clone: one reference count, however
@@ -180,5 +134,22 @@ impl AppState {
                 self.tasks.all().into_iter().map(|t| t.status.state),
             ),
         }
+    }
+
+    /// The cluster as this node sees it.
+    pub fn cluster_view(&self) -> ClusterView {
+        view::view(view::Sources {
+            store: &self.store,
+            members: &self.members,
+            ready: &self.ready,
+            guard: &self.guard,
+            distro_owned: self.distro.ownership_counts(),
+        })
+    }
+
+    /// [`AppState::cluster_view`], with replication figures from the leader when this
+    /// node is a follower.
+    pub async fn cluster_view_with_leader(&self) -> ClusterView {
+        view::with_leader(self.cluster_view(), &self.members, &self.peers).await
     }
 }

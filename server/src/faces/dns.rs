@@ -38,8 +38,9 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 use tokio::time::timeout;
 
+use crate::services::cluster::readiness::Readiness;
 use crate::services::net::{accept, Gate};
-use crate::state::Readiness;
+use crate::services::workers::Workers;
 use roster_registry::instance::Instance;
 use roster_registry::namespace::PUBLIC_NAMESPACE;
 use roster_registry::select::{select, Query};
@@ -474,6 +475,34 @@ fn udp_bytes(request: &Message, response: &Message) -> Option<Vec<u8>> {
         return Some(bytes);
     }
     response.truncate().to_vec().ok()
+}
+
+/// Starts DNS among `workers`: over `udp` and `tcp`, answering from `registry` once
+/// `ready`.
+pub fn spawn_workers(
+    (udp, tcp): (UdpSocket, TcpListener),
+    registry: &Registry,
+    config: DnsConfig,
+    ready: &Readiness,
+    workers: &mut Workers,
+) {
+    if let Ok(addr) = udp.local_addr() {
+        tracing::info!(%addr, domain = %config.domain, "serving DNS");
+    }
+    workers.spawn(serve_udp(
+        udp,
+        registry.clone(),
+        config.clone(),
+        ready.clone(),
+        workers.stopping(),
+    ));
+    workers.spawn(serve_tcp(
+        tcp,
+        registry.clone(),
+        config,
+        ready.clone(),
+        workers.stopping(),
+    ));
 }
 
 /// Serves DNS over UDP until `stopping`, refusing queries while `ready` is not.

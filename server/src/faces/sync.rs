@@ -22,6 +22,7 @@ use crate::services::configs::{ConfigKey, Configs, Imported, Settings};
 use crate::services::store::command::CommandV1;
 use crate::services::store::tasks::{redacted, SyncTasks};
 use crate::services::store::Store;
+use crate::services::workers::Workers;
 use crate::state::AppState;
 use roster_registry::clock::now_ms;
 use roster_registry::service::ServiceKey;
@@ -292,6 +293,15 @@ impl Sink for RaftSink {
 }
 
 /// Runs every unpaused sync task while this node is the ready Raft leader; stops them
+/// Starts the runner among `workers`.
+pub fn spawn_workers(state: &AppState, workers: &mut Workers) {
+    workers.spawn(supervise(
+        state.clone(),
+        state.tasks.clone(),
+        workers.stopping(),
+    ));
+}
+
 /// when it is not, or when a task is paused, changed or deleted.
 pub async fn supervise(state: AppState, tasks: SyncTasks, mut stopping: watch::Receiver<bool>) {
     let sink: Arc<dyn Sink> = Arc::new(RaftSink::new(

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use crate::services::workers::Workers;
 use roster_registry::clock::now_ms;
 use roster_registry::namespace::PUBLIC_NAMESPACE;
 use roster_registry::validate::{DEFAULT_CLUSTER, DEFAULT_GROUP};
@@ -550,6 +551,11 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// Starts the writer among `workers`.
+    pub fn spawn_workers(self, workers: &mut Workers) {
+        workers.spawn(self.run(workers.stopping()));
+    }
+
     /// Writes batches until `stopping` turns true, then what is left.
     pub async fn run(mut self, mut stopping: watch::Receiver<bool>) {
         let mut batch = Vec::with_capacity(BATCH);

@@ -11,7 +11,7 @@
 //! - [`metrics`] Prometheus metrics; [`audit`] the audit log of writes and admin actions;
 //!   [`backup`] snapshot files, scheduled snapshots, offline restore and recovery;
 //! - [`net`] the listeners' connection caps, accept backoff, HTTP connection timeouts and
-//!   the certificates of every TLS face.
+//!   the certificates of every TLS face; [`workers`] the node's background tasks.
 
 pub mod audit;
 pub mod auth;
@@ -25,3 +25,4 @@ pub mod naming;
 pub mod net;
 pub mod push;
 pub mod store;
+pub mod workers;

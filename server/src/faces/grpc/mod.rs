@@ -11,6 +11,7 @@ pub mod connection;
 pub mod proto;
 mod reply;
 pub mod tls;
+pub mod workers;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

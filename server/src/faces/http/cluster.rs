@@ -15,7 +15,6 @@ use super::guard::Caller;
 use super::nacos::{envelope, json_of};
 use super::params::Params;
 use crate::error::Error;
-use crate::services::cluster::view::view_with_leader;
 use crate::state::AppState;
 
 /// The cluster routes.
@@ -33,7 +32,7 @@ pub fn routes() -> Router<AppState> {
 /// `GET /api/v1/cluster`: the cluster as this node sees it (for a caller who is not an
 /// admin, the eviction guard's namespaces only where the caller may read something).
 async fn status(State(state): State<AppState>, caller: Caller) -> Response {
-    let mut view = view_with_leader(&state).await;
+    let mut view = state.cluster_view_with_leader().await;
     view.eviction_guard_engaged
         .retain(|ns| caller.may_read_namespace(&state, ns));
     json_of(&view)
@@ -62,7 +61,7 @@ async fn add_member(
             addr: peer.to_string(),
         })
         .await?;
-    Ok(json_of(&view_with_leader(&state).await))
+    Ok(json_of(&state.cluster_view_with_leader().await))
 }
 
 /// `DELETE /api/v1/cluster/members?id=N`: remove a node.
@@ -86,7 +85,7 @@ async fn remove_member(
         .store
         .change_membership(MembershipChange::Remove { id })
         .await?;
-    Ok(json_of(&view_with_leader(&state).await))
+    Ok(json_of(&state.cluster_view_with_leader().await))
 }
 
 /// `GET /api/v1/cluster/owner?client=IP:PORT`: which node owns an ephemeral client
@@ -116,7 +115,7 @@ fn node_id(params: &Params) -> Result<NodeId, Error> {
 /// `GET /nacos/v1/core/cluster/nodes`: members in Nacos' `Member` shape.
 async fn nacos_nodes(State(state): State<AppState>, params: Params) -> Response {
     let keyword = params.optional("keyword").unwrap_or("");
-    let view = view_with_leader(&state).await;
+    let view = state.cluster_view_with_leader().await;
     let leader_peer = view
         .members
         .iter()

@@ -12,8 +12,9 @@ use tokio::sync::watch;
 
 use super::format::{file_stamp, EXTENSION};
 use super::BackupError;
-use crate::node::args::NodeArgs;
-use crate::state::AppState;
+use crate::services::cluster::readiness::Readiness;
+use crate::services::store::Store;
+use crate::services::workers::Workers;
 use roster_registry::clock::now_ms;
 
 /// When and where to write scheduled snapshots.
@@ -28,33 +29,25 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The schedule the flags ask for; `None` without `--snapshot-every`. The directory
-    /// defaults to `<data-dir>/backups`.
-    pub fn from_args(args: &NodeArgs) -> Option<Self> {
-        Some(Self {
-            every: args.snapshot_every?,
-            dir: args
-                .snapshot_dir
-                .clone()
-                .unwrap_or_else(|| args.data_dir.join("backups")),
-            keep: args.snapshot_keep as usize,
-        })
+    /// Starts the schedule among `workers`: snapshots of `store`, taken while `ready`.
+    pub fn spawn_workers(self, store: Store, ready: Readiness, workers: &mut Workers) {
+        workers.spawn(self.run(store, ready, workers.stopping()));
     }
 
     /// Runs until `stopping` turns true: one snapshot per period, the first one period
     /// after start, skipped while the node is not ready (its state is not complete yet).
-    pub async fn run(self, state: AppState, mut stopping: watch::Receiver<bool>) {
+    async fn run(self, store: Store, ready: Readiness, mut stopping: watch::Receiver<bool>) {
         tracing::info!(every = ?self.every, dir = %self.dir.display(), keep = self.keep, "scheduled snapshots on");
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.every) => {}
                 _ = stopping.wait_for(|stop| *stop) => return,
             }
-            if !state.ready.is_ready() {
+            if !ready.is_ready() {
                 tracing::info!("scheduled snapshot skipped: the node is not ready");
                 continue;
             }
-            let store = state.store.clone();
+            let store = store.clone();
             let schedule = self.clone();
             let outcome = tokio::task::spawn_blocking(move || {
                 let node_id = store.id();

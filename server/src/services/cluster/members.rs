@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 
 use super::peer::PeerClient;
 use crate::services::store::Store;
+use crate::services::workers::Workers;
 
 /// How often hellos go out.
 pub const HELLO_EVERY: Duration = Duration::from_secs(1);
@@ -205,6 +206,12 @@ impl Members {
             let peer = peers.entry(*id).or_default();
             peer.peer_addr = addr.clone();
         }
+    }
+
+    /// Starts the hellos among `workers`: sent with `client`, each carrying the
+    /// membership `store` applied.
+    pub fn spawn_workers(&self, client: PeerClient, store: Store, workers: &mut Workers) {
+        workers.spawn(self.clone().run(client, store, workers.stopping()));
     }
 
     /// Says hello to every member once a second until `stopping`.

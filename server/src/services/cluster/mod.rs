@@ -1,15 +1,14 @@
 //! Running as one node of several: the peer channel — its sealed message format
-//! ([`wire`]), the sending side ([`peer`]), the `--peer` listener and its limits
-//! ([`listener`]), the receiving side ([`server`]), replay refusal ([`replay`]) and
-//! mutual TLS ([`tls`]) — who the members are and which of them are alive
-//! ([`members`]), the cluster as one node sees it ([`view`]), and Raft's leader and
-//! membership changes in the log, with the stand-down of a removed node ([`watch`]).
+//! ([`wire`]), the sending side ([`peer`]), replay refusal ([`replay`]) and mutual TLS
+//! ([`tls`]); its receiving side is a face (`faces::peer`) — who the members are and which of them are alive
+//! ([`members`]), the cluster as one node sees it ([`view`]), Raft's leader and
+//! membership changes in the log, with the stand-down of a removed node ([`watch`]),
+//! and whether the node serves clients ([`readiness`]).
 
-pub mod listener;
 pub mod members;
 pub mod peer;
+pub mod readiness;
 pub mod replay;
-pub mod server;
 pub mod tls;
 pub mod view;
 pub mod watch;

@@ -8,7 +8,12 @@ use std::collections::BTreeMap;
 use roster_raft::{NodeId, ServerState};
 use serde::{Deserialize, Serialize};
 
-use crate::state::AppState;
+use roster_registry::guard::EvictionGuard;
+
+use super::members::Members;
+use super::peer::PeerClient;
+use super::readiness::Readiness;
+use crate::services::store::Store;
 
 /// One member as the cluster API shows it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -75,11 +80,26 @@ pub fn role_name(state: ServerState) -> &'static str {
     }
 }
 
+/// What the view of the cluster is read from: this node's parts, and Distro's ownership
+/// counts (read by the caller: Distro sits above the cluster).
+pub struct Sources<'a> {
+    /// Raft's status.
+    pub store: &'a Store,
+    /// Members and their liveness.
+    pub members: &'a Members,
+    /// Whether this node serves clients.
+    pub ready: &'a Readiness,
+    /// The eviction guard's engaged namespaces.
+    pub guard: &'a EvictionGuard,
+    /// Ephemeral clients owned by each live member.
+    pub distro_owned: BTreeMap<NodeId, usize>,
+}
+
 /// The cluster as this node sees it.
-pub fn view(state: &AppState) -> ClusterView {
-    let raft = state.store.status();
-    let peers = state.members.peers();
-    let me = state.members.me();
+pub fn view(sources: Sources<'_>) -> ClusterView {
+    let raft = sources.store.status();
+    let peers = sources.members.peers();
+    let me = sources.members.me();
     let leader_view = raft.state == ServerState::Leader;
     // Raft's membership is the truth once there is one; before, the configured members.
     let mut ids: Vec<NodeId> = if raft.members.is_empty() {
@@ -90,7 +110,7 @@ pub fn view(state: &AppState) -> ClusterView {
     ids.push(me.node_id);
     ids.sort_unstable();
     ids.dedup();
-    let live = state.members.live();
+    let live = sources.members.live();
     let members = ids
         .into_iter()
         .map(|id| {
@@ -148,10 +168,10 @@ pub fn view(state: &AppState) -> ClusterView {
         applied_index: raft.last_applied,
         commit_index: leader_view.then_some(raft.last_applied),
         snapshot_index: raft.snapshot_index,
-        ready: state.ready.is_ready(),
+        ready: sources.ready.is_ready(),
         members,
-        distro_owned: state.distro.ownership_counts(),
-        eviction_guard_engaged: state
+        distro_owned: sources.distro_owned,
+        eviction_guard_engaged: sources
             .guard
             .engaged()
             .iter()
@@ -160,18 +180,20 @@ pub fn view(state: &AppState) -> ClusterView {
     }
 }
 
-/// The cluster view, with replication figures from the leader when this node is a
-/// follower (only the leader tracks them).
-pub async fn view_with_leader(state: &AppState) -> ClusterView {
-    let mut local = view(state);
+/// The `local` cluster view, with replication figures from the leader when this node is
+/// a follower (only the leader tracks them).
+pub async fn with_leader(
+    mut local: ClusterView,
+    members: &Members,
+    peers: &PeerClient,
+) -> ClusterView {
     let Some(leader) = local.leader.filter(|l| *l != local.node_id) else {
         return local;
     };
-    let Some(addr) = state.members.peer_addr(leader) else {
+    let Some(addr) = members.peer_addr(leader) else {
         return local;
     };
-    let reply = state
-        .peers
+    let reply = peers
         .post(&addr, "view", Vec::new(), std::time::Duration::from_secs(1))
         .await;
     if let Some(remote) = reply

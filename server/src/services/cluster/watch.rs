@@ -17,8 +17,9 @@ use roster_raft::{NodeId, RaftStatus};
 use tokio::sync::watch;
 
 use super::members::Members;
+use super::readiness::{Readiness, REMOVED};
 use crate::services::store::Store;
-use crate::state::{Readiness, REMOVED};
+use crate::services::workers::Workers;
 
 /// How often the Raft position is read: leader and membership lines appear within this.
 const EVERY: Duration = Duration::from_millis(200);
@@ -33,6 +34,47 @@ struct Seen {
     /// Whether this node has been a member. A node started with `--join` is not until it
     /// is added: while it catches up it applies older memberships that do not name it.
     member: bool,
+}
+
+/// Starts the watchers of Raft's state among `workers`: the log of leader and
+/// membership changes with the stand-down of a removed node ([`run`]), and the watchdog
+/// that reports a fatal Raft error on `failed` (the node then shuts down).
+pub fn spawn_workers(
+    store: &Store,
+    members: &Members,
+    ready: &Readiness,
+    join: bool,
+    failed: watch::Sender<Option<String>>,
+    workers: &mut Workers,
+) {
+    workers.spawn(run(
+        store.clone(),
+        members.clone(),
+        ready.clone(),
+        join,
+        workers.stopping(),
+    ));
+    workers.spawn(raft_watchdog(store.clone(), failed, workers.stopping()));
+}
+
+/// Reports on `failed` when Raft hits a fatal error (storage failure, unknown command).
+async fn raft_watchdog(
+    store: Store,
+    failed: watch::Sender<Option<String>>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopping.changed() => return,
+        }
+        if let Some(fatal) = store.status().fatal {
+            tracing::error!(error = %fatal, "raft stopped; shutting the node down");
+            failed.send_replace(Some(format!("raft stopped: {fatal}")));
+            return;
+        }
+    }
 }
 
 /// Logs leader and membership changes, and stands the node down (not ready, refusing

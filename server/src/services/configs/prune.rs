@@ -11,12 +11,28 @@ use tokio::sync::watch;
 use super::{Configs, Retention};
 use crate::services::store::command::CommandV1;
 use crate::services::store::Store;
+use crate::services::workers::Workers;
 use roster_registry::clock::now_ms;
 
 /// How often the leader looks. Retention is counted in days: an hour late is on time.
 pub const EVERY: Duration = Duration::from_secs(3600);
 
 /// Prunes `configs`' history to `retention` through Raft every [`EVERY`] while this
+/// Starts the pruning among `workers`.
+pub fn spawn_workers(
+    store: &Store,
+    configs: &Configs,
+    retention: Retention,
+    workers: &mut Workers,
+) {
+    workers.spawn(run(
+        store.clone(),
+        configs.clone(),
+        retention,
+        workers.stopping(),
+    ));
+}
+
 /// node leads, until `stopping`.
 pub async fn run(
     store: Store,

@@ -45,6 +45,7 @@ use tokio::task::JoinSet;
 use crate::error::Error;
 use crate::services::cluster::members::Members;
 use crate::services::cluster::peer::PeerClient;
+use crate::services::workers::Workers;
 use responsibility::owner_of;
 use roster_registry::client::ClientShare;
 use roster_registry::clock::now_ms;
@@ -472,6 +473,13 @@ impl<T: Transport> Distro<T> {
             .await
             .map_err(|e| e.to_string())?;
         rmp_serde::from_slice(&bytes).map_err(|e| format!("bad snapshot: {e}"))
+    }
+
+    /// Starts Distro's workers among `workers`: propagation of clients changed here, and
+    /// verification with the peers.
+    pub fn spawn_workers(&self, workers: &mut Workers) {
+        workers.spawn(self.clone().run_propagation(workers.stopping()));
+        workers.spawn(self.clone().run_verification(workers.stopping()));
     }
 
     /// Pushes clients changed here to every live peer until `stopping`: [`BATCH`] after

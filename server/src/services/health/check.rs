@@ -27,11 +27,14 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::deny::DenyList;
+use crate::services::cluster::readiness::Readiness;
 use crate::services::store::command::CommandV1;
-use crate::state::AppState;
+use crate::services::store::Store;
+use crate::services::workers::Workers;
 use roster_registry::clock::now_ms;
 use roster_registry::service::{HealthChecker, ServiceKey};
 use roster_registry::validate::{check_health_check_path, health_check_headers, Invalid};
+use roster_registry::Registry;
 
 /// Opposite results in a row before health flips (Nacos' `checkTimes`).
 pub const CHECK_TIMES: u32 = 3;
@@ -97,10 +100,10 @@ impl Tracker {
 
 /// Every persistent instance whose cluster is checked. Scans services, which is cheap
 /// next to the probes themselves.
-fn targets(state: &AppState) -> Vec<Target> {
+fn targets(registry: &Registry) -> Vec<Target> {
     let mut out = Vec::new();
-    for ns in state.registry.namespaces() {
-        for svc in state.registry.services(&ns.id) {
+    for ns in registry.namespaces() {
+        for svc in registry.services(&ns.id) {
             let view = svc.view();
             let settings = view.settings_or_default();
             for inst in view
@@ -285,14 +288,37 @@ fn http_request(path: &str, headers: &str, host: &str) -> Result<String, Invalid
     Ok(request)
 }
 
+/// The health checker: what it probes and where its verdicts go.
+pub struct HealthChecks {
+    /// Where the targets are read (persistent instances of checked clusters).
+    pub registry: Registry,
+    /// Where health flips are committed; the checker runs only while it leads.
+    pub store: Store,
+    /// No probes before the node is ready.
+    pub ready: Readiness,
+    /// Time between rounds.
+    pub interval: Duration,
+    /// What is never probed.
+    pub deny: DenyList,
+}
+
+impl HealthChecks {
+    /// Starts the checker among `workers`.
+    pub fn spawn_workers(self, workers: &mut Workers) {
+        workers.spawn(run_checker(self, workers.stopping()));
+    }
+}
+
 /// Probes every checked persistent instance each `interval` while this node leads, and
 /// commits health flips. Targets `deny` names are never connected to.
-pub async fn run_checker(
-    state: AppState,
-    interval: Duration,
-    deny: DenyList,
-    mut stopping: watch::Receiver<bool>,
-) {
+async fn run_checker(checks: HealthChecks, mut stopping: watch::Receiver<bool>) {
+    let HealthChecks {
+        registry,
+        store,
+        ready,
+        interval,
+        deny,
+    } = checks;
     let deny = Arc::new(deny);
     let mut tracker = Tracker::default();
     // Targets skipped and already logged: each is logged once, not every round.
@@ -307,13 +333,13 @@ pub async fn run_checker(
             _ = tick.tick() => {}
             _ = stopping.changed() => return,
         }
-        if !state.ready.is_ready() || !state.store.is_leader() {
+        if !ready.is_ready() || !store.is_leader() {
             tracker.clear();
             skipped.clear();
             continue;
         }
         let mut probes = JoinSet::new();
-        for target in targets(&state) {
+        for target in targets(&registry) {
             let (permits, deny) = (permits.clone(), deny.clone());
             probes.spawn(async move {
                 let _permit = permits.acquire_owned().await;
@@ -352,7 +378,7 @@ pub async fn run_checker(
                 healthy,
                 at_ms: now_ms(),
             };
-            if let Err(e) = state.store.propose(command).await {
+            if let Err(e) = store.propose(command).await {
                 tracing::warn!(service = %target.key, error = %e, "could not commit a health change");
             }
         }

@@ -30,6 +30,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use roster_raft::{NodeId, ServerState};
@@ -37,8 +38,8 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use tokio::sync::watch;
 
 use super::faces::{self, Face, Readings};
-use super::{NodeFigures, TASK_STATES};
-use crate::state::AppState;
+use super::{Metrics, NodeFigures, TASK_STATES};
+use crate::services::workers::Workers;
 
 /// Time between samples.
 pub const INTERVAL: Duration = Duration::from_secs(5);
@@ -310,9 +311,22 @@ pub fn sample(
     }
 }
 
-/// The sampler: a sample at once, then every [`INTERVAL`] into the node's history, until
-/// `stopping`. Reads the figures `/metrics` reads (`AppState::figures`).
-pub async fn run(state: AppState, mut stopping: watch::Receiver<bool>) {
+/// Starts the sampler among `workers`: a sample at once, then every [`INTERVAL`] into
+/// `metrics`' history. `read` reads the node's figures (those `/metrics` reads) and the
+/// namespaces the eviction guard holds.
+pub fn spawn_sampler(
+    metrics: Arc<Metrics>,
+    read: impl Fn() -> (NodeFigures, Vec<String>) + Send + 'static,
+    workers: &mut Workers,
+) {
+    workers.spawn(run(metrics, read, workers.stopping()));
+}
+
+async fn run(
+    metrics: Arc<Metrics>,
+    read: impl Fn() -> (NodeFigures, Vec<String>),
+    mut stopping: watch::Receiver<bool>,
+) {
     let mut ticks = tokio::time::interval(INTERVAL);
     // A late tick (a stalled runtime) is not made up with a burst of samples.
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -322,17 +336,11 @@ pub async fn run(state: AppState, mut stopping: watch::Receiver<bool>) {
             _ = ticks.tick() => {}
             _ = stopping.wait_for(|stop| *stop) => return,
         }
-        let now = state.metrics.overview_reading();
-        let figures = state.figures();
-        let guard = state
-            .guard
-            .engaged()
-            .iter()
-            .map(|n| n.to_string())
-            .collect();
+        let now = metrics.overview_reading();
+        let (figures, guard) = read();
         let t = roster_registry::clock::now_ms();
         let taken = sample(before.as_ref(), &now, &figures, guard, t);
-        state.metrics.history.push(taken);
+        metrics.history.push(taken);
         before = Some(now);
     }
 }

@@ -18,7 +18,7 @@
 pub mod faces;
 pub mod history;
 
-pub use history::run as sampler;
+pub use history::spawn_sampler;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

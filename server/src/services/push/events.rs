@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
 use crate::services::store::catalog::{CatalogChange, CatalogChanges};
+use crate::services::workers::Workers;
 use roster_registry::changes::ChangeSet;
 use roster_registry::service::ServiceKey;
 
@@ -50,6 +51,16 @@ impl Events {
     /// Turns true when the node starts shutting down: streams end then.
     pub fn closing(&self) -> watch::Receiver<bool> {
         self.closing.clone()
+    }
+
+    /// Starts the broadcast among `workers`.
+    pub fn spawn_workers(
+        &self,
+        services: Arc<ChangeSet>,
+        catalog: Arc<CatalogChanges>,
+        workers: &mut Workers,
+    ) {
+        workers.spawn(self.clone().run(services, catalog, workers.stopping()));
     }
 
     /// The worker: broadcasts every change `services` and `catalog` see until

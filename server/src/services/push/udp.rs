@@ -26,6 +26,7 @@ use super::SubscriberView;
 use crate::services::auth::permissions::Resource;
 use crate::services::auth::Reader;
 use crate::services::metrics::Metrics;
+use crate::services::workers::Workers;
 use roster_registry::changes::ChangeSet;
 use roster_registry::clock::now_ms;
 use roster_registry::select::Query;
@@ -268,6 +269,14 @@ impl UdpPush {
     /// Number of subscriptions over every service.
     pub fn subscriber_count(&self) -> usize {
         self.shared.subscribers.iter().map(|s| s.len()).sum()
+    }
+
+    /// Starts UDP push among `workers`: pushes of the services `changes` marks, the
+    /// subscribers' acks, and the expiry of subscribers and unacked pushes.
+    pub fn spawn_workers(&self, changes: Arc<ChangeSet>, workers: &mut Workers) {
+        workers.spawn(self.clone().run_pusher(changes, workers.stopping()));
+        workers.spawn(self.clone().run_acks(workers.stopping()));
+        workers.spawn(self.clone().run_maintenance(workers.stopping()));
     }
 
     /// Pushes changes as they happen until `shutdown` fires.

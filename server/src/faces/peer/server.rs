@@ -1,5 +1,5 @@
-//! The peer side of the channel: what the `--peer` listener (`listener.rs`) does with
-//! each request. The header is checked before any of the body is read:
+//! The checks of the peer channel's receiving side: what the `--peer` listener
+//! (`listener.rs`) does with each request before it is routed ([`super::route`]). The header is checked before any of the body is read:
 //!
 //! 1. protocol, sender, MAC and timestamp (`wire.rs`) — else 403;
 //! 2. the declared length: at most [`MAX_MESSAGE`] sealed, and equal to
@@ -26,15 +26,13 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use parking_lot::Mutex;
-use roster_raft::{NodeId, Rpc};
 
-use super::members::Hello;
-use super::replay::ReplayGuard;
-use super::wire::{
+use super::PeerRoutes;
+use crate::services::cluster::replay::ReplayGuard;
+use crate::services::cluster::wire::{
     ClusterSecret, Head, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL, HEADER_SEALED, MAX_MESSAGE,
     PROTOCOL_VERSION,
 };
-use crate::state::AppState;
 use roster_registry::clock::now_ms;
 
 /// The most of a refused request's body that is read (so that its refusal reaches the
@@ -46,8 +44,8 @@ pub const REFUSED_BODY_LIMIT: u64 = 64 * 1024;
 pub struct PeerState {
     /// The cluster secret; without one every message is refused.
     pub secret: Option<ClusterSecret>,
-    /// The node.
-    pub app: AppState,
+    /// What the routes reach.
+    pub routes: PeerRoutes,
     /// This process's incarnation: random, never 0.
     pub incarnation: u64,
     /// Sequence numbers seen, per sender.
@@ -58,10 +56,10 @@ pub struct PeerState {
 
 impl PeerState {
     /// The state of a freshly started node.
-    pub fn new(secret: Option<ClusterSecret>, app: AppState, stall: Duration) -> Self {
+    pub fn new(secret: Option<ClusterSecret>, routes: PeerRoutes, stall: Duration) -> Self {
         Self {
             secret,
-            app,
+            routes,
             incarnation: rand::random::<u64>().max(1),
             replay: Arc::default(),
             stall,
@@ -228,7 +226,7 @@ pub async fn handle(state: &PeerState, request: Request<Incoming>) -> Answer {
         tracing::warn!(path, sender = head.sender, why = %replay, "refused a peer message");
         return refuse(StatusCode::FORBIDDEN, replay.to_string(), false);
     }
-    let (status, reply) = route(&state.app, head.sender, &path, &message).await;
+    let (status, reply) = super::route(&state.routes, head.sender, &path, &message).await;
     sealed(secret, &head, status, &reply)
 }
 
@@ -242,59 +240,6 @@ async fn refused(
 ) -> Answer {
     let drained = drain_small(body, declared, stall).await;
     refuse(status, why, !drained)
-}
-
-/// Runs an authenticated message.
-async fn route(app: &AppState, sender: NodeId, path: &str, body: &[u8]) -> (StatusCode, Vec<u8>) {
-    let bad = |why: String| (StatusCode::BAD_REQUEST, why.into_bytes());
-    if path == "session" {
-        // A handshake that already knew the incarnation: nothing to do.
-        return (StatusCode::OK, Vec::new());
-    }
-    if path == "hello" {
-        let Ok(hello) = rmp_serde::from_slice::<Hello>(body) else {
-            return bad("malformed hello".into());
-        };
-        if hello.node_id != sender {
-            return bad("hello from another node id than signed".into());
-        }
-        app.members.record(&hello);
-        // The answer carries this node's applied membership: a node that was removed
-        // without receiving the change learns it from here.
-        let me = Hello {
-            membership: super::members::applied_membership(&app.store.status()),
-            ..app.members.me().clone()
-        };
-        let me = rmp_serde::to_vec_named(&me).expect("hello serializes");
-        return (StatusCode::OK, me);
-    }
-    if path == "view" {
-        let view = super::view::view(app);
-        return (
-            StatusCode::OK,
-            rmp_serde::to_vec_named(&view).expect("view serializes"),
-        );
-    }
-    if let Some(kind) = path.strip_prefix("distro/") {
-        // Pushed client states, verification, snapshot, forwarded ops.
-        return match app.distro.handle(sender, kind, body) {
-            Ok(reply) => (StatusCode::OK, reply),
-            Err(refusal) => (
-                StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST),
-                refusal.to_string().into_bytes(),
-            ),
-        };
-    }
-    if let Some(rpc) = path.strip_prefix("raft/").and_then(Rpc::from_name) {
-        return match app.store.handle_rpc(rpc, body).await {
-            Ok(reply) => (StatusCode::OK, reply),
-            Err(e) => bad(format!("malformed raft message: {e}")),
-        };
-    }
-    (
-        StatusCode::NOT_FOUND,
-        format!("no peer route {path}").into_bytes(),
-    )
 }
 
 /// Reads an authenticated head's body: exactly `len` bytes, at most `stall` between
