@@ -1,9 +1,9 @@
 //! Backups of all persistent state and the ways back from the worst days: [`format`] the
-//! checksummed snapshot file (served to admins by `api/snapshot.rs`), [`schedule`] the
-//! worker that writes them on a timer ([`duration`] its period's parser), [`report`] what
-//! the offline commands print, and here the offline operations on a stopped node's data
-//! dir: [`restore`] a snapshot into an empty one, [`recover`] one whose cluster lost its
-//! quorum for good. See `docs/snapshots.md`.
+//! checksummed snapshot file (served to admins by `faces/http/snapshot.rs`), [`schedule`]
+//! the worker that writes them on a timer ([`duration`] its period's parser), [`report`]
+//! what the offline commands take and print, and here the offline operations on a stopped
+//! node's data dir: [`restore`] a snapshot into an empty one, [`recover`] one whose
+//! cluster lost its quorum for good. See `docs/snapshots.md`.
 //!
 //! Both offline operations leave a data dir whose node founds a cluster of one (its Raft
 //! membership names only itself; `roster_raft::offline` says what the directory holds),
@@ -24,7 +24,7 @@ use roster_raft::{StateExport, StateMachine};
 use crate::services::store::machine::{RegistryMachine, StateCounts};
 use format::{FormatError, Meta, SnapshotFile};
 
-/// The Raft directory inside a node's data dir (as `app::run` lays it out).
+/// The Raft directory inside a node's data dir (as `node::run` lays it out).
 pub const RAFT_DIR: &str = "raft";
 
 /// Why a backup, restore or recovery did not happen.

@@ -1,15 +1,17 @@
 //! What the offline commands print: `roster snapshot inspect` and `restore`, `roster
 //! recover` (and the summary `roster snapshot save` ends with), as text for people or
-//! JSON (`--output json`) for programs.
+//! JSON (`--output json`) for programs; and what they take from the command line:
+//! [`OutputFormat`] (the client subcommands share it) and [`RecoverArgs`], which
+//! `node::args` places in the command line.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use clap::{Args, ValueEnum};
 use roster_raft::LogId;
 
 use super::format::SnapshotFile;
 use super::Recovered;
-use crate::node::args::{OutputFormat, RecoverArgs};
 use crate::services::store::machine::StateCounts;
 
 /// Writes a line to stdout, returning the error instead of panicking as `println!`
@@ -18,6 +20,36 @@ macro_rules! out {
     ($($arg:tt)*) => {
         writeln!(std::io::stdout().lock(), $($arg)*)?
     };
+}
+
+/// Output format (`--output`) of the client and offline subcommands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// For people.
+    Text,
+    /// For programs.
+    Json,
+}
+
+/// `roster recover` options.
+#[derive(Clone, Debug, Args)]
+pub struct RecoverArgs {
+    /// The stopped node's data dir.
+    #[arg(long, env = "ROSTER_DATA_DIR", value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// The node's id (its --node-id): required, a data dir does not say whose it is.
+    #[arg(long, env = "ROSTER_NODE_ID", value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_id: u64,
+    /// The node's peer address in the new cluster (default: its address in the old
+    /// membership).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub peer: Option<String>,
+    /// Only read and report what a recovery would keep; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 /// `roster snapshot inspect FILE`: verifies the file and prints what it holds.
@@ -214,27 +246,4 @@ fn print_recovery(args: &RecoverArgs, done: &Recovered) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::node::args::{parse_from, Command, SnapshotAction};
-
-    #[test]
-    fn recover_needs_a_node_id_and_restore_defaults_to_node_1() {
-        assert!(parse_from(["roster", "recover", "--data-dir", "d"]).is_err());
-        let cli = parse_from(["roster", "recover", "--data-dir", "d", "--node-id", "3"]).unwrap();
-        let Some(Command::Recover(args)) = cli.command else {
-            panic!("recover");
-        };
-        assert_eq!(args.node_id, 3);
-        let cli = parse_from(["roster", "snapshot", "restore", "f", "--data-dir", "d"]).unwrap();
-        let Some(Command::Snapshot {
-            action: SnapshotAction::Restore { node_id, peer, .. },
-        }) = cli.command
-        else {
-            panic!("restore");
-        };
-        assert_eq!((node_id, peer.as_str()), (1, "127.0.0.1:7848"));
-    }
 }
