@@ -72,7 +72,10 @@ pub fn services(
     let sampled = state.clone();
     let read = move || {
         let engaged = sampled.guard.engaged();
-        (sampled.figures(), engaged.iter().map(|n| n.to_string()).collect())
+        (
+            sampled.figures(),
+            engaged.iter().map(|n| n.to_string()).collect(),
+        )
     };
     crate::services::metrics::spawn_sampler(state.metrics.clone(), read, workers);
     let (failed, failure) = watch::channel(None::<String>);

@@ -38,7 +38,17 @@ use tokio_rustls::TlsAcceptor;
 
 use super::body::{body_timeout_answer, BodyClock, TimedBody};
 use super::{accept, Gate, Permit};
-use crate::services::metrics::HttpListenerCounters;
+
+/// What the HTTP listener ([`serve_http`]) counts, handles into the
+/// metrics' families (`Metrics::http_listener`): cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct HttpListenerCounters {
+    /// Connections closed at once: the listener was at `--http-max-connections`, or
+    /// their IP at `--http-max-connections-per-ip`.
+    pub refused: super::Refusals,
+    /// Requests whose body went `--http-body-timeout-secs` without a byte.
+    pub body_timeouts: Counter,
+}
 
 /// Limits of the HTTP listener (`--http-max-connections`, `--http-max-connections-per-ip`,
 /// `--http-header-timeout-secs`, `--http-idle-timeout-secs`, `--http-body-timeout-secs`).

@@ -17,7 +17,7 @@ pub mod http;
 pub mod tls;
 
 pub use body::{body_timeout_answer, is_body_timeout, BodyTimeout};
-pub use http::{serve_http, ForPeer, HttpLimits};
+pub use http::{serve_http, ForPeer, HttpLimits, HttpListenerCounters};
 
 use std::collections::HashMap;
 use std::io;
