@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::guard::EvictionGuard;
+use crate::namespace::NamespaceInfo;
+use crate::service::ServiceSettings;
 
 fn key(name: &str) -> ServiceKey {
     ServiceKey::new("public", "DEFAULT_GROUP", name)
