@@ -19,11 +19,10 @@ use crate::services::configs::validate::{
     check_config_group, check_content, check_data_id, check_tenant, check_text, check_type,
 };
 use crate::services::configs::{ConfigKey, Configs, Imported, Settings};
-use crate::services::store::command::CommandV1;
+use crate::services::store::tasks::writes::{import_configs, import_instances, report};
 use crate::services::store::tasks::{redacted, SyncTasks};
 use crate::services::store::Store;
 use crate::state::AppState;
-use roster_registry::clock::now_ms;
 use roster_registry::service::ServiceKey;
 use roster_registry::validate::{
     check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
@@ -102,13 +101,6 @@ impl RaftSink {
         } else {
             Err(SinkError("this node is no longer the Raft leader".into()))
         }
-    }
-
-    async fn propose(&self, command: CommandV1) -> Result<(), SinkError> {
-        self.store
-            .propose(command)
-            .await
-            .map_err(|e| SinkError(e.to_string()))
     }
 }
 
@@ -202,13 +194,9 @@ impl Sink for RaftSink {
         if regs.is_empty() && removals.is_empty() {
             return Ok(applied);
         }
-        self.propose(CommandV1::SyncApply {
-            task: task.to_string(),
-            upserts: regs,
-            removals,
-            at_ms: now_ms(),
-        })
-        .await?;
+        import_instances(&self.store, task, regs, removals)
+            .await
+            .map_err(sink_error)?;
         Ok(applied)
     }
 
@@ -270,25 +258,24 @@ impl Sink for RaftSink {
         if writes.is_empty() && removals.is_empty() {
             return Ok(applied);
         }
-        self.propose(CommandV1::SyncConfigs {
-            task: task.to_string(),
-            upserts: writes,
-            removals,
-            retention: self.config_settings.retention,
-            at_ms: now_ms(),
-        })
-        .await?;
+        let retention = self.config_settings.retention;
+        import_configs(&self.store, task, writes, removals, retention)
+            .await
+            .map_err(sink_error)?;
         Ok(applied)
     }
 
     async fn report(&self, task: &str, status: &TaskStatus) -> Result<(), SinkError> {
         self.check_leader()?;
-        self.propose(CommandV1::SyncStatus {
-            name: task.to_string(),
-            status: status.clone(),
-        })
-        .await
+        report(&self.store, task, status.clone())
+            .await
+            .map_err(sink_error)
     }
+}
+
+/// A write the store did not take, as a runner reports it.
+fn sink_error(e: crate::services::store::ProposeError) -> SinkError {
+    SinkError(e.to_string())
 }
 
 /// Runs every unpaused sync task while this node is the ready Raft leader; stops them
