@@ -10,8 +10,9 @@
 //! Modules: [`token`] token encoding, [`password`] hashing, its bound and the cache,
 //! [`permissions`] roles, permissions and the one authorization check, [`throttle`]
 //! login throttling per user and source address, [`writes`] the auth commands as every
-//! face proposes them.
+//! face proposes them, [`apply`] how the state machine applies them.
 
+pub mod apply;
 pub mod password;
 pub mod permissions;
 pub mod throttle;

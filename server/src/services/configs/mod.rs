@@ -8,8 +8,10 @@
 //!
 //! [`validate`] holds Nacos' rules for dataIds, groups and content; [`listen`] the
 //! listener wire format (`Listening-Configs`) and the md5 comparison every listener
-//! (HTTP long poll, gRPC) makes; [`writes`] the write path every face takes (Raft).
+//! (HTTP long poll, gRPC) makes; [`writes`] the write path every face takes (Raft);
+//! [`apply`] how the state machine applies the configuration commands.
 
+pub mod apply;
 pub mod archive;
 pub mod listen;
 pub mod listeners;

@@ -2,7 +2,8 @@
 //! Raft data like namespaces and users, so it lives in the store: written only by the
 //! state machine ([`super::machine`]), read by the API and by the node's task supervisor
 //! (`crate::faces::sync`), which runs the unpaused tasks on the leader. [`writes`] holds
-//! the task commands as the API and the runners propose them.
+//! the task commands as the API and the runners propose them, [`apply`] how the state
+//! machine applies them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::sync::Notify;
 
 use super::command::{Outcome, Rejection};
 
+pub mod apply;
 pub mod writes;
 
 /// A task as Raft holds it: what it is and what its runner last reported.
