@@ -1,4 +1,4 @@
-//! The leader's history pruner. A write prunes the history it touches ([`super::record`]),
+//! The leader's history pruner. A write prunes the history it touches (`history::record`),
 //! so the versions of items nobody writes any more (removed ones above all) would
 //! outlive the retention; once an hour the leader proposes
 //! `CommandV1::PruneConfigHistory`, and only when something is due, so an idle store
