@@ -19,17 +19,14 @@ use crate::services::configs::validate::{
     check_config_group, check_content, check_data_id, check_tenant, check_text, check_type,
 };
 use crate::services::configs::{ConfigKey, Configs, Imported, Settings};
-use crate::services::store::command::CommandV1;
+use crate::services::naming::validate::{self, Face};
+use crate::services::store::tasks::writes::{import_configs, import_instances, report};
 use crate::services::store::tasks::{redacted, SyncTasks};
 use crate::services::store::Store;
 use crate::services::workers::Workers;
 use crate::state::AppState;
-use roster_registry::clock::now_ms;
 use roster_registry::service::ServiceKey;
-use roster_registry::validate::{
-    check_cluster_name, check_group, check_ip, check_metadata, check_namespace_id,
-    check_service_name, Invalid,
-};
+use roster_registry::validate::{check_group, check_namespace_id, check_service_name, Invalid};
 use roster_registry::{Registration, Registry};
 
 /// Writes a task's imports through Raft, from the leader only.
@@ -84,16 +81,12 @@ impl RaftSink {
             .err()
     }
 
-    /// Why roster's API would refuse this instance, if it would: imports meet the same
-    /// rules as registrations.
-    fn refusal(&self, t: &Target) -> Option<Invalid> {
-        let i = &t.instance;
+    /// Why roster's API would refuse the service `t` names, if it would: imports meet
+    /// the same rules as registrations (the instance's: `naming::validate`).
+    fn service_refusal(&self, t: &Target) -> Option<Invalid> {
         check_namespace_id("namespaceId", &t.namespace)
             .and_then(|_| check_group(&t.group))
             .and_then(|_| check_service_name(&t.service))
-            .and_then(|_| check_cluster_name(&i.cluster))
-            .and_then(|_| check_ip("ip", &i.ip))
-            .and_then(|_| check_metadata("metadata", &i.metadata, self.max_metadata_bytes))
             .err()
     }
 
@@ -103,13 +96,6 @@ impl RaftSink {
         } else {
             Err(SinkError("this node is no longer the Raft leader".into()))
         }
-    }
-
-    async fn propose(&self, command: CommandV1) -> Result<(), SinkError> {
-        self.store
-            .propose(command)
-            .await
-            .map_err(|e| SinkError(e.to_string()))
     }
 }
 
@@ -157,8 +143,26 @@ impl Sink for RaftSink {
         let mut applied = Applied::default();
         let mut regs = Vec::with_capacity(upserts.len());
         for t in upserts {
-            if let Some(refusal) = self.refusal(&t) {
-                tracing::debug!(task, service = %t.service, ip = %t.instance.ip, refusal = %refusal.message, "import skipped");
+            let refused_service = self.service_refusal(&t);
+            let i = t.instance;
+            let mut reg = Registration {
+                ip: i.ip,
+                port: i.port,
+                cluster: i.cluster,
+                weight: i.weight,
+                healthy: i.healthy,
+                enabled: i.enabled,
+                ephemeral: false,
+                metadata: i.metadata,
+                instance_id: None,
+                client: None,
+                owner: Some(task.to_string()),
+            };
+            let refusal = refused_service.or_else(|| {
+                validate::registration(&mut reg, Face::Import, self.max_metadata_bytes).err()
+            });
+            if let Some(refusal) = refusal {
+                tracing::debug!(task, service = %t.service, ip = %reg.ip, refusal = %refusal.message, "import skipped");
                 applied.skipped += 1;
                 continue;
             }
@@ -166,29 +170,13 @@ impl Sink for RaftSink {
             // A native instance (or another task's) holds the address: it stays.
             let held_by_other = self
                 .registry
-                .instance(&key, &t.instance.ip, t.instance.port)
+                .instance(&key, &reg.ip, reg.port)
                 .is_some_and(|i| i.owner().map(|o| &**o) != Some(task));
             if held_by_other {
                 applied.skipped += 1;
                 continue;
             }
-            let i = t.instance;
-            regs.push((
-                key,
-                Registration {
-                    ip: i.ip,
-                    port: i.port,
-                    cluster: i.cluster,
-                    weight: i.weight,
-                    healthy: i.healthy,
-                    enabled: i.enabled,
-                    ephemeral: false,
-                    metadata: i.metadata,
-                    instance_id: None,
-                    client: None,
-                    owner: Some(task.to_string()),
-                },
-            ));
+            regs.push((key, reg));
         }
         let removals: Vec<(ServiceKey, String, u16)> = removals
             .into_iter()
@@ -203,13 +191,9 @@ impl Sink for RaftSink {
         if regs.is_empty() && removals.is_empty() {
             return Ok(applied);
         }
-        self.propose(CommandV1::SyncApply {
-            task: task.to_string(),
-            upserts: regs,
-            removals,
-            at_ms: now_ms(),
-        })
-        .await?;
+        import_instances(&self.store, task, regs, removals)
+            .await
+            .map_err(sink_error)?;
         Ok(applied)
     }
 
@@ -271,25 +255,24 @@ impl Sink for RaftSink {
         if writes.is_empty() && removals.is_empty() {
             return Ok(applied);
         }
-        self.propose(CommandV1::SyncConfigs {
-            task: task.to_string(),
-            upserts: writes,
-            removals,
-            retention: self.config_settings.retention,
-            at_ms: now_ms(),
-        })
-        .await?;
+        let retention = self.config_settings.retention;
+        import_configs(&self.store, task, writes, removals, retention)
+            .await
+            .map_err(sink_error)?;
         Ok(applied)
     }
 
     async fn report(&self, task: &str, status: &TaskStatus) -> Result<(), SinkError> {
         self.check_leader()?;
-        self.propose(CommandV1::SyncStatus {
-            name: task.to_string(),
-            status: status.clone(),
-        })
-        .await
+        report(&self.store, task, status.clone())
+            .await
+            .map_err(sink_error)
     }
+}
+
+/// A write the store did not take, as a runner reports it.
+fn sink_error(e: crate::services::store::ProposeError) -> SinkError {
+    SinkError(e.to_string())
 }
 
 /// Runs every unpaused sync task while this node is the ready Raft leader; stops them

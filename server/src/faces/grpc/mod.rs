@@ -29,6 +29,7 @@ use tonic::{Status, Streaming};
 use crate::error::Error;
 use crate::services::auth::permissions::{Action, Resource, DENIED};
 use crate::services::auth::{Credentials, Identity};
+use crate::services::naming::validate;
 use crate::state::AppState;
 use connection::{Connection, Connections, Pushed};
 use proto::{BiStreamServer, Handler, Outbound, Payload, RequestServer};
@@ -39,7 +40,7 @@ use roster_registry::instance::Metadata;
 use roster_registry::namespace::PUBLIC_NAMESPACE;
 use roster_registry::service::ServiceKey;
 use roster_registry::validate::{
-    self, check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
+    check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
     DEFAULT_CLUSTER, DEFAULT_GROUP,
 };
 use roster_registry::wire::{grpc_service_info, page, GrpcInfoRequest};
@@ -187,7 +188,7 @@ fn registration(
         client: client.map(|c| c.to_string()),
         owner: None,
     };
-    validate::registration(&mut reg, "instance.", max_metadata_bytes)?;
+    validate::registration(&mut reg, validate::Face::Grpc, max_metadata_bytes)?;
     Ok(reg)
 }
 

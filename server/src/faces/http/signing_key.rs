@@ -14,9 +14,8 @@ use super::nacos::json_of;
 use super::params::Params;
 use crate::error::Error;
 use crate::services::auth::token::key_id;
-use crate::services::store::command::CommandV1;
+use crate::services::auth::writes::{Rotated, Writes};
 use crate::state::AppState;
-use roster_registry::clock::now_ms;
 
 /// The signing key's routes.
 pub fn routes() -> Router<AppState> {
@@ -33,23 +32,12 @@ async fn rotate(
 ) -> Result<Response, Error> {
     caller.require_admin()?;
     let drop_previous = params.boolean("dropPrevious")?.unwrap_or(false);
-    let previous = state.auth.data().signing_key.clone();
-    let signing_key: [u8; 32] = rand::random();
-    state
-        .store
-        .propose(CommandV1::RotateKey {
-            signing_key: signing_key.to_vec(),
-            keep_previous_secs: if drop_previous {
-                0
-            } else {
-                state.auth.token_ttl_secs()
-            },
-            at_ms: now_ms(),
-        })
+    let Rotated {
+        key: signing_key,
+        previous,
+    } = Writes::new(&state.store, &state.auth)
+        .rotate_key(drop_previous)
         .await?;
-    // A follower's proposal is answered once the leader applied it: catch up, so
-    // that this node signs with the new key from the answer on.
-    state.store.read_barrier().await?;
     let data = state.auth.data();
     let retired = previous
         .as_deref()

@@ -15,7 +15,7 @@ use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
 
 use super::guard::Caller;
 use crate::error::Error;
-use crate::services::store::command::CommandV1;
+use crate::services::store::tasks::writes::Writes;
 use crate::services::store::tasks::{redacted, StoredTask};
 use crate::state::AppState;
 use roster_registry::clock::now_ms;
@@ -136,7 +136,7 @@ async fn create(
         .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))?;
     let spec = validate(&state, body)?;
     let name = spec.name.clone();
-    state.store.propose(CommandV1::CreateSyncTask(spec)).await?;
+    writes(&state).create(spec).await?;
     let view = read_back(&state, &name).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -259,13 +259,7 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Json<TaskView>, Error> {
     caller.require_admin()?;
-    state
-        .store
-        .propose(CommandV1::SetSyncTaskPaused {
-            name: name.clone(),
-            paused,
-        })
-        .await?;
+    writes(&state).set_paused(&name, paused).await?;
     Ok(Json(read_back(&state, &name).await?))
 }
 
@@ -278,23 +272,7 @@ async fn apply(
     Path(name): Path<String>,
 ) -> Result<Json<TaskView>, Error> {
     caller.require_admin()?;
-    // Judged on this node's copy after a read barrier, so a task applied through
-    // another node a moment ago is a 409 here too. Two applies racing both pass; the
-    // state machine applies the second as a no-op.
-    state.store.read_barrier().await?;
-    let task = state
-        .tasks
-        .get(&name)
-        .ok_or_else(|| Error::not_found(format!("sync task '{name}' not found")))?;
-    if !task.spec.dry_run {
-        return Err(Error::conflict(format!(
-            "sync task '{name}' is not a dry run: it already imports"
-        )));
-    }
-    state
-        .store
-        .propose(CommandV1::ApplySyncTask { name: name.clone() })
-        .await?;
+    writes(&state).apply(&name).await?;
     Ok(Json(read_back(&state, &name).await?))
 }
 
@@ -313,17 +291,16 @@ async fn delete(
 ) -> Result<Json<Deleted>, Error> {
     caller.require_admin()?;
     let removed_instances = state.registry.owned_by(&name).len();
-    state
-        .store
-        .propose(CommandV1::DeleteSyncTask {
-            name: name.clone(),
-            at_ms: now_ms(),
-        })
-        .await?;
+    writes(&state).delete(&name).await?;
     Ok(Json(Deleted {
         deleted: name,
         removed_instances,
     }))
+}
+
+/// The task writes of this node.
+fn writes(state: &AppState) -> Writes<'_> {
+    Writes::new(&state.store, &state.tasks)
 }
 
 /// The task as this node holds it after the write: the read barrier waits until this

@@ -9,12 +9,15 @@
 //! is at that moment.
 //! Modules: [`token`] token encoding, [`password`] hashing, its bound and the cache,
 //! [`permissions`] roles, permissions and the one authorization check, [`throttle`]
-//! login throttling per user and source address.
+//! login throttling per user and source address, [`writes`] the auth commands as every
+//! face proposes them, [`apply`] how the state machine applies them.
 
+pub mod apply;
 pub mod password;
 pub mod permissions;
 pub mod throttle;
 pub mod token;
+pub mod writes;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,14 +8,27 @@
 //!
 //! [`validate`] holds Nacos' rules for dataIds, groups and content; [`listen`] the
 //! listener wire format (`Listening-Configs`) and the md5 comparison every listener
-//! (HTTP long poll, gRPC) makes; [`writes`] the write path every face takes (Raft).
+//! (HTTP long poll, gRPC) makes; [`writes`] the write path every face takes (Raft);
+//! [`apply`] how the state machine applies the configuration commands. The store's
+//! reads and writes by concern: this file the items, their publication and removal,
+//! snapshots and change notices; [`history`] the versions kept of each item and their
+//! pruning; [`search`] the console's search; [`imports`] the items sync tasks own.
 
+pub mod apply;
 pub mod archive;
+pub mod history;
+pub mod imports;
 pub mod listen;
 pub mod listeners;
 pub mod prune;
+pub mod search;
 pub mod validate;
 pub mod writes;
+
+use history::record;
+pub use history::{Op, Version};
+pub use imports::Imported;
+pub use search::{Page, Search};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -124,17 +137,6 @@ pub struct ConfigItem {
     pub owner: Option<String>,
 }
 
-/// A configuration item a sync task imports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Imported {
-    /// Content.
-    pub content: String,
-    /// Content type; empty: kept (new items: `text`).
-    pub r#type: String,
-    /// Application.
-    pub app_name: String,
-}
-
 /// How many versions of a configuration item are kept, and for how long. Carried in
 /// each command (the proposer's settings), so every node prunes alike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,82 +204,12 @@ pub struct Publish {
     pub retention: Retention,
 }
 
-/// What a version of an item records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Op {
-    /// Created.
-    Insert,
-    /// Changed.
-    Update,
-    /// Deleted (the version holds the content it had).
-    Delete,
-}
-
-impl Op {
-    /// Nacos' letter for it in history listings.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Insert => "I",
-            Op::Update => "U",
-            Op::Delete => "D",
-        }
-    }
-}
-
-/// One version of an item: what was published (or what was deleted), when and by whom.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Version {
-    /// History id, unique across the store and increasing.
-    pub id: u64,
-    /// What happened.
-    pub op: Op,
-    /// The content of this version.
-    pub content: Arc<str>,
-    /// Its md5.
-    pub md5: String,
-    /// Content type.
-    pub r#type: String,
-    /// Application.
-    pub app_name: String,
-    /// Who.
-    pub by: String,
-    /// From where.
-    pub src_ip: String,
-    /// When, ms since the epoch.
-    pub at_ms: u64,
-}
-
 /// Why a publication was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ConfigRejection {
     /// The stored md5 is not the one a compare-and-set expected.
     #[error("Cas publish fail, server md5 may have changed.")]
     CasMismatch,
-}
-
-/// A search of the items.
-#[derive(Clone, Debug, Default)]
-pub struct Search<'a> {
-    /// Only this namespace (all when `None`).
-    pub namespace: Option<&'a str>,
-    /// The dataId: exact, or with `blur` a pattern (`*` any run; without `*`, a part).
-    pub data_id: Option<&'a str>,
-    /// The group, likewise.
-    pub group: Option<&'a str>,
-    /// Exactly this application.
-    pub app_name: Option<&'a str>,
-    /// Items carrying every one of these tags.
-    pub tags: Vec<&'a str>,
-    /// Patterns rather than exact names.
-    pub blur: bool,
-}
-
-/// One page of a search.
-pub struct Page {
-    /// How many items matched in all.
-    pub total: usize,
-    /// The items of the page, by key.
-    pub items: Vec<(ConfigKey, ConfigItem)>,
 }
 
 #[derive(Default)]
@@ -335,40 +267,6 @@ impl Changes {
     }
 }
 
-/// Whether `value` matches `pattern` (`*` any run of characters).
-fn glob(pattern: &str, value: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == value;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !value.starts_with(first) || value.len() < first.len() + last.len() {
-        return false;
-    }
-    let mut rest = &value[first.len()..value.len() - last.len()];
-    if !value.ends_with(last) {
-        return false;
-    }
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
-/// Whether `value` is matched by `wanted`: exactly, or under `blur` as a pattern (a
-/// pattern without `*` matches any value containing it).
-fn name_matches(wanted: Option<&str>, value: &str, blur: bool) -> bool {
-    match wanted {
-        None => true,
-        Some(w) if !blur => w == value,
-        Some(w) if w.contains('*') => glob(w, value),
-        Some(w) => value.contains(w),
-    }
-}
-
 impl Configs {
     /// An empty store.
     pub fn new() -> Self {
@@ -420,129 +318,6 @@ impl Configs {
             .count()
     }
 
-    /// The items matching `search` that `visible` admits (the caller's permissions),
-    /// ordered by namespace, group and dataId; page `page_no` (from 1) of `page_size`.
-    pub fn search(
-        &self,
-        search: &Search,
-        visible: impl Fn(&ConfigKey, &ConfigItem) -> bool,
-        page_no: usize,
-        page_size: usize,
-    ) -> Page {
-        let state = self.0.state.read();
-        // Keys order by namespace first: one namespace is one range.
-        let all: Box<dyn Iterator<Item = (&ConfigKey, &ConfigItem)>> = match search.namespace {
-            Some(ns) => {
-                let from = ConfigKey {
-                    namespace: ns.to_string(),
-                    group: String::new(),
-                    data_id: String::new(),
-                };
-                Box::new(
-                    state
-                        .items
-                        .range(from..)
-                        .take_while(move |(k, _)| k.namespace == ns),
-                )
-            }
-            None => Box::new(state.items.iter()),
-        };
-        let matching = all.filter(|(k, item)| {
-            name_matches(search.data_id, &k.data_id, search.blur)
-                && name_matches(search.group, &k.group, search.blur)
-                && search.app_name.is_none_or(|a| a == item.app_name)
-                && search
-                    .tags
-                    .iter()
-                    .all(|t| item.tags.split(',').any(|have| have.trim() == *t))
-                && visible(k, item)
-        });
-        let mut total = 0;
-        let skip = page_no.saturating_sub(1).saturating_mul(page_size);
-        let mut items = Vec::new();
-        for (k, item) in matching {
-            if total >= skip && items.len() < page_size {
-                items.push((k.clone(), item.clone()));
-            }
-            total += 1;
-        }
-        Page { total, items }
-    }
-
-    /// The versions of `key`, newest first.
-    pub fn history(&self, key: &ConfigKey) -> Vec<Version> {
-        let state = self.0.state.read();
-        state
-            .history
-            .get(key)
-            .map(|h| h.iter().rev().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Version `id` of `key`.
-    pub fn version(&self, key: &ConfigKey, id: u64) -> Option<Version> {
-        let state = self.0.state.read();
-        state.history.get(key)?.iter().find(|v| v.id == id).cloned()
-    }
-
-    /// The version of `key` before version `id`.
-    pub fn previous(&self, key: &ConfigKey, id: u64) -> Option<Version> {
-        let state = self.0.state.read();
-        state
-            .history
-            .get(key)?
-            .iter()
-            .rev()
-            .find(|v| v.id < id)
-            .cloned()
-    }
-
-    /// The keys of the items of `namespace` that have history, items deleted since
-    /// among them.
-    pub fn keys_with_history(&self, namespace: &str) -> Vec<ConfigKey> {
-        let state = self.0.state.read();
-        let mut keys: Vec<ConfigKey> = state
-            .history
-            .keys()
-            .filter(|k| k.namespace == namespace)
-            .cloned()
-            .collect();
-        keys.sort();
-        keys
-    }
-
-    /// Whether [`Configs::prune_history`] at `now` would drop anything: the pruner asks
-    /// this before it proposes, so that an idle store writes nothing to the log.
-    pub fn history_due(&self, retention: Retention, now: u64) -> bool {
-        let state = self.0.state.read();
-        let oldest_kept = now.saturating_sub(retention.max_age_ms);
-        state.history.iter().any(|(key, versions)| {
-            let keep = usize::from(state.items.contains_key(key));
-            versions.len() > keep && versions.front().is_some_and(|v| v.at_ms < oldest_kept)
-        })
-    }
-
-    /// Drops every version older than `retention` at `at_ms` (applied by the state
-    /// machine, so every node prunes alike): an item that exists keeps its newest
-    /// version whatever its age; a removed item's history goes once its newest version
-    /// is that old. Writes prune the history they touch ([`record`]); this reaches the
-    /// items nobody writes any more. Returns how many versions went.
-    pub fn prune_history(&self, retention: Retention, at_ms: u64) -> usize {
-        let mut state = self.0.state.write();
-        let State { items, history, .. } = &mut *state;
-        let oldest_kept = at_ms.saturating_sub(retention.max_age_ms);
-        let mut dropped = 0;
-        history.retain(|key, versions| {
-            let keep = usize::from(items.contains_key(key));
-            while versions.len() > keep && versions.front().is_some_and(|v| v.at_ms < oldest_kept) {
-                versions.pop_front();
-                dropped += 1;
-            }
-            !versions.is_empty()
-        });
-        dropped
-    }
-
     /// Publishes (applied by the state machine). Published through the API, an item
     /// belongs to no sync task from then on.
     pub fn publish(&self, p: &Publish, at_ms: u64) -> Result<(), ConfigRejection> {
@@ -578,90 +353,6 @@ impl Configs {
             self.0.changes.mark([key.clone()]);
         }
         removed
-    }
-
-    /// The items sync task `task` imported and still owns.
-    pub fn owned_by(&self, task: &str) -> Vec<(ConfigKey, ConfigItem)> {
-        let state = self.0.state.read();
-        state
-            .items
-            .iter()
-            .filter(|(_, i)| i.owner.as_deref() == Some(task))
-            .map(|(k, i)| (k.clone(), i.clone()))
-            .collect()
-    }
-
-    /// Whether `key` holds an item that is not sync task `task`'s (published through
-    /// the API, or another task's import).
-    pub fn held_by_other(&self, key: &ConfigKey, task: &str) -> bool {
-        let state = self.0.state.read();
-        state
-            .items
-            .get(key)
-            .is_some_and(|i| i.owner.as_deref() != Some(task))
-    }
-
-    /// A sync task's batch (applied by the state machine): `upserts` written unless the
-    /// key holds an item that is not the task's, `removals` removed if they are the
-    /// task's. Returns how many upserts were skipped.
-    pub fn apply_import(
-        &self,
-        task: &str,
-        upserts: &[(ConfigKey, Imported)],
-        removals: &[ConfigKey],
-        retention: Retention,
-        at_ms: u64,
-    ) -> usize {
-        let by = format!("sync:{task}");
-        let mut changed = Vec::new();
-        let mut skipped = 0;
-        {
-            let mut state = self.0.state.write();
-            for (key, imported) in upserts {
-                let held = state
-                    .items
-                    .get(key)
-                    .is_some_and(|i| i.owner.as_deref() != Some(task));
-                if held {
-                    skipped += 1;
-                    continue;
-                }
-                let p = Publish {
-                    key: key.clone(),
-                    content: imported.content.clone(),
-                    r#type: Some(imported.r#type.clone()).filter(|t| !t.is_empty()),
-                    app_name: Some(imported.app_name.clone()),
-                    desc: None,
-                    tags: None,
-                    cas_md5: None,
-                    by: by.clone(),
-                    src_ip: String::new(),
-                    retention,
-                };
-                put(&mut state, &p, Some(task.to_string()), at_ms);
-                changed.push(key.clone());
-            }
-            for key in removals {
-                let mine = state
-                    .items
-                    .get(key)
-                    .is_some_and(|i| i.owner.as_deref() == Some(task));
-                if mine && take(&mut state, key, &by, "", retention, at_ms) {
-                    changed.push(key.clone());
-                }
-            }
-        }
-        if !changed.is_empty() {
-            self.0.changes.mark(changed);
-        }
-        skipped
-    }
-
-    /// Removes every item sync task `task` owns (the task was deleted).
-    pub fn remove_owned(&self, task: &str, retention: Retention, at_ms: u64) -> usize {
-        let keys: Vec<ConfigKey> = self.owned_by(task).into_iter().map(|(k, _)| k).collect();
-        self.apply_import(task, &[], &keys, retention, at_ms);
-        keys.len()
     }
 
     /// The store's content, for a snapshot.
@@ -820,21 +511,6 @@ fn take(
     };
     record(state, key, version, retention, at_ms);
     true
-}
-
-/// Appends `version` to `key`'s history and prunes it to `retention` (always keeping
-/// the newest version).
-fn record(state: &mut State, key: &ConfigKey, version: Version, retention: Retention, now: u64) {
-    let history = state.history.entry(key.clone()).or_default();
-    history.push_back(version);
-    let max = retention.max_versions.max(1) as usize;
-    while history.len() > max {
-        history.pop_front();
-    }
-    let oldest_kept = now.saturating_sub(retention.max_age_ms);
-    while history.len() > 1 && history.front().is_some_and(|v| v.at_ms < oldest_kept) {
-        history.pop_front();
-    }
 }
 
 #[cfg(test)]

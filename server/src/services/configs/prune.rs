@@ -1,15 +1,15 @@
-//! The leader's history pruner. A write prunes the history it touches ([`super::record`]),
+//! The leader's history pruner. A write prunes the history it touches (`history::record`),
 //! so the versions of items nobody writes any more (removed ones above all) would
 //! outlive the retention; once an hour the leader proposes
-//! [`CommandV1::PruneConfigHistory`], and only when something is due, so an idle store
+//! `CommandV1::PruneConfigHistory`, and only when something is due, so an idle store
 //! adds nothing to the log.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::writes::prune_history;
 use super::{Configs, Retention};
-use crate::services::store::command::CommandV1;
 use crate::services::store::Store;
 use crate::services::workers::Workers;
 use roster_registry::clock::now_ms;
@@ -51,8 +51,7 @@ pub async fn run(
         if !store.is_leader() || !configs.history_due(retention, at_ms) {
             continue;
         }
-        let command = CommandV1::PruneConfigHistory { retention, at_ms };
-        match store.propose(command).await {
+        match prune_history(&store, retention, at_ms).await {
             Ok(()) => tracing::info!("configuration history pruned to its retention"),
             // The next round tries again (a new leader's, if this one lost office).
             Err(e) => tracing::warn!(error = %e, "pruning configuration history failed"),

@@ -170,7 +170,9 @@ fn search_exact_and_blur_with_paging() {
         (1, "dev")
     );
     assert_eq!(configs.count_in("dev"), 1);
-    assert!(glob("a*b*c", "aXbYc") && !glob("a*b*c", "aXc") && glob("*", ""));
+    assert!(
+        search::glob("a*b*c", "aXbYc") && !search::glob("a*b*c", "aXc") && search::glob("*", "")
+    );
 }
 
 #[test]

@@ -1,11 +1,12 @@
 //! Where a configuration write goes, for every face: through Raft, with this node's
 //! retention settings and the proposal time inside the command. The faces check their
-//! parameters first (`configs::validate`, in their own field names).
+//! parameters first (`configs::validate`, in their own field names). The leader's
+//! history pruner ([`super::prune`]) proposes through [`prune_history`].
 
-use super::{ConfigKey, Publish, Settings};
+use super::{ConfigKey, Publish, Retention, Settings};
 use crate::error::Error;
 use crate::services::store::command::CommandV1;
-use crate::services::store::Store;
+use crate::services::store::{ProposeError, Store};
 use roster_registry::clock::now_ms;
 
 /// A publication as a face parsed it; `Writes::publish` adds who, where from and the
@@ -79,4 +80,15 @@ impl Writes<'_> {
             .await?;
         Ok(())
     }
+}
+
+/// Drops configuration history older than `retention` as of `at_ms`, on every node.
+pub async fn prune_history(
+    store: &Store,
+    retention: Retention,
+    at_ms: u64,
+) -> Result<(), ProposeError> {
+    store
+        .propose(CommandV1::PruneConfigHistory { retention, at_ms })
+        .await
 }

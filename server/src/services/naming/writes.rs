@@ -20,18 +20,24 @@
 //! applied here) and looks again. A deregistration that states `ephemeral=false` goes
 //! through Raft whatever this node holds.
 //!
-//! Sync imports are the sync task's own writes (`imports::RaftSink`, through Raft as
-//! `SyncApply`); they meet the same naming rules.
+//! Namespaces and service settings are Raft data: their writes propose here too, after
+//! the checks a face makes on a view at least as new as the leader's commit
+//! ([`Store::recheck`]) where this node's own view would refuse.
+//!
+//! Sync imports are the sync task's own writes (`faces::sync::RaftSink`, through Raft as
+//! `SyncApply`, built in `store::tasks::writes`); they meet the same naming rules.
 
 use std::sync::Arc;
 
 use crate::error::Error;
+use crate::services::configs::Configs;
 use crate::services::distro::{Distro, EphemeralOp, OpReply};
-use crate::services::store::command::CommandV1;
-use crate::services::store::Store;
+use crate::services::store::command::{CommandV1, Rejection};
+use crate::services::store::{ProposeError, Store};
 use roster_registry::clock::now_ms;
 use roster_registry::instance::{addr_key, Heartbeat, Instance};
-use roster_registry::service::{HealthChecker, ServiceKey};
+use roster_registry::namespace::NamespaceInfo;
+use roster_registry::service::{ClusterSettings, HealthChecker, ServiceKey, ServiceSettings};
 use roster_registry::{InstancePatch, Registration, Registry};
 
 /// The routes of naming writes, over the node's registry, store and Distro.
@@ -310,15 +316,7 @@ impl Writes<'_> {
                 instance.cluster
             )));
         }
-        self.store
-            .propose(CommandV1::SetHealth {
-                key,
-                ip: ip.to_string(),
-                port,
-                healthy,
-                at_ms: now_ms(),
-            })
-            .await?;
+        record_health(self.store, key, ip, port, healthy).await?;
         Ok(())
     }
 
@@ -348,5 +346,155 @@ impl Writes<'_> {
             OpReply::BeatOk(interval) => BeatOutcome::Known(interval),
             OpReply::BeatUnknown | OpReply::Done => BeatOutcome::Unknown,
         })
+    }
+}
+
+/// Sets the health of the persistent instance at `ip:port` through Raft, unchecked: the
+/// verdict of a server-side health check (`health::check`), or an operator's change
+/// that [`Writes::set_health`] has checked.
+pub async fn record_health(
+    store: &Store,
+    key: ServiceKey,
+    ip: &str,
+    port: u16,
+    healthy: bool,
+) -> Result<(), ProposeError> {
+    store
+        .propose(CommandV1::SetHealth {
+            key,
+            ip: ip.to_string(),
+            port,
+            healthy,
+            at_ms: now_ms(),
+        })
+        .await
+}
+
+/// A service that is not there, in the words of the service routes.
+pub fn service_not_found(key: &ServiceKey) -> Error {
+    Error::service_not_found(format!(
+        "service not found, namespace: {}, serviceName: {}",
+        key.namespace,
+        key.grouped()
+    ))
+}
+
+/// Namespaces and service settings: Raft data, proposed after the checks that can be
+/// made before (the state machine decides again when it applies).
+impl Writes<'_> {
+    /// Declares a namespace (an id that exists is refused when applied).
+    pub async fn create_namespace(&self, info: NamespaceInfo) -> Result<(), Error> {
+        self.store.propose(CommandV1::CreateNamespace(info)).await?;
+        Ok(())
+    }
+
+    /// Renames or describes a namespace.
+    pub async fn update_namespace(&self, info: NamespaceInfo) -> Result<(), Error> {
+        self.store.propose(CommandV1::UpdateNamespace(info)).await?;
+        Ok(())
+    }
+
+    /// Deletes namespace `id` if it holds no service and no item of `configs`: judged
+    /// on a view at least as new as the leader's commit when this node's own refuses (a
+    /// service or item removed through another node a moment ago).
+    pub async fn delete_namespace(&self, id: &str, configs: &Configs) -> Result<(), Error> {
+        self.store
+            .recheck(|| {
+                self.registry.check_namespace_deletable(id)?;
+                match configs.count_in(id) {
+                    0 => Ok(()),
+                    configs => Err(Error::from(Rejection::NamespaceHoldsConfigs {
+                        id: id.to_string(),
+                        configs,
+                    })),
+                }
+            })
+            .await?;
+        self.store
+            .propose(CommandV1::DeleteNamespace { id: id.to_string() })
+            .await?;
+        Ok(())
+    }
+
+    /// Stores settings for a new service.
+    pub async fn create_service(
+        &self,
+        key: ServiceKey,
+        settings: ServiceSettings,
+    ) -> Result<(), Error> {
+        self.store
+            .propose(CommandV1::CreateService {
+                key,
+                settings,
+                at_ms: now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes a service that holds no instance (judged again after a read barrier when
+    /// this node's view refuses).
+    pub async fn delete_service(&self, key: ServiceKey) -> Result<(), Error> {
+        self.store
+            .recheck(|| self.registry.check_deletable(&key).map_err(Error::from))
+            .await?;
+        self.store
+            .propose(CommandV1::DeleteService {
+                key,
+                at_ms: now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Changes a service's settings as `change` says, starting from those the leader
+    /// had committed when called (read barrier), not this node's possibly older copy. A
+    /// service not found is refused before `change` runs; `change` may refuse too.
+    pub async fn update_service(
+        &self,
+        key: ServiceKey,
+        change: impl FnOnce(&mut ServiceSettings) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.store.read_barrier().await?;
+        let current = self
+            .registry
+            .service_by_key(&key)
+            .ok_or_else(|| service_not_found(&key))?;
+        let mut settings = ServiceSettings::clone(&current.view().settings_or_default());
+        change(&mut settings)?;
+        self.store
+            .propose(CommandV1::UpdateService {
+                key,
+                settings,
+                at_ms: now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Stores one cluster's settings in an existing service (looked up again after a
+    /// read barrier when this node does not hold it).
+    pub async fn put_cluster(
+        &self,
+        key: ServiceKey,
+        cluster: String,
+        settings: ClusterSettings,
+    ) -> Result<(), Error> {
+        self.store
+            .recheck(|| {
+                self.registry
+                    .service_by_key(&key)
+                    .ok_or_else(|| service_not_found(&key))
+            })
+            .await?;
+        self.store
+            .propose(CommandV1::PutCluster {
+                key,
+                cluster,
+                settings,
+                at_ms: now_ms(),
+            })
+            .await?;
+        Ok(())
     }
 }

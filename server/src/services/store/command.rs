@@ -3,6 +3,9 @@
 //! The enum is versioned: a command is written as `Command::V1(..)` and later versions
 //! add `V2` rather than change `V1`, so a log written by an older build stays readable.
 //! Time comes inside the command (`at_ms`) so that applying it is deterministic.
+//!
+//! Each command belongs to one domain ([`Domain`]), which builds it (its `writes`
+//! module) and applies it (its `apply` module); the state machine only routes.
 
 use serde::{Deserialize, Serialize};
 
@@ -276,6 +279,58 @@ pub enum CommandV1 {
         /// Proposal time.
         at_ms: u64,
     },
+}
+
+/// The domain that builds a command and applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// Namespaces, services and persistent instances (`naming::apply`).
+    Naming,
+    /// Users, roles, permissions and the signing key (`auth::apply`).
+    Auth,
+    /// Configuration items and their history (`configs::apply`).
+    Configs,
+    /// Sync tasks and what they import (`store::tasks::apply`).
+    Tasks,
+}
+
+impl CommandV1 {
+    /// The domain `self` belongs to.
+    pub fn domain(&self) -> Domain {
+        match self {
+            CommandV1::CreateNamespace(_)
+            | CommandV1::UpdateNamespace(_)
+            | CommandV1::DeleteNamespace { .. }
+            | CommandV1::CreateService { .. }
+            | CommandV1::UpdateService { .. }
+            | CommandV1::PutCluster { .. }
+            | CommandV1::DeleteService { .. }
+            | CommandV1::Register { .. }
+            | CommandV1::Deregister { .. }
+            | CommandV1::UpdateInstance { .. }
+            | CommandV1::SetHealth { .. } => Domain::Naming,
+            CommandV1::Bootstrap { .. }
+            | CommandV1::CreateUser { .. }
+            | CommandV1::SetPassword { .. }
+            | CommandV1::DeleteUser { .. }
+            | CommandV1::RotateKey { .. }
+            | CommandV1::AddRole { .. }
+            | CommandV1::DeleteRole { .. }
+            | CommandV1::AddPermission { .. }
+            | CommandV1::DeletePermission { .. } => Domain::Auth,
+            CommandV1::PublishConfig { .. }
+            | CommandV1::RemoveConfig { .. }
+            | CommandV1::PruneConfigHistory { .. } => Domain::Configs,
+            // A task's imports hang on the task: refused once it is gone.
+            CommandV1::CreateSyncTask(_)
+            | CommandV1::SetSyncTaskPaused { .. }
+            | CommandV1::DeleteSyncTask { .. }
+            | CommandV1::SyncApply { .. }
+            | CommandV1::SyncStatus { .. }
+            | CommandV1::SyncConfigs { .. }
+            | CommandV1::ApplySyncTask { .. } => Domain::Tasks,
+        }
+    }
 }
 
 /// Why a command was refused when applied. Deterministic: every node refuses alike.

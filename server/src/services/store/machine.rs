@@ -1,20 +1,22 @@
-//! The registry's Raft state machine: applies [`Command`]s to the [`Registry`] and the
-//! auth state, and snapshots both. Changes to namespaces, users, roles, permissions and
-//! sync tasks are also recorded in [`CatalogChanges`] for the console's event streams
-//! (the registry reports its service changes itself).
+//! The registry's Raft state machine: routes each [`Command`] to the domain that applies
+//! it (`naming::apply`, `auth::apply`, `configs::apply`, `store::tasks::apply`; see
+//! [`Domain`]), and snapshots the state they hold: the [`Registry`]'s persistent part,
+//! the auth data, the sync tasks and the configuration items. Changes to namespaces,
+//! users, roles, permissions and sync tasks are also recorded in [`CatalogChanges`] for
+//! the console's event streams (the registry reports its service changes itself).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::tasks::{StoredTask, SyncTasks};
-use crate::services::auth::permissions::{Grant, ROLE_ADMIN};
-use crate::services::auth::{Auth, AuthData, User};
-use crate::services::configs::{ConfigData, Configs};
+use super::tasks::{self, StoredTask, SyncTasks};
+use crate::services::auth::{self, Auth, AuthData};
+use crate::services::configs::{self, ConfigData, Configs};
+use crate::services::naming;
 use roster_registry::{PersistentData, Registry};
 
 use super::catalog::{CatalogChange, CatalogChanges};
-use super::command::{Command, CommandV1, Outcome, Rejection};
+use super::command::{Command, CommandV1, Domain, Outcome};
 
 /// Applies committed commands to the node's registry and auth state.
 pub struct RegistryMachine {
@@ -122,304 +124,17 @@ impl RegistryMachine {
         }
     }
 
-    fn apply_v1(&mut self, command: CommandV1) -> Outcome {
-        let r = &self.registry;
-        match command {
-            CommandV1::Bootstrap {
-                signing_key,
-                admin,
-                password_hash,
-            } => {
-                let mut data = AuthData::clone(&self.auth.data());
-                if data.signing_key.is_some() {
-                    return Err(Rejection::AlreadyBootstrapped);
-                }
-                data.signing_key = Some(signing_key);
-                data.users.insert(
-                    admin,
-                    User {
-                        password_hash,
-                        admin: true,
-                    },
-                );
-                self.auth.set_data(data);
-                Ok(())
-            }
-            CommandV1::CreateNamespace(info) => Ok(r.create_namespace(&info)?),
-            CommandV1::UpdateNamespace(info) => Ok(r.update_namespace(&info)?),
-            CommandV1::DeleteNamespace { id } => {
-                // Decided here too: an item may have been published since the face
-                // checked.
-                let configs = self.configs.count_in(&id);
-                if configs > 0 {
-                    return Err(Rejection::NamespaceHoldsConfigs { id, configs });
-                }
-                Ok(r.delete_namespace(&id)?)
-            }
-            CommandV1::CreateService {
-                key,
-                settings,
-                at_ms,
-            } => Ok(r.create_service(&key, &settings, at_ms)?),
-            CommandV1::UpdateService {
-                key,
-                settings,
-                at_ms,
-            } => {
-                r.update_service(&key, &settings, at_ms);
-                Ok(())
-            }
-            CommandV1::PutCluster {
-                key,
-                cluster,
-                settings,
-                at_ms,
-            } => {
-                r.put_cluster(&key, &cluster, &settings, at_ms);
-                Ok(())
-            }
-            CommandV1::DeleteService { key, at_ms } => {
-                r.delete_service(&key, at_ms);
-                Ok(())
-            }
-            CommandV1::Register {
-                key,
-                registration,
-                at_ms,
-            } => Ok(r.register(&key, &registration, at_ms)?),
-            CommandV1::Deregister {
-                key,
-                ip,
-                port,
-                at_ms,
-            } => {
-                r.imported(&key, &ip, port)?;
-                r.deregister(&key, &ip, port, Some(false), at_ms);
-                Ok(())
-            }
-            CommandV1::UpdateInstance {
-                key,
-                ip,
-                port,
-                patch,
-                at_ms,
-            } => Ok(r.update_instance(&key, &ip, port, false, &patch, at_ms)?),
-            CommandV1::SetHealth {
-                key,
-                ip,
-                port,
-                healthy,
-                at_ms,
-            } => {
-                r.set_health(&key, &ip, port, false, healthy, at_ms);
-                Ok(())
-            }
-            CommandV1::CreateUser { username, user } => self.edit_users(|users| {
-                if users.contains_key(&username) {
-                    return Err(Rejection::UserExists(username));
-                }
-                users.insert(username, user);
-                Ok(())
-            }),
-            CommandV1::SetPassword {
-                username,
-                password_hash,
-            } => self.edit_auth(|data| match data.users.get_mut(&username) {
-                Some(user) => {
-                    user.password_hash = password_hash;
-                    data.revoke_tokens(&username);
-                    Ok(())
-                }
-                None => Err(Rejection::UserNotFound(username)),
-            }),
-            CommandV1::DeleteUser { username } => {
-                self.edit_auth(|data| match data.users.get(&username) {
-                    Some(user) if user.admin => Err(Rejection::DeleteAdmin(username)),
-                    Some(_) => {
-                        data.users.remove(&username);
-                        // A user created again under this name starts without roles
-                        // and without the old tokens.
-                        data.roles.remove(&username);
-                        data.revoke_tokens(&username);
-                        Ok(())
-                    }
-                    None => Err(Rejection::UserNotFound(username)),
-                })
-            }
-            CommandV1::CreateSyncTask(spec) => self.tasks.create(spec),
-            CommandV1::SetSyncTaskPaused { name, paused } => self.tasks.set_paused(&name, paused),
-            CommandV1::ApplySyncTask { name } => self.tasks.end_dry_run(&name),
-            CommandV1::DeleteSyncTask { name, at_ms } => {
-                self.tasks.delete(&name)?;
-                r.remove_all_owned(&name, at_ms);
-                // Its configuration imports go too (the history keeps them).
-                self.configs.remove_owned(
-                    &name,
-                    crate::services::configs::Retention::default(),
-                    at_ms,
-                );
-                Ok(())
-            }
-            CommandV1::SyncApply {
-                task,
-                upserts,
-                removals,
-                at_ms,
-            } => {
-                if !self.tasks.contains(&task) {
-                    return Err(Rejection::SyncTaskNotFound(task));
-                }
-                r.apply_import(&task, &upserts, &removals, at_ms);
-                Ok(())
-            }
-            CommandV1::SyncStatus { name, status } => self.tasks.set_status(&name, status),
-            CommandV1::RotateKey {
-                signing_key,
-                keep_previous_secs,
-                at_ms,
-            } => {
-                let mut data = AuthData::clone(&self.auth.data());
-                if !data.rotate(signing_key, keep_previous_secs, at_ms) {
-                    return Err(Rejection::NotBootstrapped);
-                }
-                self.auth.set_data(data);
-                Ok(())
-            }
-            CommandV1::AddRole { role, username } => {
-                self.edit_auth(|data| add_role(data, role, username))
-            }
-            CommandV1::DeleteRole { role, username } => {
-                self.edit_auth(|data| delete_role(data, &role, username.as_deref()))
-            }
-            CommandV1::AddPermission {
-                role,
-                resource,
-                action,
-            } => self.edit_auth(|data| {
-                data.permissions
-                    .entry(role)
-                    .or_default()
-                    .insert(Grant { resource, action });
-                Ok(())
-            }),
-            CommandV1::DeletePermission {
-                role,
-                resource,
-                action,
-            } => self.edit_auth(|data| {
-                if let Some(grants) = data.permissions.get_mut(&role) {
-                    grants.remove(&Grant { resource, action });
-                    if grants.is_empty() {
-                        data.permissions.remove(&role);
-                    }
-                }
-                Ok(())
-            }),
-            CommandV1::SyncConfigs {
-                task,
-                upserts,
-                removals,
-                retention,
-                at_ms,
-            } => {
-                if !self.tasks.contains(&task) {
-                    return Err(Rejection::SyncTaskNotFound(task));
-                }
-                self.configs
-                    .apply_import(&task, &upserts, &removals, retention, at_ms);
-                Ok(())
-            }
-            CommandV1::PruneConfigHistory { retention, at_ms } => {
-                self.configs.prune_history(retention, at_ms);
-                Ok(())
-            }
-            CommandV1::PublishConfig { publish, at_ms } => {
-                Ok(self.configs.publish(&publish, at_ms)?)
-            }
-            CommandV1::RemoveConfig {
-                key,
-                by,
-                src_ip,
-                retention,
-                at_ms,
-            } => {
-                self.configs.remove(&key, &by, &src_ip, retention, at_ms);
-                Ok(())
-            }
+    /// Routes `command` to the domain that applies it, with the parts of the state that
+    /// domain reads and writes.
+    fn apply_v1(&self, command: CommandV1) -> Outcome {
+        let (registry, stored) = (&self.registry, &self.configs);
+        match command.domain() {
+            Domain::Naming => naming::apply::apply(registry, stored, command),
+            Domain::Auth => auth::apply::apply(&self.auth, command),
+            Domain::Configs => configs::apply::apply(stored, command),
+            Domain::Tasks => tasks::apply::apply(&self.tasks, registry, stored, command),
         }
     }
-
-    fn edit_users(
-        &self,
-        f: impl FnOnce(&mut std::collections::BTreeMap<String, User>) -> Outcome,
-    ) -> Outcome {
-        self.edit_auth(|data| f(&mut data.users))
-    }
-
-    /// Applies `f` to a copy of the auth data and installs it, unless `f` refuses.
-    fn edit_auth(&self, f: impl FnOnce(&mut AuthData) -> Outcome) -> Outcome {
-        let mut data = AuthData::clone(&self.auth.data());
-        f(&mut data)?;
-        self.auth.set_data(data);
-        Ok(())
-    }
-}
-
-/// Binds `role` to `username`; `ROLE_ADMIN` sets the user's admin flag. The user's
-/// tokens end when their roles change (a binding they had already changes nothing).
-fn add_role(data: &mut AuthData, role: String, username: String) -> Outcome {
-    let Some(user) = data.users.get_mut(&username) else {
-        return Err(Rejection::UserNotFound(username));
-    };
-    let changed = if role == ROLE_ADMIN {
-        !std::mem::replace(&mut user.admin, true)
-    } else {
-        data.roles.entry(username.clone()).or_default().insert(role)
-    };
-    if changed {
-        data.revoke_tokens(&username);
-    }
-    Ok(())
-}
-
-/// Unbinds `role` from `username`, or from everyone holding it; the tokens of each
-/// user unbound end. `ROLE_ADMIN` is taken only from one user at a time, and never
-/// from the last admin.
-fn delete_role(data: &mut AuthData, role: &str, username: Option<&str>) -> Outcome {
-    if role == ROLE_ADMIN {
-        let Some(username) = username else {
-            return Err(Rejection::DeleteAdmin(ROLE_ADMIN.into()));
-        };
-        let admins = data.users.values().filter(|u| u.admin).count();
-        match data.users.get_mut(username) {
-            Some(user) if user.admin => {
-                if admins <= 1 {
-                    return Err(Rejection::DeleteAdmin(username.into()));
-                }
-                user.admin = false;
-                data.revoke_tokens(username);
-            }
-            // Not an admin: nothing to take (as Nacos, no error).
-            _ => {}
-        }
-        return Ok(());
-    }
-    let holders: Vec<String> = data
-        .roles
-        .iter()
-        .filter(|(user, roles)| username.is_none_or(|u| u == *user) && roles.contains(role))
-        .map(|(user, _)| user.clone())
-        .collect();
-    for user in holders {
-        if let Some(roles) = data.roles.get_mut(&user) {
-            roles.remove(role);
-            if roles.is_empty() {
-                data.roles.remove(&user);
-            }
-        }
-        data.revoke_tokens(&user);
-    }
-    Ok(())
 }
 
 impl roster_raft::StateMachine for RegistryMachine {
@@ -476,7 +191,9 @@ mod tests {
     use roster_raft::StateMachine;
 
     use super::*;
-    use crate::services::auth::permissions::Granted;
+    use crate::services::auth::permissions::{Granted, ROLE_ADMIN};
+    use crate::services::auth::User;
+    use crate::services::store::command::Rejection;
     use roster_registry::namespace::NamespaceInfo;
     use roster_registry::service::ServiceKey;
 

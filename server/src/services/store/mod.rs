@@ -1,7 +1,9 @@
 //! The Raft-backed store of persistent data: [`command`] the replicated commands,
-//! [`machine`] the state machine that applies them, [`catalog`] the changes it applies
-//! to namespaces, users and sync tasks, and [`Store`], the handle API handlers propose
-//! through. A proposal on a follower is forwarded to the leader.
+//! [`machine`] the state machine that routes each to the domain that applies it,
+//! [`catalog`] the changes it applies to namespaces, users and sync tasks, [`tasks`]
+//! the sync task table (a domain of its own: its writes and its apply), and [`Store`],
+//! the handle each domain's writes module proposes through. A proposal on a follower
+//! is forwarded to the leader.
 
 pub mod catalog;
 pub mod command;

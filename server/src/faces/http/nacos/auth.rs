@@ -10,8 +10,7 @@ use super::{envelope, json_of};
 use crate::error::Error;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
-use crate::services::auth::User;
-use crate::services::store::command::CommandV1;
+use crate::services::auth::writes::Writes;
 use crate::state::AppState;
 use roster_registry::clock::now_secs;
 use roster_registry::wire::page;
@@ -111,23 +110,8 @@ pub async fn create_user(
         .get("password")
         .ok_or_else(|| Error::missing("password"))?;
     check_password("password", password)?;
-    state
-        .store
-        .recheck(|| match state.auth.data().users.contains_key(username) {
-            true => Err(Error::conflict(format!("user '{username}' already exists"))),
-            false => Ok(()),
-        })
-        .await?;
-    let user = User {
-        password_hash: state.auth.hash_password(password).await?,
-        admin: false,
-    };
-    state
-        .store
-        .propose(CommandV1::CreateUser {
-            username: username.to_string(),
-            user,
-        })
+    Writes::new(&state.store, &state.auth)
+        .create_user(username, password)
         .await?;
     Ok(envelope("create user ok!"))
 }
@@ -163,19 +147,8 @@ pub async fn change_password(
             Err(e) => return Err(e.into()),
         }
     }
-    state
-        .store
-        .recheck(|| match state.auth.data().users.contains_key(username) {
-            true => Ok(()),
-            false => Err(Error::not_found(format!("user '{username}' not found"))),
-        })
-        .await?;
-    state
-        .store
-        .propose(CommandV1::SetPassword {
-            username: username.to_string(),
-            password_hash: state.auth.hash_password(password).await?,
-        })
+    Writes::new(&state.store, &state.auth)
+        .set_password(username, password)
         .await?;
     Ok(envelope("update user ok!"))
 }
@@ -188,11 +161,8 @@ pub async fn delete_user(
 ) -> Result<Response, Error> {
     caller.require_admin()?;
     let username = params.required("username")?;
-    state
-        .store
-        .propose(CommandV1::DeleteUser {
-            username: username.to_string(),
-        })
+    Writes::new(&state.store, &state.auth)
+        .delete_user(username)
         .await?;
     Ok(envelope("delete user ok!"))
 }

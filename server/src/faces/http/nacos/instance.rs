@@ -24,6 +24,7 @@ use super::{json, json_of};
 use crate::error::Error;
 use crate::faces::http::params::Params;
 use crate::services::auth::Identity;
+use crate::services::naming::validate::{self, Face};
 use crate::services::naming::writes::{BeatOutcome, Stated};
 use crate::services::push::udp::{push_capable, push_target};
 use crate::state::{AppState, Limits};
@@ -38,19 +39,20 @@ use roster_registry::validate::{
 use roster_registry::wire::{plain_list_parts, service_info, ListRequest};
 use roster_registry::{InstancePatch, Registration};
 
-/// Parses the instance fields of a register call.
+/// Parses the instance fields of a register call and checks them by the registration
+/// rules (`naming::validate`).
 fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error> {
-    let (ip, port) = address(params)?;
+    let ip = params.required("ip")?;
+    let port = params.port("port")?;
     let cluster = params
         .optional_any(&["clusterName", "cluster"])
         .unwrap_or(DEFAULT_CLUSTER);
-    check_cluster_name(cluster)?;
     let weight = match params.optional("weight") {
         Some(w) => parse_weight("weight", w)?,
         None => 1.0,
     };
-    Ok(Registration {
-        ip: ip.into_owned(),
+    let mut reg = Registration {
+        ip: ip.to_string(),
         port,
         cluster: cluster.to_string(),
         weight,
@@ -63,7 +65,9 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error>
         instance_id: None,
         client: None,
         owner: None,
-    })
+    };
+    validate::registration(&mut reg, Face::Http, limits.max_metadata_bytes)?;
+    Ok(reg)
 }
 
 /// `ip` (in the form instances are kept in, see [`check_ip`]) and `port`, both

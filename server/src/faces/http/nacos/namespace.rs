@@ -12,7 +12,6 @@ use super::{envelope, json_of};
 use crate::error::Error;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
-use crate::services::store::command::{CommandV1, Rejection};
 use crate::state::AppState;
 use roster_registry::namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use roster_registry::validate::check_namespace_id;
@@ -124,10 +123,7 @@ pub async fn create(
         name: name(&params, "namespaceName")?,
         description: description(&params, "namespaceDesc")?,
     };
-    state
-        .store
-        .propose(CommandV1::CreateNamespace(info))
-        .await?;
+    state.writes().create_namespace(info).await?;
     Ok(json_of(&true))
 }
 
@@ -148,10 +144,7 @@ pub async fn update(
         name: name(&params, "namespaceShowName")?,
         description: description(&params, "namespaceDesc")?,
     };
-    state
-        .store
-        .propose(CommandV1::UpdateNamespace(info))
-        .await?;
+    state.writes().update_namespace(info).await?;
     Ok(json_of(&true))
 }
 
@@ -164,25 +157,7 @@ pub async fn delete(
     caller.require_admin()?;
     let id = params.required("namespaceId")?;
     check_namespace_id("namespaceId", id)?;
-    // Judged on a view at least as new as the leader's commit when this node's own
-    // refuses (a service or item removed through another node a moment ago).
-    state
-        .store
-        .recheck(|| {
-            state.registry.check_namespace_deletable(id)?;
-            match state.configs.count_in(id) {
-                0 => Ok(()),
-                configs => Err(Error::from(Rejection::NamespaceHoldsConfigs {
-                    id: id.to_string(),
-                    configs,
-                })),
-            }
-        })
-        .await?;
-    state
-        .store
-        .propose(CommandV1::DeleteNamespace { id: id.to_string() })
-        .await?;
+    state.writes().delete_namespace(id, &state.configs).await?;
     Ok(json_of(&true))
 }
 

@@ -5,9 +5,10 @@
 //! what they mean). Also `/nacos/v1/auth/users/search`, which the console's role dialog
 //! completes user names with.
 //!
-//! Each change reads the state through the leader first (`read_barrier`), so that what
-//! it checks — a binding that exists, a role that holds no permission yet — is current
-//! whichever node takes it, and returns once this node applied it.
+//! Each change goes through `auth::writes`, which reads the state through the leader
+//! first (`read_barrier`), so that what it checks — a binding that exists, a role that
+//! holds no permission yet — is current whichever node takes it, and returns once this
+//! node applied it.
 
 use axum::extract::State;
 use axum::response::Response;
@@ -17,9 +18,8 @@ use super::{envelope, json_of};
 use crate::error::Error;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
-use crate::services::auth::permissions::{resource_problem, valid_role, Granted, ROLE_ADMIN};
-use crate::services::auth::AuthData;
-use crate::services::store::command::CommandV1;
+use crate::services::auth::permissions::{resource_problem, valid_role, Granted};
+use crate::services::auth::writes::Writes;
 use crate::state::AppState;
 use roster_registry::wire::page;
 
@@ -85,17 +85,9 @@ fn resource_param(params: &Params) -> Result<&str, Error> {
     }
 }
 
-/// The auth data as of now on the leader (see the module comment).
-async fn current(state: &AppState) -> Result<std::sync::Arc<AuthData>, Error> {
-    state.store.read_barrier().await?;
-    Ok(state.auth.data())
-}
-
-/// Proposes `command`, then waits until this node applied it too.
-async fn change(state: &AppState, command: CommandV1) -> Result<(), Error> {
-    state.store.propose(command).await?;
-    state.store.read_barrier().await?;
-    Ok(())
+/// The auth writes of this node.
+fn writes(state: &AppState) -> Writes<'_> {
+    Writes::new(&state.store, &state.auth)
 }
 
 /// `GET /nacos/v1/auth/roles`: one page of `{role, username}` bindings (admins appear
@@ -149,29 +141,7 @@ pub async fn add_role(
     caller.require_admin()?;
     let role = role_param(&params)?;
     let username = params.required("username")?;
-    let data = current(&state).await?;
-    let user = data
-        .users
-        .get(username)
-        .ok_or_else(|| Error::not_found(format!("user '{username}' not found!")))?;
-    let bound = if role == ROLE_ADMIN {
-        user.admin
-    } else {
-        data.roles.get(username).is_some_and(|r| r.contains(role))
-    };
-    if bound {
-        return Err(Error::conflict(format!(
-            "user '{username}' already bound to the role '{role}'!"
-        )));
-    }
-    change(
-        &state,
-        CommandV1::AddRole {
-            role: role.to_string(),
-            username: username.to_string(),
-        },
-    )
-    .await?;
+    writes(&state).add_role(role, username).await?;
     Ok(envelope("add role ok!"))
 }
 
@@ -186,35 +156,7 @@ pub async fn delete_role(
     caller.require_admin()?;
     let role = role_param(&params)?;
     let username = params.optional("username");
-    let data = current(&state).await?;
-    let held = |user: &str| match role {
-        ROLE_ADMIN => data.users.get(user).is_some_and(|u| u.admin),
-        _ => data.roles.get(user).is_some_and(|r| r.contains(role)),
-    };
-    match username {
-        Some(user) if !held(user) => {
-            return Err(Error::not_found(format!(
-                "user '{user}' has no role '{role}'"
-            )))
-        }
-        None if role == ROLE_ADMIN => {
-            return Err(Error::bad_request(format!(
-                "{ROLE_ADMIN} is taken from one user at a time: give username"
-            )))
-        }
-        None if !data.role_exists(role) => {
-            return Err(Error::not_found(format!("role '{role}' not found!")))
-        }
-        _ => {}
-    }
-    change(
-        &state,
-        CommandV1::DeleteRole {
-            role: role.to_string(),
-            username: username.map(str::to_string),
-        },
-    )
-    .await?;
+    writes(&state).delete_role(role, username).await?;
     Ok(envelope(match username {
         Some(user) => format!("delete role of user {user} ok!"),
         None => "delete role ok!".to_string(),
@@ -266,31 +208,9 @@ pub async fn add_permission(
     caller.require_admin()?;
     let role = role_param(&params)?;
     let (resource, action) = (resource_param(&params)?, action_param(&params)?);
-    if role == ROLE_ADMIN {
-        return Err(Error::illegal(
-            "role",
-            format!("{ROLE_ADMIN} may do everything already."),
-        ));
-    }
-    let data = current(&state).await?;
-    if !data.role_exists(role) {
-        return Err(Error::not_found(format!("role '{role}' not found!")));
-    }
-    if data
-        .permissions_of(role)
-        .any(|g| g.resource == resource && g.action == action)
-    {
-        return Err(Error::conflict("permission already exists!"));
-    }
-    change(
-        &state,
-        CommandV1::AddPermission {
-            role: role.to_string(),
-            resource: resource.to_string(),
-            action,
-        },
-    )
-    .await?;
+    writes(&state)
+        .add_permission(role, resource, action)
+        .await?;
     Ok(envelope("add permission ok!"))
 }
 
@@ -305,25 +225,9 @@ pub async fn delete_permission(
     let role = role_param(&params)?;
     let resource = params.required("resource")?;
     let action = action_param(&params)?;
-    let data = current(&state).await?;
-    if !data
-        .permissions_of(role)
-        .any(|g| g.resource == resource && g.action == action)
-    {
-        return Err(Error::not_found(format!(
-            "role '{role}' has no permission {action} on '{resource}'",
-            action = action.as_str()
-        )));
-    }
-    change(
-        &state,
-        CommandV1::DeletePermission {
-            role: role.to_string(),
-            resource: resource.to_string(),
-            action,
-        },
-    )
-    .await?;
+    writes(&state)
+        .delete_permission(role, resource, action)
+        .await?;
     Ok(envelope("delete permission ok!"))
 }
 

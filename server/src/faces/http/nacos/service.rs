@@ -9,12 +9,11 @@ use super::json_of;
 use crate::error::Error;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
-use crate::services::store::command::CommandV1;
+use crate::services::naming::writes::service_not_found as not_found;
 use crate::state::AppState;
-use roster_registry::clock::now_ms;
 use roster_registry::selector::LabelSelector;
 use roster_registry::service::{
-    ClusterSettings, HealthChecker, Selector, ServiceKey, ServiceSettings, METADATA_SELECTOR,
+    ClusterSettings, HealthChecker, Selector, ServiceSettings, METADATA_SELECTOR,
 };
 use roster_registry::validate::{
     check_group, check_health_checker, parse_bool, parse_port, DEFAULT_GROUP,
@@ -101,44 +100,19 @@ fn lane_key(params: &Params) -> Result<Option<String>, Error> {
     }
 }
 
-fn not_found(key: &ServiceKey) -> Error {
-    Error::service_not_found(format!(
-        "service not found, namespace: {}, serviceName: {}",
-        key.namespace,
-        key.grouped()
-    ))
-}
-
 /// `POST /nacos/v1/ns/service`: store settings for a new service. Unlike Nacos 2.x this
 /// does not fix the service's kind: ephemeral and persistent instances may register.
 pub async fn create(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
     let settings = settings(&params, &state, false)?;
-    state
-        .store
-        .propose(CommandV1::CreateService {
-            key,
-            settings,
-            at_ms: now_ms(),
-        })
-        .await?;
+    state.writes().create_service(key, settings).await?;
     Ok("ok")
 }
 
 /// `DELETE /nacos/v1/ns/service`: delete a service that has no instances.
 pub async fn delete(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
-    state
-        .store
-        .recheck(|| state.registry.check_deletable(&key).map_err(Error::from))
-        .await?;
-    state
-        .store
-        .propose(CommandV1::DeleteService {
-            key,
-            at_ms: now_ms(),
-        })
-        .await?;
+    state.writes().delete_service(key).await?;
     Ok("ok")
 }
 
@@ -148,36 +122,28 @@ pub async fn delete(State(state): State<AppState>, params: Params) -> Result<&'s
 /// came (read barrier), not this node's possibly older copy.
 pub async fn update(State(state): State<AppState>, params: Params) -> Result<&'static str, Error> {
     let key = params.service_key()?;
-    state.store.read_barrier().await?;
-    let current = state
-        .registry
-        .service_by_key(&key)
-        .ok_or_else(|| not_found(&key))?;
-    const FIELDS: [&str; 4] = ["protectThreshold", "metadata", "selector", "laneKey"];
-    if FIELDS.iter().all(|f| params.optional(f).is_none()) {
-        return Err(Error::bad_request(
-            "nothing to change: give protectThreshold, metadata, selector or laneKey.",
-        ));
-    }
-    let mut settings = ServiceSettings::clone(&current.view().settings_or_default());
-    if params.optional("protectThreshold").is_some() {
-        settings.protect_threshold = protect_threshold(&params, true)?;
-    }
-    if let Some(metadata) = params.metadata("metadata", state.limits.max_metadata_bytes)? {
-        settings.metadata = metadata;
-    }
-    if params.optional("selector").is_some() {
-        settings.selector = selector(&params)?;
-    }
-    if let Some(lane_key) = lane_key(&params)? {
-        settings.lane_key = Some(lane_key);
-    }
     state
-        .store
-        .propose(CommandV1::UpdateService {
-            key,
-            settings,
-            at_ms: now_ms(),
+        .writes()
+        .update_service(key, |settings| {
+            const FIELDS: [&str; 4] = ["protectThreshold", "metadata", "selector", "laneKey"];
+            if FIELDS.iter().all(|f| params.optional(f).is_none()) {
+                return Err(Error::bad_request(
+                    "nothing to change: give protectThreshold, metadata, selector or laneKey.",
+                ));
+            }
+            if params.optional("protectThreshold").is_some() {
+                settings.protect_threshold = protect_threshold(&params, true)?;
+            }
+            if let Some(metadata) = params.metadata("metadata", state.limits.max_metadata_bytes)? {
+                settings.metadata = metadata;
+            }
+            if params.optional("selector").is_some() {
+                settings.selector = selector(&params)?;
+            }
+            if let Some(lane_key) = lane_key(&params)? {
+                settings.lane_key = Some(lane_key);
+            }
+            Ok(())
         })
         .await?;
     Ok("ok")
@@ -292,28 +258,12 @@ pub async fn put_cluster(
     let metadata = params
         .metadata("metadata", state.limits.max_metadata_bytes)?
         .unwrap_or_default();
-    state
-        .store
-        .recheck(|| {
-            state
-                .registry
-                .service_by_key(&key)
-                .ok_or_else(|| not_found(&key))
-        })
-        .await?;
-    state
-        .store
-        .propose(CommandV1::PutCluster {
-            key,
-            cluster,
-            settings: ClusterSettings {
-                health_checker: checker,
-                check_port,
-                use_instance_port,
-                metadata,
-            },
-            at_ms: now_ms(),
-        })
-        .await?;
+    let settings = ClusterSettings {
+        health_checker: checker,
+        check_port,
+        use_instance_port,
+        metadata,
+    };
+    state.writes().put_cluster(key, cluster, settings).await?;
     Ok("ok")
 }

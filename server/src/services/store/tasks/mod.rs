@@ -1,7 +1,9 @@
 //! The sync task table: every import task and the status its runner last reported.
 //! Raft data like namespaces and users, so it lives in the store: written only by the
 //! state machine ([`super::machine`]), read by the API and by the node's task supervisor
-//! (`crate::faces::sync`), which runs the unpaused tasks on the leader.
+//! (`crate::faces::sync`), which runs the unpaused tasks on the leader. [`writes`] holds
+//! the task commands as the API and the runners propose them, [`apply`] how the state
+//! machine applies them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +14,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::command::{Outcome, Rejection};
+
+pub mod apply;
+pub mod writes;
 
 /// A task as Raft holds it: what it is and what its runner last reported.
 #[derive(Clone, Debug, Serialize, Deserialize)]
