@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::plan::ClusterPlan;
 use crate::services::auth::{password, ADMIN_USERNAME};
-use crate::services::store::command::{CommandV1, Rejection};
+use crate::services::store::command::Rejection;
 use crate::services::store::{ProposeError, Store};
 use crate::services::workers::Workers;
 use crate::state::AppState;
@@ -155,13 +155,7 @@ async fn bootstrap(state: &AppState, data_dir: &Path) -> anyhow::Result<()> {
         let p = admin_password.clone();
         tokio::task::spawn_blocking(move || password::hash(&p)).await?
     };
-    let signing_key: [u8; 32] = rand::random();
-    let command = CommandV1::Bootstrap {
-        signing_key: signing_key.to_vec(),
-        admin: ADMIN_USERNAME.into(),
-        password_hash: hash,
-    };
-    match state.store.propose(command).await {
+    match crate::services::auth::writes::bootstrap(&state.store, ADMIN_USERNAME, hash).await {
         Ok(()) => {
             if generated {
                 // The password stays in its file (mode 0600): logs are read by more

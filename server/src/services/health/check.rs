@@ -28,10 +28,9 @@ use tokio::time::Instant;
 
 use super::deny::DenyList;
 use crate::services::cluster::readiness::Readiness;
-use crate::services::store::command::CommandV1;
+use crate::services::naming::writes::record_health;
 use crate::services::store::Store;
 use crate::services::workers::Workers;
-use roster_registry::clock::now_ms;
 use roster_registry::service::{HealthChecker, ServiceKey};
 use roster_registry::validate::{check_health_check_path, health_check_headers, Invalid};
 use roster_registry::Registry;
@@ -371,14 +370,9 @@ async fn run_checker(checks: HealthChecks, mut stopping: watch::Receiver<bool>) 
                 continue;
             };
             tracing::info!(service = %target.key, ip = %target.ip, port = target.port, healthy, "health check flipped an instance");
-            let command = CommandV1::SetHealth {
-                key: target.key.clone(),
-                ip: target.ip.to_string(),
-                port: target.port,
-                healthy,
-                at_ms: now_ms(),
-            };
-            if let Err(e) = store.propose(command).await {
+            let flipped =
+                record_health(&store, target.key.clone(), &target.ip, target.port, healthy);
+            if let Err(e) = flipped.await {
                 tracing::warn!(service = %target.key, error = %e, "could not commit a health change");
             }
         }
