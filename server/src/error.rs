@@ -4,16 +4,15 @@
 //! `code` ([`Error::v2_code`]) and the gRPC `errorCode` ([`Error::grpc_code`]). Nothing
 //! is ever recovered from message text.
 //!
-//! Lower layers keep errors of their own (`RegistryError`, the store's `ProposeError`,
-//! `AuthError`, the registry's validation `Invalid`); each maps to a kind here, once.
+//! Lower layers keep errors of their own (`RegistryError`, the registry's validation
+//! `Invalid`, the store's `ProposeError`, `AuthError`); each maps to a kind once: the
+//! registry's here, the services' where they are defined (the error module imports no
+//! service, so every service may use it).
 //! The error crosses the peer channel as it is (Distro forwards it whole), so a client
 //! gets the same answer whichever node took its request.
 
 use serde::{Deserialize, Serialize};
 
-use crate::services::auth::AuthError;
-use crate::services::store::command::Rejection;
-use crate::services::store::ProposeError;
 use roster_registry::validate::{Invalid, Problem};
 use roster_registry::RegistryError;
 
@@ -235,63 +234,10 @@ impl From<RegistryError> for Error {
     }
 }
 
-impl From<ProposeError> for Error {
-    fn from(e: ProposeError) -> Self {
-        match e {
-            ProposeError::Rejected(Rejection::Registry(r)) => r.into(),
-            ProposeError::Rejected(
-                r @ (Rejection::UserExists(_)
-                | Rejection::AlreadyBootstrapped
-                | Rejection::SyncTaskExists(_)),
-            ) => Self::conflict(r.to_string()),
-            ProposeError::Rejected(
-                r @ (Rejection::UserNotFound(_) | Rejection::SyncTaskNotFound(_)),
-            ) => Self::not_found(r.to_string()),
-            ProposeError::Rejected(r @ Rejection::DeleteAdmin(_)) => {
-                Self::bad_request(r.to_string())
-            }
-            ProposeError::Rejected(r @ Rejection::NotBootstrapped) => {
-                Self::unavailable(r.to_string())
-            }
-            ProposeError::Rejected(Rejection::Config(c)) => Self::conflict(c.to_string()),
-            ProposeError::Rejected(r @ Rejection::NamespaceHoldsConfigs { .. }) => {
-                Self::conflict(r.to_string())
-            }
-            ProposeError::Unavailable(m) => Self::unavailable(m),
-        }
-    }
-}
-
-impl From<Rejection> for Error {
-    fn from(r: Rejection) -> Self {
-        ProposeError::Rejected(r).into()
-    }
-}
-
-impl From<AuthError> for Error {
-    fn from(e: AuthError) -> Self {
-        let kind = match e {
-            AuthError::Missing => ErrorKind::Unauthenticated,
-            AuthError::NotBootstrapped | AuthError::Interrupted => ErrorKind::Unavailable,
-            AuthError::Throttled { retry_after_secs } => {
-                return Self::too_many_requests(e.to_string(), retry_after_secs)
-            }
-            AuthError::TooManyChecks => {
-                // Checks free within the longest a caller waits for one.
-                let wait = crate::services::auth::password::CHECK_WAIT.as_secs();
-                return Self::too_many_requests(e.to_string(), wait);
-            }
-            AuthError::BadCredentials | AuthError::InvalidToken | AuthError::ExpiredToken => {
-                ErrorKind::Forbidden
-            }
-        };
-        Self::new(kind, e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::services::auth::AuthError;
 
     #[test]
     fn every_projection_follows_the_kind() {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::services::audit::Audit;
 use crate::services::auth::Auth;
+use crate::services::channel::client::PeerClient;
 use crate::services::cluster::members::Members;
-use crate::services::cluster::peer::PeerClient;
 use crate::services::cluster::readiness::Readiness;
 use crate::services::cluster::view::{self, ClusterView};
 use crate::services::configs::{self, Configs};

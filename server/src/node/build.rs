@@ -18,10 +18,10 @@ use crate::faces::peer::listener::PeerLimits;
 use crate::node::args::NodeArgs;
 use crate::services::audit::{self, Audit};
 use crate::services::auth::Auth;
+use crate::services::channel::client::PeerClient;
+use crate::services::channel::tls::PeerTls;
 use crate::services::cluster::members::{Hello, Members};
-use crate::services::cluster::peer::PeerClient;
 use crate::services::cluster::readiness::Readiness;
-use crate::services::cluster::tls::PeerTls;
 use crate::services::configs;
 use crate::services::distro::Distro;
 use crate::services::health::deny::DenyList;
@@ -30,6 +30,7 @@ use crate::services::net::tls::ServerTls;
 use crate::services::push::events::Events;
 use crate::services::push::udp::UdpPush;
 use crate::services::store::catalog::CatalogChanges;
+use crate::services::store::machine::RegistryMachine;
 use crate::services::store::tasks::SyncTasks;
 use crate::services::store::Store;
 use crate::state::{AppState, Limits, Shared};
@@ -122,17 +123,17 @@ impl Node {
             args.data_dir.join("raft"),
         );
         raft_config.snapshot_every = args.raft_snapshot_logs;
-        let store = Store::open(
-            &raft_config,
+        let machine = RegistryMachine::new(
             registry.clone(),
             auth.clone(),
             tasks.clone(),
             configs.clone(),
             catalog.clone(),
-            peer_client.clone(),
-        )
-        .await
-        .context("cannot open the raft store")?;
+            crate::services::domains::APPLIERS,
+        );
+        let store = Store::open(&raft_config, machine, peer_client.clone())
+            .await
+            .context("cannot open the raft store")?;
         // Health checks never probe `--health-check-deny` nor this node's own sockets.
         let health_deny = DenyList::new(&args.health_check_deny, own_addrs);
         let connections = Connections::new(args.node_id);

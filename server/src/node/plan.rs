@@ -8,8 +8,8 @@ use roster_raft::NodeId;
 use tokio::net::{TcpListener, UdpSocket};
 
 use crate::node::args::NodeArgs;
+use crate::services::channel::client::ClusterSecret;
 use crate::services::cluster::parse_members;
-use crate::services::cluster::peer::ClusterSecret;
 
 /// Environment variable that gives the cluster secret directly.
 pub const CLUSTER_SECRET_ENV: &str = "ROSTER_CLUSTER_SECRET";

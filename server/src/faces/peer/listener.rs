@@ -7,7 +7,7 @@
 //!   long); `server.rs` applies it to every stall while reading a body too;
 //! - **idle timeout** (`--peer-idle-timeout-secs`): a connection with no request in
 //!   progress and no byte read or written for that long is closed. Senders keep idle
-//!   connections for less ([`crate::services::cluster::peer::POOL_IDLE`]), so they seldom meet a closed
+//!   connections for less ([`crate::services::channel::client::POOL_IDLE`]), so they seldom meet a closed
 //!   one.
 //!
 //! Beyond `--peer-max-connections` open connections, a new one is closed at once (the

@@ -16,10 +16,10 @@ use hyper::StatusCode;
 use roster_raft::{NodeId, Rpc};
 use roster_registry::guard::EvictionGuard;
 
+use crate::services::channel::client::ClusterSecret;
+use crate::services::channel::tls::PeerTls;
 use crate::services::cluster::members::{self, Hello, Members};
-use crate::services::cluster::peer::ClusterSecret;
 use crate::services::cluster::readiness::Readiness;
-use crate::services::cluster::tls::PeerTls;
 use crate::services::cluster::view;
 use crate::services::distro::Distro;
 use crate::services::store::Store;

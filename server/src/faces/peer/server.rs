@@ -28,8 +28,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use parking_lot::Mutex;
 
 use super::PeerRoutes;
-use crate::services::cluster::replay::ReplayGuard;
-use crate::services::cluster::wire::{
+use crate::services::channel::replay::ReplayGuard;
+use crate::services::channel::wire::{
     ClusterSecret, Head, HEADER_AUTH, HEADER_NODE, HEADER_PROTOCOL, HEADER_SEALED, MAX_MESSAGE,
     PROTOCOL_VERSION,
 };

@@ -575,6 +575,29 @@ impl std::fmt::Debug for Reader {
     }
 }
 
+/// An authentication failure as a client sees it.
+impl From<AuthError> for crate::error::Error {
+    fn from(e: AuthError) -> Self {
+        use crate::error::ErrorKind;
+        let kind = match e {
+            AuthError::Missing => ErrorKind::Unauthenticated,
+            AuthError::NotBootstrapped | AuthError::Interrupted => ErrorKind::Unavailable,
+            AuthError::Throttled { retry_after_secs } => {
+                return Self::too_many_requests(e.to_string(), retry_after_secs)
+            }
+            AuthError::TooManyChecks => {
+                // Checks free within the longest a caller waits for one.
+                let wait = password::CHECK_WAIT.as_secs();
+                return Self::too_many_requests(e.to_string(), wait);
+            }
+            AuthError::BadCredentials | AuthError::InvalidToken | AuthError::ExpiredToken => {
+                ErrorKind::Forbidden
+            }
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,7 +100,7 @@ pub fn read_file(path: &Path) -> Result<SnapshotFile, BackupError> {
         path: path.to_path_buf(),
         source,
     })?;
-    RegistryMachine::detached()
+    RegistryMachine::detached(crate::services::domains::APPLIERS)
         .restore(&file.state)
         .map_err(BackupError::State)?;
     Ok(file)
@@ -191,7 +191,7 @@ pub fn recover(
     now_ms: u64,
 ) -> Result<Recovered, BackupError> {
     let raft = data_dir.join(RAFT_DIR);
-    let machine = RegistryMachine::detached();
+    let machine = RegistryMachine::detached(crate::services::domains::APPLIERS);
     if dry_run {
         let recovery = roster_raft::offline::recover(&raft, None, node_id, peer, machine)?;
         return Ok(Recovered {

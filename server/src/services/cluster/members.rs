@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::peer::PeerClient;
+use crate::services::channel::client::PeerClient;
 use crate::services::store::Store;
 use crate::services::workers::Workers;
 

@@ -1,18 +1,13 @@
-//! Running as one node of several: the peer channel — its sealed message format
-//! ([`wire`]), the sending side ([`peer`]), replay refusal ([`replay`]) and mutual TLS
-//! ([`tls`]); its receiving side is a face (`faces::peer`) — who the members are and which of them are alive
-//! ([`members`]), the cluster as one node sees it ([`view`]), Raft's leader and
-//! membership changes in the log, with the stand-down of a removed node ([`watch`]),
-//! and whether the node serves clients ([`readiness`]).
+//! Running as one node of several, over the peer channel (`services::channel`): who
+//! the members are and which of them are alive ([`members`]), the cluster as one node
+//! sees it ([`view`]), Raft's leader and membership changes in the log, with the
+//! stand-down of a removed node ([`watch`]), and whether the node serves clients
+//! ([`readiness`]).
 
 pub mod members;
-pub mod peer;
 pub mod readiness;
-pub mod replay;
-pub mod tls;
 pub mod view;
 pub mod watch;
-pub mod wire;
 
 use std::collections::BTreeMap;
 

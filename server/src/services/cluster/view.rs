@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use roster_registry::guard::EvictionGuard;
 
 use super::members::Members;
-use super::peer::PeerClient;
 use super::readiness::Readiness;
+use crate::services::channel::client::PeerClient;
 use crate::services::store::Store;
 
 /// One member as the cluster API shows it.

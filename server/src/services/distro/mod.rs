@@ -43,8 +43,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::error::Error;
+use crate::services::channel::client::PeerClient;
 use crate::services::cluster::members::Members;
-use crate::services::cluster::peer::PeerClient;
 use crate::services::workers::Workers;
 use responsibility::owner_of;
 use roster_registry::client::ClientShare;

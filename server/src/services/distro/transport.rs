@@ -11,8 +11,8 @@ use std::time::Duration;
 use roster_raft::{NodeId, TransportError};
 use smallvec::SmallVec;
 
+use crate::services::channel::client::PeerClient;
 use crate::services::cluster::members::Members;
-use crate::services::cluster::peer::PeerClient;
 
 /// Live member ids, this node included, sorted; inline up to 8 members, since every
 /// ephemeral write and beat asks for them.

@@ -1,6 +1,7 @@
 //! The registry's Raft state machine: routes each [`Command`] to the domain that applies
-//! it (`naming::apply`, `auth::apply`, `configs::apply`, `store::tasks::apply`; see
-//! [`Domain`]), and snapshots the state they hold: the [`Registry`]'s persistent part,
+//! it ([`Domain`]; the domains' apply functions are given to it, [`Appliers`], so the
+//! store knows the commands' shape and the state it snapshots, not any domain's rules),
+//! and snapshots the state they hold: the [`Registry`]'s persistent part,
 //! the auth data, the sync tasks and the configuration items. Changes to namespaces,
 //! users, roles, permissions and sync tasks are also recorded in [`CatalogChanges`] for
 //! the console's event streams (the registry reports its service changes itself).
@@ -10,13 +11,25 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::tasks::{self, StoredTask, SyncTasks};
-use crate::services::auth::{self, Auth, AuthData};
-use crate::services::configs::{self, ConfigData, Configs};
-use crate::services::naming;
+use crate::services::auth::{Auth, AuthData};
+use crate::services::configs::{ConfigData, Configs};
 use roster_registry::{PersistentData, Registry};
 
 use super::catalog::{CatalogChange, CatalogChanges};
 use super::command::{Command, CommandV1, Domain, Outcome};
+
+/// How each persistent domain applies its commands, given to the machine by the wiring
+/// (`services::domains::APPLIERS`). The sync task table's apply is the store's own.
+#[derive(Clone, Copy)]
+pub struct Appliers {
+    /// Namespaces, services and instances, into the registry (a namespace is deleted
+    /// only when it holds no configuration item).
+    pub naming: fn(&Registry, &Configs, CommandV1) -> Outcome,
+    /// Users, roles, permissions and the token signing key.
+    pub auth: fn(&Auth, CommandV1) -> Outcome,
+    /// Configuration items and their history.
+    pub configs: fn(&Configs, CommandV1) -> Outcome,
+}
 
 /// Applies committed commands to the node's registry and auth state.
 pub struct RegistryMachine {
@@ -26,6 +39,8 @@ pub struct RegistryMachine {
     configs: Configs,
     /// Where applied catalog changes are recorded.
     catalog: Arc<CatalogChanges>,
+    /// How each domain applies its commands.
+    appliers: Appliers,
 }
 
 /// What a snapshot holds, by format version.
@@ -96,24 +111,26 @@ impl StateCounts {
 impl RegistryMachine {
     /// A machine over parts of its own, attached to no node: for reading and writing
     /// states offline (restoring a backup, recovering a node's directory).
-    pub fn detached() -> Self {
+    pub fn detached(appliers: Appliers) -> Self {
         Self::new(
             Registry::new(),
             Auth::new(true, 3600),
             SyncTasks::default(),
             Configs::new(),
             Arc::new(CatalogChanges::default()),
+            appliers,
         )
     }
 
-    /// A machine that writes into `registry`, `auth`, `tasks` and `configs`, and records
-    /// what it changes of the catalog in `catalog`.
+    /// A machine that writes into `registry`, `auth`, `tasks` and `configs` through
+    /// `appliers`, and records what it changes of the catalog in `catalog`.
     pub fn new(
         registry: Registry,
         auth: Auth,
         tasks: SyncTasks,
         configs: Configs,
         catalog: Arc<CatalogChanges>,
+        appliers: Appliers,
     ) -> Self {
         Self {
             registry,
@@ -121,6 +138,7 @@ impl RegistryMachine {
             tasks,
             configs,
             catalog,
+            appliers,
         }
     }
 
@@ -129,9 +147,9 @@ impl RegistryMachine {
     fn apply_v1(&self, command: CommandV1) -> Outcome {
         let (registry, stored) = (&self.registry, &self.configs);
         match command.domain() {
-            Domain::Naming => naming::apply::apply(registry, stored, command),
-            Domain::Auth => auth::apply::apply(&self.auth, command),
-            Domain::Configs => configs::apply::apply(stored, command),
+            Domain::Naming => (self.appliers.naming)(registry, stored, command),
+            Domain::Auth => (self.appliers.auth)(&self.auth, command),
+            Domain::Configs => (self.appliers.configs)(stored, command),
             Domain::Tasks => tasks::apply::apply(&self.tasks, registry, stored, command),
         }
     }
@@ -205,6 +223,7 @@ mod tests {
             SyncTasks::default(),
             Configs::new(),
             catalog.clone(),
+            crate::services::domains::APPLIERS,
         );
         (machine, catalog)
     }

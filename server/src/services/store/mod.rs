@@ -11,19 +11,16 @@ pub mod machine;
 pub mod tasks;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use roster_raft::{
     MembershipChange, NodeConfig, NodeId, RaftNode, RaftStatus, Rpc, StartError, WriteError,
 };
 
-use crate::services::auth::Auth;
-use crate::services::cluster::peer::PeerClient;
-use catalog::CatalogChanges;
+use crate::error::Error;
+use crate::services::channel::client::PeerClient;
 use command::{Command, CommandV1, Rejection};
 use machine::RegistryMachine;
-use roster_registry::Registry;
 
 /// Why a proposal did not take effect.
 #[derive(Debug, thiserror::Error)]
@@ -49,19 +46,14 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens the Raft data under `config.dir`, restores the registry's persistent part and
-    /// the auth state from it, and starts Raft, reaching peers through `transport`.
-    /// Applied changes to namespaces, users and sync tasks are recorded in `catalog`.
+    /// Opens the Raft data under `config.dir`, restores `machine`'s state from it (the
+    /// registry's persistent part, auth, sync tasks, configuration items), and starts
+    /// Raft, reaching peers through `transport`.
     pub async fn open(
         config: &NodeConfig,
-        registry: Registry,
-        auth: Auth,
-        tasks: tasks::SyncTasks,
-        configs: crate::services::configs::Configs,
-        catalog: Arc<CatalogChanges>,
+        machine: RegistryMachine,
         transport: PeerClient,
     ) -> Result<Self, StartError> {
-        let machine = RegistryMachine::new(registry, auth, tasks, configs, catalog);
         let node = RaftNode::start(config, machine, transport).await?;
         Ok(Self { node })
     }
@@ -154,5 +146,40 @@ impl Store {
     /// Stops Raft.
     pub async fn shutdown(&self) {
         self.node.shutdown().await;
+    }
+}
+
+/// A proposal's outcome as a client sees it.
+impl From<ProposeError> for Error {
+    fn from(e: ProposeError) -> Self {
+        match e {
+            ProposeError::Rejected(Rejection::Registry(r)) => r.into(),
+            ProposeError::Rejected(
+                r @ (Rejection::UserExists(_)
+                | Rejection::AlreadyBootstrapped
+                | Rejection::SyncTaskExists(_)),
+            ) => Self::conflict(r.to_string()),
+            ProposeError::Rejected(
+                r @ (Rejection::UserNotFound(_) | Rejection::SyncTaskNotFound(_)),
+            ) => Self::not_found(r.to_string()),
+            ProposeError::Rejected(r @ Rejection::DeleteAdmin(_)) => {
+                Self::bad_request(r.to_string())
+            }
+            ProposeError::Rejected(r @ Rejection::NotBootstrapped) => {
+                Self::unavailable(r.to_string())
+            }
+            ProposeError::Rejected(Rejection::Config(c)) => Self::conflict(c.to_string()),
+            ProposeError::Rejected(r @ Rejection::NamespaceHoldsConfigs { .. }) => {
+                Self::conflict(r.to_string())
+            }
+            ProposeError::Unavailable(m) => Self::unavailable(m),
+        }
+    }
+}
+
+/// A refusal of the state machine as a client sees it.
+impl From<Rejection> for Error {
+    fn from(r: Rejection) -> Self {
+        ProposeError::Rejected(r).into()
     }
 }
