@@ -1,5 +1,6 @@
 //! The Nacos 2.x gRPC protocol on `--grpc` (HTTP port + 1000): [`proto`] the envelope
-//! and services, [`connection`] the per-transport connections, [`config`] the
+//! and services, [`kind`] the table of request kinds (each request's type decoded once),
+//! [`connection`] the per-transport connections, [`config`] the
 //! configuration requests and their push, and here the naming request handlers, server
 //! push and connection upkeep. Every request goes through the same registry (and
 //! configuration store) as HTTP, so what any protocol writes is listed, pushed and
@@ -8,6 +9,7 @@
 mod audited;
 pub mod config;
 pub mod connection;
+pub mod kind;
 pub mod proto;
 mod reply;
 pub mod tls;
@@ -30,6 +32,7 @@ use crate::services::auth::permissions::{Action, Resource, DENIED};
 use crate::services::auth::{Credentials, Identity};
 use crate::state::AppState;
 use connection::{Connection, Connections, Pushed};
+use kind::{Access, RequestKind};
 use proto::{BiStreamServer, Handler, Outbound, Payload, RequestServer};
 use reply::{failure, refusal, respond, respond_answer, Answer};
 use roster_registry::changes::ChangeSet;
@@ -106,18 +109,6 @@ struct WireInstance {
 /// What Nacos answers while a node starts.
 const STARTING: &str = "Server is starting,please try later.";
 
-/// The response type each naming request expects.
-fn response_type(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "InstanceRequest" | "PersistentInstanceRequest" => "InstanceResponse",
-        "BatchInstanceRequest" => "BatchInstanceResponse",
-        "ServiceQueryRequest" => "QueryServiceResponse",
-        "SubscribeServiceRequest" => "SubscribeServiceResponse",
-        "ServiceListRequest" => "ServiceListResponse",
-        _ => return None,
-    })
-}
-
 fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
     payload.metadata.as_ref().and_then(|m| {
         m.headers
@@ -129,12 +120,12 @@ fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
 
 /// Reads a naming request's JSON body; a body that is not one answers `ErrorResponse`
 /// 400 with the reason (bytes that are not UTF-8 JSON included).
-fn parse_request(kind: &str, body: &[u8]) -> Result<NamingRequest, Box<Payload>> {
+fn parse_request(kind: RequestKind, body: &[u8]) -> Result<NamingRequest, Box<Payload>> {
     serde_json::from_slice(body).map_err(|e| {
         Box::new(failure(
             "ErrorResponse",
             400,
-            &format!("Invalid request: the body is not a {kind}: {e}"),
+            &format!("Invalid request: the body is not a {}: {e}", kind.name()),
         ))
     })
 }
@@ -219,8 +210,9 @@ impl GrpcServer {
     }
 
     async fn unary(self: Arc<Self>, remote: Option<SocketAddr>, payload: Payload) -> Payload {
-        let kind = payload.kind().to_string();
-        self.app.metrics.grpc_request(&kind);
+        // The payload's type, decoded once.
+        let kind = RequestKind::decode(payload.kind());
+        self.app.metrics.grpc_request(kind.label());
         let _timed = self.app.metrics.grpc_timer();
         let Some(remote) = remote else {
             return failure("ErrorResponse", 500, "no peer address");
@@ -228,7 +220,7 @@ impl GrpcServer {
         if let Some(why) = self.app.ready.refusal(STARTING) {
             return failure("ErrorResponse", 300, why);
         }
-        if kind == "ServerCheckRequest" {
+        if kind == RequestKind::ServerCheck {
             return respond(
                 "ServerCheckResponse",
                 json!({ "connectionId": self.connections.id_for(remote), "supportAbilityNegotiation": true }),
@@ -238,11 +230,10 @@ impl GrpcServer {
             return failure("ErrorResponse", 301, "Connection is unregistered.");
         };
         conn.touch();
-        if kind == "HealthCheckRequest" {
+        if kind == RequestKind::HealthCheck {
             return respond("HealthCheckResponse", json!({}));
         }
-        let config = config::response_type(&kind);
-        let Some(reply_type) = response_type(&kind).or(config) else {
+        let Some(reply_type) = kind.reply_type() else {
             return failure("ErrorResponse", 302, "RequestHandler Not Found");
         };
         let identity = match self.authenticate(&payload).await {
@@ -254,7 +245,7 @@ impl GrpcServer {
                 // refusal keeps Nacos' answer, which clients match on.
                 let busy = error.kind == crate::error::ErrorKind::TooManyRequests;
                 let status = if busy { error.grpc_code() } else { 403 };
-                let entry = audited::unread(&kind, payload.body_bytes());
+                let entry = audited::unread(kind, payload.body_bytes());
                 self.audit(entry, None, remote, status);
                 if busy {
                     return failure("ErrorResponse", status, &error.message);
@@ -262,22 +253,22 @@ impl GrpcServer {
                 return refusal(reply_type, "Validate Identity failed.");
             }
         };
-        if config.is_some() {
+        if kind.is_config() {
             let body = payload.body_bytes();
             return self
-                .config(remote, &conn, &identity, &kind, reply_type, body)
+                .config(remote, &conn, &identity, kind, reply_type, body)
                 .await;
         }
-        let request = match parse_request(&kind, payload.body_bytes()) {
+        let request = match parse_request(kind, payload.body_bytes()) {
             Ok(r) => r,
             Err(refusal) => return *refusal,
         };
         // The audit trail (writes only): what the request addresses, read before
         // `naming` takes it; who, from where and the outcome once it is answered or
         // refused.
-        let audited = audited::naming(&kind, &request);
+        let audited = audited::naming(kind, &request);
         // As Nacos: a caller without the permission gets the reply type with 403.
-        let (status, refused) = match self.authorize(&identity, &kind, &request) {
+        let (status, refused) = match self.authorize(&identity, kind, &request) {
             Ok(true) => (200, None),
             Ok(false) => (403, Some(refusal(reply_type, DENIED))),
             Err(e) => (
@@ -289,7 +280,7 @@ impl GrpcServer {
             self.audit(audited, Some(&identity), remote, status);
             return refused;
         }
-        let answer = self.naming(&kind, &conn, &identity, request).await;
+        let answer = self.naming(kind, &conn, &identity, request).await;
         let status = answer.as_ref().map_or_else(Error::grpc_code, |_| 200);
         self.audit(audited, Some(&identity), remote, status);
         match answer {
@@ -324,28 +315,27 @@ impl GrpcServer {
         self.app.auth.identify(&creds, now_secs()).await
     }
 
-    /// Whether `identity` may make this request, by its permissions as they are now:
-    /// instance changes need `w` on the service, queries and subscriptions `r`, a
-    /// service list `r` on something of the namespace (the list then leaves out what
-    /// the caller may not read). A request that names no valid service is refused
-    /// as `naming` would refuse it.
+    /// Whether `identity` may make this naming request, by its permissions as they are
+    /// now and what its kind needs ([`RequestKind::access`]). A request that names no
+    /// valid service is refused as `naming` would refuse it.
     fn authorize(
         &self,
         identity: &Identity,
-        kind: &str,
+        kind: RequestKind,
         request: &NamingRequest,
     ) -> Result<bool, Error> {
         if identity.admin {
             return Ok(true);
         }
         let auth = &self.app.auth;
-        if kind == "ServiceListRequest" {
-            let (namespace, _) = Self::scope(request)?;
-            return Ok(auth.allowed(identity, &Resource::Namespace(&namespace), Action::Read));
-        }
-        let action = match kind {
-            "ServiceQueryRequest" | "SubscribeServiceRequest" => Action::Read,
-            _ => Action::Write,
+        let action = match kind.access() {
+            Access::Namespace => {
+                let (namespace, _) = Self::scope(request)?;
+                return Ok(auth.allowed(identity, &Resource::Namespace(&namespace), Action::Read));
+            }
+            Access::Service(action) => action,
+            // Not naming requests: never asked here.
+            Access::Public | Access::Config(_) => Action::Write,
         };
         let key = Self::service_key(request)?;
         let service = Resource::Service {
@@ -395,13 +385,13 @@ impl GrpcServer {
 
     async fn naming(
         &self,
-        kind: &str,
+        kind: RequestKind,
         conn: &Arc<Connection>,
         identity: &Identity,
         request: NamingRequest,
     ) -> Result<Answer, Error> {
         match kind {
-            "ServiceQueryRequest" | "SubscribeServiceRequest" => {
+            RequestKind::ServiceQuery | RequestKind::SubscribeService => {
                 let key = Self::service_key(&request)?;
                 self.read(kind, conn, identity, key, request)
             }
@@ -415,13 +405,13 @@ impl GrpcServer {
     /// A query or a subscription.
     fn read(
         &self,
-        kind: &str,
+        kind: RequestKind,
         conn: &Arc<Connection>,
         identity: &Identity,
         key: ServiceKey,
         request: NamingRequest,
     ) -> Result<Answer, Error> {
-        if kind == "ServiceQueryRequest" {
+        if kind == RequestKind::ServiceQuery {
             let clusters = request.cluster.clone().unwrap_or_default();
             parse_cluster_list(&clusters)?;
             let healthy_only = request
@@ -464,14 +454,14 @@ impl GrpcServer {
     /// A service list, or a change to instances.
     async fn change(
         &self,
-        kind: &str,
+        kind: RequestKind,
         conn: &Arc<Connection>,
         identity: &Identity,
         request: NamingRequest,
     ) -> Result<Value, Error> {
         let registry = &self.app.registry;
         let max_metadata = self.app.limits.max_metadata_bytes;
-        if kind == "ServiceListRequest" {
+        if kind == RequestKind::ServiceList {
             // Lists a group; it names no service. Only what the caller may read.
             let (namespace, group) = Self::scope(&request)?;
             let page_no = request.page_no.unwrap_or(1).max(1) as usize;
@@ -491,14 +481,14 @@ impl GrpcServer {
         }
         let key = Self::service_key(&request)?;
         match kind {
-            "InstanceRequest" | "PersistentInstanceRequest" => {
+            RequestKind::Instance | RequestKind::PersistentInstance => {
                 let op = request.r#type.clone().unwrap_or_default();
                 let wire = request
                     .instance
                     .as_ref()
                     .ok_or_else(|| Error::missing("instance"))?;
                 let persistent =
-                    kind == "PersistentInstanceRequest" || wire.ephemeral == Some(false);
+                    kind == RequestKind::PersistentInstance || wire.ephemeral == Some(false);
                 let writes = self.app.writes();
                 match (op.as_str(), persistent) {
                     ("registerInstance", false) => {
@@ -525,7 +515,7 @@ impl GrpcServer {
                 self.app.metrics.instance_write(&op);
                 Ok(json!({ "type": op }))
             }
-            "BatchInstanceRequest" => {
+            RequestKind::BatchInstance => {
                 let op = request.r#type.clone().unwrap_or_default();
                 if op != "batchRegisterInstance" {
                     return Err(Error::bad_request(format!("Unsupported request type {op}")));
@@ -551,7 +541,10 @@ impl GrpcServer {
                 self.app.metrics.registrations.inc_by(regs.len() as u64);
                 Ok(json!({ "type": op }))
             }
-            _ => Err(Error::bad_request(format!("Unsupported request {kind}"))),
+            _ => Err(Error::bad_request(format!(
+                "Unsupported request {}",
+                kind.name()
+            ))),
         }
     }
 
