@@ -437,7 +437,7 @@ impl GrpcServer {
             }
             // Raft applies in commit order: a revocation not swept yet may have been
             // applied before these changes, and its listens must not hear of them.
-            if super::access_changed(&mut access) {
+            if super::push::access_changed(&mut access) {
                 self.connections.drop_unreadable_listens();
             }
             let keys = configs.drain_changes();

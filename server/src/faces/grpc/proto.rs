@@ -309,7 +309,8 @@ mod tests {
 
     use super::*;
     use crate::faces::grpc::kind::RequestKind;
-    use crate::faces::grpc::{registration, GrpcServer};
+    use crate::faces::grpc::naming::registration;
+    use crate::faces::grpc::GrpcServer;
 
     fn parse_request(
         kind: &str,
