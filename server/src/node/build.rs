@@ -88,7 +88,12 @@ impl Node {
         own_addrs: Vec<SocketAddr>,
         udp: UdpSocket,
     ) -> anyhow::Result<Self> {
-        let grpc_tls = crate::faces::grpc::tls_config(args)?;
+        let grpc_tls = crate::faces::grpc::TlsFiles {
+            cert: args.grpc_tls_cert.as_deref(),
+            key: args.grpc_tls_key.as_deref(),
+            optional: args.grpc_tls_optional,
+        }
+        .load()?;
         let http_tls = http_tls_config(args)?;
         let peer_tls = match (&args.peer_tls_cert, &args.peer_tls_key, &args.peer_tls_ca) {
             (Some(cert), Some(key), Some(ca)) => Some(PeerTls::load(cert, key, ca)?),

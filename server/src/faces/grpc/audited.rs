@@ -7,30 +7,25 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 
+use super::kind::RequestKind;
 use super::{config, GrpcServer, NamingRequest};
 use crate::services::audit::{Addressed, Entry};
 use crate::services::auth::Identity;
 
-/// The naming requests the trail keeps (the writes); a batch names no one instance.
-const NAMING_WRITES: [&str; 3] = [
-    "InstanceRequest",
-    "PersistentInstanceRequest",
-    "BatchInstanceRequest",
-];
-
 /// Who a refused request is recorded as when no one was authenticated (as over HTTP).
 const ANONYMOUS: &str = "anonymous";
 
-/// The entry of naming request `kind` when it is a write: what it addresses, from its
-/// fields as sent. Who sent it and the outcome come with [`Entry::answered`].
-pub(super) fn naming(kind: &str, request: &NamingRequest) -> Option<Entry> {
-    if !NAMING_WRITES.contains(&kind) {
+/// The entry of naming request `kind` when the trail keeps it
+/// ([`RequestKind::audited`]): what it addresses, from its fields as sent (a batch names
+/// no one instance). Who sent it and the outcome come with [`Entry::answered`].
+pub(super) fn naming(kind: RequestKind, request: &NamingRequest) -> Option<Entry> {
+    if !kind.audited() {
         return None;
     }
     let instance = request
         .instance
         .as_ref()
-        .filter(|_| kind != "BatchInstanceRequest");
+        .filter(|_| kind != RequestKind::BatchInstance);
     let addressed = Addressed {
         namespace: request.namespace.as_deref(),
         group: request.group_name.as_deref(),
@@ -38,13 +33,17 @@ pub(super) fn naming(kind: &str, request: &NamingRequest) -> Option<Entry> {
         instance: instance
             .and_then(|i| Some((i.ip.as_deref()?, i.port?, i.cluster_name.as_deref()))),
     };
-    Some(Entry::grpc(kind, request.r#type.as_deref(), addressed))
+    Some(Entry::grpc(
+        kind.name(),
+        request.r#type.as_deref(),
+        addressed,
+    ))
 }
 
 /// The entry of request `kind` refused before it was read, when it is a write: what it
 /// addresses, from `body` as far as that reads (nothing, if it is not a request).
-pub(super) fn unread(kind: &str, body: &[u8]) -> Option<Entry> {
-    if config::response_type(kind).is_some() {
+pub(super) fn unread(kind: RequestKind, body: &[u8]) -> Option<Entry> {
+    if kind.is_config() {
         return config::refused_entry(kind, body);
     }
     match serde_json::from_slice::<NamingRequest>(body) {
@@ -87,6 +86,7 @@ mod tests {
         let body = json!({"namespace": "dev", "serviceName": "orders", "type": "registerInstance",
                           "instance": {"ip": "127.0.0.9", "port": 80}});
         let body = serde_json::to_vec(&body).unwrap();
+        let unread = |kind: &str, body: &[u8]| unread(RequestKind::decode(kind), body);
         let entry = unread("InstanceRequest", &body).unwrap();
         assert_eq!(entry.action, "InstanceRequest registerInstance");
         assert_eq!(entry.namespace_id.as_deref(), Some("dev"));

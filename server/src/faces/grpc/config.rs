@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::connection::{Connection, Listening, Pushed};
+use super::kind::RequestKind;
 use super::proto::Payload;
 use super::reply::respond;
 use super::GrpcServer;
@@ -46,17 +47,6 @@ const NOT_FOUND_MESSAGE: &str = "config data not exist";
 /// Nacos' `errorCode` for a failed publication (`ResponseCode.FAIL`): a compare-and-set
 /// that found another md5.
 const PUBLISH_FAILED: u16 = 500;
-
-/// The reply type of each configuration request; `None` for any other request.
-pub(super) fn response_type(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "ConfigQueryRequest" => "ConfigQueryResponse",
-        "ConfigPublishRequest" => "ConfigPublishResponse",
-        "ConfigRemoveRequest" => "ConfigRemoveResponse",
-        "ConfigBatchListenRequest" => "ConfigChangeBatchListenResponse",
-        _ => return None,
-    })
-}
 
 /// Adds to a failed `reply_type` body the fields its clients need to read it at all: the
 /// Rust nacos-sdk parses `lastModified` and `beta` of a `ConfigQueryResponse` before it
@@ -196,10 +186,10 @@ fn failure(reply_type: &str, code: u16, message: &str) -> Payload {
 /// The audit entry of configuration request `kind` when it is a write (a publish or a
 /// removal), from its fields as sent; who sent it and the outcome come with
 /// [`Entry::answered`].
-fn audit_entry(kind: &str, request: &ConfigRequest) -> Option<Entry> {
-    matches!(kind, "ConfigPublishRequest" | "ConfigRemoveRequest").then(|| {
+fn audit_entry(kind: RequestKind, request: &ConfigRequest) -> Option<Entry> {
+    kind.audited().then(|| {
         Entry::grpc_config(
-            kind,
+            kind.name(),
             request.tenant.as_deref(),
             request.group.as_deref(),
             request.data_id.as_deref(),
@@ -209,7 +199,7 @@ fn audit_entry(kind: &str, request: &ConfigRequest) -> Option<Entry> {
 
 /// The audit entry of configuration request `kind` refused before it was read (its
 /// caller not authenticated), when it is a write: from `body` as far as it reads.
-pub(super) fn refused_entry(kind: &str, body: &[u8]) -> Option<Entry> {
+pub(super) fn refused_entry(kind: RequestKind, body: &[u8]) -> Option<Entry> {
     audit_entry(kind, &serde_json::from_slice(body).unwrap_or_default())
 }
 
@@ -230,13 +220,14 @@ impl GrpcServer {
         remote: SocketAddr,
         conn: &Arc<Connection>,
         identity: &Identity,
-        kind: &str,
+        kind: RequestKind,
         reply_type: &'static str,
         body: &[u8],
     ) -> Payload {
         let request: ConfigRequest = match serde_json::from_slice(body) {
             Ok(r) => r,
             Err(e) => {
+                let kind = kind.name();
                 let message = format!("Invalid request: the body is not a {kind}: {e}");
                 return failure(reply_type, 400, &message);
             }
@@ -244,9 +235,9 @@ impl GrpcServer {
         let by = &identity.username;
         let from = remote.ip().to_string();
         let answer = match kind {
-            "ConfigQueryRequest" => self.query_config(identity, &request),
-            "ConfigPublishRequest" => self.publish_config(identity, &request, by, &from).await,
-            "ConfigRemoveRequest" => self.remove_config(identity, &request, by, &from).await,
+            RequestKind::ConfigQuery => self.query_config(identity, &request),
+            RequestKind::ConfigPublish => self.publish_config(identity, &request, by, &from).await,
+            RequestKind::ConfigRemove => self.remove_config(identity, &request, by, &from).await,
             _ => self.listen_configs(conn, identity, &request),
         };
         let code = answer.as_ref().map_or_else(error_code, |_| 200);
@@ -446,7 +437,7 @@ impl GrpcServer {
             }
             // Raft applies in commit order: a revocation not swept yet may have been
             // applied before these changes, and its listens must not hear of them.
-            if super::access_changed(&mut access) {
+            if super::push::access_changed(&mut access) {
                 self.connections.drop_unreadable_listens();
             }
             let keys = configs.drain_changes();

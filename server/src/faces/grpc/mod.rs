@@ -1,25 +1,30 @@
 //! The Nacos 2.x gRPC protocol on `--grpc` (HTTP port + 1000): [`proto`] the envelope
-//! and services, [`connection`] the per-transport connections, [`config`] the
-//! configuration requests and their push, and here the naming request handlers, server
-//! push and connection upkeep. Every request goes through the same registry (and
+//! and services, [`kind`] the table of request kinds (each request's type decoded once),
+//! [`connection`] the per-transport connections ([`transport`] the transports under
+//! them), [`naming`] the naming requests,
+//! [`config`] the configuration requests and their push, [`push`] the naming push and
+//! the connections' upkeep, and here the server itself: each unary request decoded,
+//! authenticated and dispatched, the stream's messages, the listener. Every request goes through the same registry (and
 //! configuration store) as HTTP, so what any protocol writes is listed, pushed and
 //! managed through all of them.
 
 mod audited;
 pub mod config;
 pub mod connection;
+pub mod kind;
+mod naming;
 pub mod proto;
+mod push;
 mod reply;
 pub mod tls;
+mod transport;
 pub mod workers;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -27,35 +32,16 @@ use tonic::codegen::BoxFuture;
 use tonic::{Status, Streaming};
 
 use crate::error::Error;
-use crate::services::auth::permissions::{Action, Resource, DENIED};
+use crate::services::auth::permissions::DENIED;
 use crate::services::auth::{Credentials, Identity};
-use crate::services::naming::validate;
 use crate::state::AppState;
-use connection::{Connection, Connections, Pushed};
+use connection::{Connection, Connections};
+use kind::RequestKind;
+use naming::{parse_request, NamingRequest};
 use proto::{BiStreamServer, Handler, Outbound, Payload, RequestServer};
-use reply::{failure, refusal, respond, respond_answer, Answer};
-use roster_registry::changes::ChangeSet;
+use reply::{failure, refusal, respond, respond_answer};
 use roster_registry::clock::{now_ms, now_secs};
-use roster_registry::instance::Metadata;
-use roster_registry::namespace::PUBLIC_NAMESPACE;
-use roster_registry::service::ServiceKey;
-use roster_registry::validate::{
-    check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
-    DEFAULT_CLUSTER, DEFAULT_GROUP,
-};
-use roster_registry::wire::{grpc_service_info, page, GrpcInfoRequest};
-use roster_registry::Registration;
 use tls::GrpcTls;
-
-/// A connection silent this long is probed with `ClientDetectionRequest` (Nacos: 20 s).
-const IDLE_PROBE_MS: u64 = 20_000;
-/// ... and closed when the probe is unanswered this long (Nacos: 5 s).
-const PROBE_TIMEOUT_MS: u64 = 5_000;
-/// An unacknowledged push is sent again after this long, up to [`PUSH_ATTEMPTS`] times.
-const PUSH_ACK_TIMEOUT_MS: u64 = 5_000;
-const PUSH_ATTEMPTS: u32 = 3;
-/// How long after a subscription its first push goes out (Nacos: 500 ms).
-const SUBSCRIBE_PUSH_DELAY: Duration = Duration::from_millis(500);
 
 /// The gRPC side of a node. Cheap to share (`Arc`).
 pub struct GrpcServer {
@@ -69,56 +55,8 @@ pub struct GrpcServer {
     me: std::sync::Weak<GrpcServer>,
 }
 
-/// A naming request body, read leniently: every field optional, `null` accepted, unknown
-/// keys ignored.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-struct NamingRequest {
-    namespace: Option<String>,
-    service_name: Option<String>,
-    group_name: Option<String>,
-    r#type: Option<String>,
-    instance: Option<WireInstance>,
-    instances: Option<Vec<WireInstance>>,
-    cluster: Option<String>,
-    clusters: Option<String>,
-    healthy_only: Option<bool>,
-    /// The Python client's spelling of `healthyOnly`.
-    health_only: Option<bool>,
-    subscribe: Option<bool>,
-    page_no: Option<u64>,
-    page_size: Option<u64>,
-}
-
-/// An instance as clients send it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-struct WireInstance {
-    instance_id: Option<String>,
-    ip: Option<String>,
-    port: Option<i64>,
-    weight: Option<f64>,
-    healthy: Option<bool>,
-    enabled: Option<bool>,
-    ephemeral: Option<bool>,
-    cluster_name: Option<String>,
-    metadata: Option<HashMap<String, Value>>,
-}
-
 /// What Nacos answers while a node starts.
 const STARTING: &str = "Server is starting,please try later.";
-
-/// The response type each naming request expects.
-fn response_type(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "InstanceRequest" | "PersistentInstanceRequest" => "InstanceResponse",
-        "BatchInstanceRequest" => "BatchInstanceResponse",
-        "ServiceQueryRequest" => "QueryServiceResponse",
-        "SubscribeServiceRequest" => "SubscribeServiceResponse",
-        "ServiceListRequest" => "ServiceListResponse",
-        _ => return None,
-    })
-}
 
 fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
     payload.metadata.as_ref().and_then(|m| {
@@ -127,69 +65,6 @@ fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     })
-}
-
-/// Reads a naming request's JSON body; a body that is not one answers `ErrorResponse`
-/// 400 with the reason (bytes that are not UTF-8 JSON included).
-fn parse_request(kind: &str, body: &[u8]) -> Result<NamingRequest, Box<Payload>> {
-    serde_json::from_slice(body).map_err(|e| {
-        Box::new(failure(
-            "ErrorResponse",
-            400,
-            &format!("Invalid request: the body is not a {kind}: {e}"),
-        ))
-    })
-}
-
-/// Reads an instance a client sent (`client`: the connection registering it, if
-/// ephemeral) by the rules every face registers by; the address is kept in normal form.
-fn registration(
-    wire: &WireInstance,
-    client: Option<&Arc<str>>,
-    max_metadata_bytes: usize,
-) -> Result<Registration, Error> {
-    let ip = wire
-        .ip
-        .as_deref()
-        .map(str::trim)
-        .filter(|i| !i.is_empty())
-        .ok_or_else(|| Error::missing("instance.ip"))?;
-    let port = wire.port.ok_or_else(|| Error::missing("instance.port"))?;
-    let port = check_port("instance.port", port)?;
-    let cluster = wire
-        .cluster_name
-        .as_deref()
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .unwrap_or(DEFAULT_CLUSTER);
-    let metadata: Metadata = wire
-        .metadata
-        .iter()
-        .flatten()
-        .map(|(k, v)| {
-            let v = match v {
-                Value::String(s) => s.clone(),
-                Value::Null => String::new(),
-                other => other.to_string(),
-            };
-            (k.clone(), v)
-        })
-        .collect();
-    let mut reg = Registration {
-        ip: ip.to_string(),
-        port,
-        cluster: cluster.to_string(),
-        weight: wire.weight.unwrap_or(1.0),
-        healthy: wire.healthy.unwrap_or(true),
-        enabled: wire.enabled.unwrap_or(true),
-        ephemeral: wire.ephemeral.unwrap_or(true),
-        metadata,
-        instance_id: wire.instance_id.clone().filter(|i| !i.trim().is_empty()),
-        client: client.map(|c| c.to_string()),
-        owner: None,
-    };
-    validate::registration(&mut reg, validate::Face::Grpc, max_metadata_bytes)?;
-    Ok(reg)
 }
 
 impl GrpcServer {
@@ -221,8 +96,9 @@ impl GrpcServer {
     }
 
     async fn unary(self: Arc<Self>, remote: Option<SocketAddr>, payload: Payload) -> Payload {
-        let kind = payload.kind().to_string();
-        self.app.metrics.grpc_request(&kind);
+        // The payload's type, decoded once.
+        let kind = RequestKind::decode(payload.kind());
+        self.app.metrics.grpc_request(kind.label());
         let _timed = self.app.metrics.grpc_timer();
         let Some(remote) = remote else {
             return failure("ErrorResponse", 500, "no peer address");
@@ -230,7 +106,7 @@ impl GrpcServer {
         if let Some(why) = self.app.ready.refusal(STARTING) {
             return failure("ErrorResponse", 300, why);
         }
-        if kind == "ServerCheckRequest" {
+        if kind == RequestKind::ServerCheck {
             return respond(
                 "ServerCheckResponse",
                 json!({ "connectionId": self.connections.id_for(remote), "supportAbilityNegotiation": true }),
@@ -240,11 +116,10 @@ impl GrpcServer {
             return failure("ErrorResponse", 301, "Connection is unregistered.");
         };
         conn.touch();
-        if kind == "HealthCheckRequest" {
+        if kind == RequestKind::HealthCheck {
             return respond("HealthCheckResponse", json!({}));
         }
-        let config = config::response_type(&kind);
-        let Some(reply_type) = response_type(&kind).or(config) else {
+        let Some(reply_type) = kind.reply_type() else {
             return failure("ErrorResponse", 302, "RequestHandler Not Found");
         };
         let identity = match self.authenticate(&payload).await {
@@ -256,7 +131,7 @@ impl GrpcServer {
                 // refusal keeps Nacos' answer, which clients match on.
                 let busy = error.kind == crate::error::ErrorKind::TooManyRequests;
                 let status = if busy { error.grpc_code() } else { 403 };
-                let entry = audited::unread(&kind, payload.body_bytes());
+                let entry = audited::unread(kind, payload.body_bytes());
                 self.audit(entry, None, remote, status);
                 if busy {
                     return failure("ErrorResponse", status, &error.message);
@@ -264,22 +139,22 @@ impl GrpcServer {
                 return refusal(reply_type, "Validate Identity failed.");
             }
         };
-        if config.is_some() {
+        if kind.is_config() {
             let body = payload.body_bytes();
             return self
-                .config(remote, &conn, &identity, &kind, reply_type, body)
+                .config(remote, &conn, &identity, kind, reply_type, body)
                 .await;
         }
-        let request = match parse_request(&kind, payload.body_bytes()) {
+        let request = match parse_request(kind, payload.body_bytes()) {
             Ok(r) => r,
             Err(refusal) => return *refusal,
         };
         // The audit trail (writes only): what the request addresses, read before
         // `naming` takes it; who, from where and the outcome once it is answered or
         // refused.
-        let audited = audited::naming(&kind, &request);
+        let audited = audited::naming(kind, &request);
         // As Nacos: a caller without the permission gets the reply type with 403.
-        let (status, refused) = match self.authorize(&identity, &kind, &request) {
+        let (status, refused) = match self.authorize(&identity, kind, &request) {
             Ok(true) => (200, None),
             Ok(false) => (403, Some(refusal(reply_type, DENIED))),
             Err(e) => (
@@ -291,7 +166,7 @@ impl GrpcServer {
             self.audit(audited, Some(&identity), remote, status);
             return refused;
         }
-        let answer = self.naming(&kind, &conn, &identity, request).await;
+        let answer = self.naming(kind, &conn, &identity, request).await;
         let status = answer.as_ref().map_or_else(Error::grpc_code, |_| 200);
         self.audit(audited, Some(&identity), remote, status);
         match answer {
@@ -324,281 +199,6 @@ impl GrpcServer {
             password: header(payload, "password"),
         };
         self.app.auth.identify(&creds, now_secs()).await
-    }
-
-    /// Whether `identity` may make this request, by its permissions as they are now:
-    /// instance changes need `w` on the service, queries and subscriptions `r`, a
-    /// service list `r` on something of the namespace (the list then leaves out what
-    /// the caller may not read). A request that names no valid service is refused
-    /// as `naming` would refuse it.
-    fn authorize(
-        &self,
-        identity: &Identity,
-        kind: &str,
-        request: &NamingRequest,
-    ) -> Result<bool, Error> {
-        if identity.admin {
-            return Ok(true);
-        }
-        let auth = &self.app.auth;
-        if kind == "ServiceListRequest" {
-            let (namespace, _) = Self::scope(request)?;
-            return Ok(auth.allowed(identity, &Resource::Namespace(&namespace), Action::Read));
-        }
-        let action = match kind {
-            "ServiceQueryRequest" | "SubscribeServiceRequest" => Action::Read,
-            _ => Action::Write,
-        };
-        let key = Self::service_key(request)?;
-        let service = Resource::Service {
-            namespace: &key.namespace,
-            group: &key.group,
-            name: &key.name,
-        };
-        Ok(auth.allowed(identity, &service, action))
-    }
-
-    /// The namespace and group a request addresses (defaults: public, DEFAULT_GROUP).
-    fn scope(request: &NamingRequest) -> Result<(String, String), Error> {
-        let namespace = request
-            .namespace
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .unwrap_or(PUBLIC_NAMESPACE);
-        check_namespace_id("namespace", namespace)?;
-        let group = request
-            .group_name
-            .as_deref()
-            .map(str::trim)
-            .filter(|g| !g.is_empty())
-            .unwrap_or(DEFAULT_GROUP);
-        check_group(group)?;
-        Ok((namespace.to_string(), group.to_string()))
-    }
-
-    fn service_key(request: &NamingRequest) -> Result<ServiceKey, Error> {
-        let (namespace, group) = Self::scope(request)?;
-        let raw = request
-            .service_name
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| Error::missing("serviceName"))?;
-        // A grouped name (`group@@name`) overrides groupName.
-        let (group, name) = match raw.split_once("@@") {
-            Some((g, n)) => (g.to_string(), n.to_string()),
-            None => (group, raw.to_string()),
-        };
-        check_group(&group)?;
-        check_service_name(&name)?;
-        Ok(ServiceKey::new(&namespace, &group, &name))
-    }
-
-    async fn naming(
-        &self,
-        kind: &str,
-        conn: &Arc<Connection>,
-        identity: &Identity,
-        request: NamingRequest,
-    ) -> Result<Answer, Error> {
-        match kind {
-            "ServiceQueryRequest" | "SubscribeServiceRequest" => {
-                let key = Self::service_key(&request)?;
-                self.read(kind, conn, identity, key, request)
-            }
-            _ => self
-                .change(kind, conn, identity, request)
-                .await
-                .map(Answer::Fields),
-        }
-    }
-
-    /// A query or a subscription.
-    fn read(
-        &self,
-        kind: &str,
-        conn: &Arc<Connection>,
-        identity: &Identity,
-        key: ServiceKey,
-        request: NamingRequest,
-    ) -> Result<Answer, Error> {
-        if kind == "ServiceQueryRequest" {
-            let clusters = request.cluster.clone().unwrap_or_default();
-            parse_cluster_list(&clusters)?;
-            let healthy_only = request
-                .healthy_only
-                .or(request.health_only)
-                .unwrap_or(false);
-            let info = self.service_info(&key, &clusters, healthy_only);
-            return Ok(Answer::ServiceInfo {
-                subscribed: false,
-                info,
-            });
-        }
-        let clusters = request.clusters.clone().unwrap_or_default();
-        parse_cluster_list(&clusters)?;
-        let info = self.service_info(&key, &clusters, false);
-        if request.subscribe.unwrap_or(true) {
-            // Kept while its subscriber may read the service (see `run_push`).
-            let reader = self.app.auth.reader(identity);
-            conn.subscribe(key.clone(), clusters.clone(), reader);
-            // Also push it, as Nacos does, a moment later: a push that overtook the
-            // reply would make the client discard the reply as stale.
-            if let Some(me) = self.me.upgrade() {
-                let (conn, key) = (conn.clone(), key.clone());
-                tokio::spawn(async move {
-                    tokio::time::sleep(SUBSCRIBE_PUSH_DELAY).await;
-                    if conn.subscriptions.lock().contains_key(&key) {
-                        me.push(&conn, &key, &clusters, 1);
-                    }
-                });
-            }
-        } else {
-            conn.subscriptions.lock().remove(&key);
-        }
-        Ok(Answer::ServiceInfo {
-            subscribed: true,
-            info,
-        })
-    }
-
-    /// A service list, or a change to instances.
-    async fn change(
-        &self,
-        kind: &str,
-        conn: &Arc<Connection>,
-        identity: &Identity,
-        request: NamingRequest,
-    ) -> Result<Value, Error> {
-        let registry = &self.app.registry;
-        let max_metadata = self.app.limits.max_metadata_bytes;
-        if kind == "ServiceListRequest" {
-            // Lists a group; it names no service. Only what the caller may read.
-            let (namespace, group) = Self::scope(&request)?;
-            let page_no = request.page_no.unwrap_or(1).max(1) as usize;
-            let page_size = request.page_size.unwrap_or(10).clamp(1, 10_000) as usize;
-            let mut names = registry.service_names(&namespace, &group);
-            names.retain(|name| {
-                let service = Resource::Service {
-                    namespace: &namespace,
-                    group: &group,
-                    name,
-                };
-                self.app.auth.allowed(identity, &service, Action::Read)
-            });
-            let count = names.len();
-            let page: Vec<String> = page(names, page_no, page_size);
-            return Ok(json!({ "count": count, "serviceNames": page }));
-        }
-        let key = Self::service_key(&request)?;
-        match kind {
-            "InstanceRequest" | "PersistentInstanceRequest" => {
-                let op = request.r#type.clone().unwrap_or_default();
-                let wire = request
-                    .instance
-                    .as_ref()
-                    .ok_or_else(|| Error::missing("instance"))?;
-                let persistent =
-                    kind == "PersistentInstanceRequest" || wire.ephemeral == Some(false);
-                let writes = self.app.writes();
-                match (op.as_str(), persistent) {
-                    ("registerInstance", false) => {
-                        // One instance per service per connection, as in Nacos 2.x.
-                        let reg = registration(wire, Some(&conn.client), max_metadata)?;
-                        tracing::debug!(connection = %conn.id, service = %key.grouped(), ip = %reg.ip, port = reg.port, "grpc client registers");
-                        writes.replace_connection_instances(&conn.client, &key, &[reg])?;
-                    }
-                    ("deregisterInstance", false) => {
-                        tracing::debug!(connection = %conn.id, service = %key.grouped(), "grpc client deregisters");
-                        writes.replace_connection_instances(&conn.client, &key, &[])?;
-                    }
-                    ("registerInstance", true) => {
-                        let mut reg = registration(wire, None, max_metadata)?;
-                        reg.ephemeral = false;
-                        writes.register(key, reg).await?;
-                    }
-                    ("deregisterInstance", true) => {
-                        let reg = registration(wire, None, max_metadata)?;
-                        writes.deregister_persistent(key, &reg.ip, reg.port).await?;
-                    }
-                    _ => return Err(Error::bad_request(format!("Unsupported request type {op}"))),
-                }
-                self.app.metrics.instance_write(&op);
-                Ok(json!({ "type": op }))
-            }
-            "BatchInstanceRequest" => {
-                let op = request.r#type.clone().unwrap_or_default();
-                if op != "batchRegisterInstance" {
-                    return Err(Error::bad_request(format!("Unsupported request type {op}")));
-                }
-                let wires = request.instances.as_deref().unwrap_or_default();
-                let regs = wires
-                    .iter()
-                    .map(|w| registration(w, Some(&conn.client), max_metadata))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if let Some(r) = regs.iter().find(|r| !r.ephemeral) {
-                    return Err(Error::illegal(
-                        "instances",
-                        format!(
-                            "batch registration is for ephemeral instances only ({}:{} is not).",
-                            r.ip, r.port
-                        ),
-                    ));
-                }
-                // The batch replaces the connection's instances of the service.
-                self.app
-                    .writes()
-                    .replace_connection_instances(&conn.client, &key, &regs)?;
-                self.app.metrics.registrations.inc_by(regs.len() as u64);
-                Ok(json!({ "type": op }))
-            }
-            _ => Err(Error::bad_request(format!("Unsupported request {kind}"))),
-        }
-    }
-
-    /// `ServiceInfo` as gRPC clients expect it, serialized: the plain name, the group,
-    /// the clusters string as given, and a `lastRefTime` newer than any before.
-    fn service_info(&self, key: &ServiceKey, clusters_raw: &str, healthy_only: bool) -> Vec<u8> {
-        let clusters = parse_cluster_list(clusters_raw).unwrap_or_default();
-        let view = self.app.registry.service_by_key(key).map(|s| s.view());
-        let grouped = key.grouped();
-        grpc_service_info(
-            view.as_deref(),
-            &GrpcInfoRequest {
-                name: &key.name,
-                group: &key.group,
-                grouped: &grouped,
-                clusters_raw,
-                clusters: &clusters,
-                healthy_only,
-                now_ms: self.next_ref_time(),
-            },
-        )
-    }
-
-    /// Pushes the current state of `key` to one subscriber.
-    fn push(&self, conn: &Arc<Connection>, key: &ServiceKey, clusters: &str, attempt: u32) {
-        let info = self.service_info(key, clusters, false);
-        self.push_info(conn, key, &info, attempt);
-    }
-
-    /// Pushes `info`, the serialized state of `key`, to one subscriber.
-    fn push_info(&self, conn: &Arc<Connection>, key: &ServiceKey, info: &[u8], attempt: u32) {
-        let request_id = self.connections.next_request_id();
-        let mut body = Vec::with_capacity(info.len() + 96);
-        body.extend_from_slice(br#"{"headers":{},"requestId":"#);
-        serde_json::to_writer(&mut body, &request_id).expect("strings serialize");
-        body.extend_from_slice(br#","module":"naming","serviceInfo":"#);
-        body.extend_from_slice(info);
-        body.push(b'}');
-        conn.track(&request_id, Pushed::Service(key.clone()), attempt);
-        if conn.send(Payload::from_json("NotifySubscriberRequest", body)) {
-            self.app.metrics.grpc_push("sent");
-        } else {
-            conn.acknowledge(&request_id);
-            self.app.metrics.grpc_push("failed");
-        }
     }
 
     fn on_stream_message(&self, conn: &Arc<Connection>, payload: Payload) {
@@ -684,116 +284,6 @@ impl GrpcServer {
             tracing::info!(connection = %conn.id, instances = removed, "grpc client disconnected");
         }
     }
-
-    /// Pushes changes to subscribers until `stopping`; drops the subscriptions of
-    /// those who may no longer read them as soon as the auth data changes.
-    pub async fn run_push(
-        self: Arc<Self>,
-        changes: Arc<ChangeSet>,
-        mut stopping: watch::Receiver<bool>,
-    ) {
-        let mut access = self.app.auth.changes();
-        loop {
-            tokio::select! {
-                _ = changes.changed() => {}
-                Ok(()) = access.changed() => {
-                    self.connections.drop_unreadable();
-                    continue;
-                }
-                _ = stopping.changed() => return,
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            // Raft applies in commit order: a revocation not swept yet may have been
-            // applied before these changes, and its subscribers must not hear of them.
-            if access_changed(&mut access) {
-                self.connections.drop_unreadable();
-            }
-            let keys = changes.drain();
-            // One serialization per service and clusters string, whatever the number
-            // of subscribers that want it.
-            let mut infos: HashMap<(ServiceKey, String), Vec<u8>> = HashMap::new();
-            for conn in self.connections.all() {
-                let wanted: Vec<(ServiceKey, String)> = {
-                    let subs = conn.subscriptions.lock();
-                    keys.iter()
-                        .filter_map(|k| subs.get(k).map(|s| (k.clone(), s.clusters.clone())))
-                        .collect()
-                };
-                for (key, clusters) in wanted {
-                    let info = infos.entry((key.clone(), clusters)).or_insert_with_key(
-                        |(key, clusters)| self.service_info(key, clusters, false),
-                    );
-                    self.push_info(&conn, &key, info, 1);
-                }
-            }
-        }
-    }
-
-    /// Re-sends unacknowledged pushes and probes, then drops, silent connections, until
-    /// `stopping`; then tells every client to reconnect elsewhere.
-    pub async fn run_upkeep(self: Arc<Self>, mut stopping: watch::Receiver<bool>) {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = stopping.changed() => {
-                    self.reset_all();
-                    return;
-                }
-            }
-            let now = now_ms();
-            for conn in self.connections.all() {
-                // Sent again while the client still wants it, up to PUSH_ATTEMPTS.
-                for p in conn.take_late(now, PUSH_ACK_TIMEOUT_MS) {
-                    let attempt = p.attempts + 1;
-                    let resent = p.attempts < PUSH_ATTEMPTS
-                        && match &p.what {
-                            Pushed::Service(key) => {
-                                let clusters = conn.subscriptions.lock().get(key).cloned();
-                                clusters
-                                    .map(|s| self.push(&conn, key, &s.clusters, attempt))
-                                    .is_some()
-                            }
-                            Pushed::Config(key) => self.push_config(&conn, key, attempt),
-                        };
-                    if !resent {
-                        self.app.metrics.grpc_push("failed");
-                    }
-                }
-                let probe = conn.detection_sent();
-                if probe == 0 && conn.idle_ms(now) >= IDLE_PROBE_MS {
-                    let body = json!({ "headers": {}, "requestId": self.connections.next_request_id(), "module": "internal" });
-                    conn.send(Payload::new("ClientDetectionRequest", &body));
-                    conn.mark_detection(now);
-                } else if probe > 0 && now.saturating_sub(probe) > PROBE_TIMEOUT_MS {
-                    tracing::info!(connection = %conn.id, "grpc client did not answer the detection probe; closing");
-                    conn.close(Status::unavailable(
-                        "no answer to the client detection probe",
-                    ));
-                    self.disconnect(&conn);
-                }
-            }
-        }
-    }
-
-    /// Asks every client to reconnect to another node, then ends the streams (clients
-    /// that cannot parse `ConnectResetRequest` reconnect when their stream ends).
-    fn reset_all(&self) {
-        for conn in self.connections.all() {
-            let body = json!({
-                "headers": {},
-                "requestId": self.connections.next_request_id(),
-                "serverIp": "",
-                "serverPort": "",
-                "connectionId": conn.id,
-                "module": "internal",
-            });
-            conn.send(Payload::new("ConnectResetRequest", &body));
-            conn.close(Status::unavailable(
-                "this node is shutting down; connect to another",
-            ));
-        }
-    }
 }
 
 impl Handler for GrpcServer {
@@ -835,13 +325,27 @@ impl Handler for GrpcServer {
     }
 }
 
-/// The TLS settings of `--grpc-tls-cert`, `--grpc-tls-key` and `--grpc-tls-optional`,
-/// checked: unreadable files, or a certificate and key that do not parse or do not fit,
-/// stop the node before it serves anything.
-pub fn tls_config(args: &crate::node::args::NodeArgs) -> anyhow::Result<Option<GrpcTls>> {
-    match (&args.grpc_tls_cert, &args.grpc_tls_key) {
-        (Some(cert), Some(key)) => Ok(Some(GrpcTls::load(cert, key, args.grpc_tls_optional)?)),
-        _ => Ok(None),
+/// The gRPC port's TLS files (`--grpc-tls-cert`, `--grpc-tls-key`,
+/// `--grpc-tls-optional`): the node's wiring fills it from its flags.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TlsFiles<'a> {
+    /// The certificate chain (PEM).
+    pub cert: Option<&'a std::path::Path>,
+    /// Its private key (PEM).
+    pub key: Option<&'a std::path::Path>,
+    /// Whether plaintext clients are served too.
+    pub optional: bool,
+}
+
+impl TlsFiles<'_> {
+    /// The TLS settings, checked: unreadable files, or a certificate and key that do
+    /// not parse or do not fit, stop the node before it serves anything. `None` without
+    /// both files.
+    pub fn load(self) -> anyhow::Result<Option<GrpcTls>> {
+        match (self.cert, self.key) {
+            (Some(cert), Some(key)) => Ok(Some(GrpcTls::load(cert, key, self.optional)?)),
+            _ => Ok(None),
+        }
     }
 }
 
@@ -886,14 +390,4 @@ pub async fn serve(
     if let Err(e) = result {
         tracing::error!(error = %e, "grpc server failed");
     }
-}
-
-/// Whether the auth data changed since `access` last saw it (now marked seen): the push
-/// loops then sweep what may no longer be read before they push.
-fn access_changed(access: &mut watch::Receiver<u64>) -> bool {
-    let changed = access.has_changed().unwrap_or(false);
-    if changed {
-        access.borrow_and_update();
-    }
-    changed
 }

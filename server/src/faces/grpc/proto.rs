@@ -308,7 +308,16 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::faces::grpc::{parse_request, registration, GrpcServer};
+    use crate::faces::grpc::kind::RequestKind;
+    use crate::faces::grpc::naming::registration;
+    use crate::faces::grpc::GrpcServer;
+
+    fn parse_request(
+        kind: &str,
+        body: &[u8],
+    ) -> Result<crate::faces::grpc::NamingRequest, Box<Payload>> {
+        crate::faces::grpc::parse_request(RequestKind::decode(kind), body)
+    }
 
     const KINDS: [&str; 6] = [
         "InstanceRequest",

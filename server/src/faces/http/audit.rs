@@ -1,13 +1,13 @@
 //! `GET /api/v1/audit` (admins): the node's audit trail, newest first, and how an HTTP
 //! request becomes an entry of it ([`Pending`], taken by `Front` around each request).
 //!
-//! What is audited over HTTP: every request other than a read — writes and admin
-//! actions, logins included, whatever their answer (a refusal by the guard too) —
-//! except heartbeats (their volume: one per instance every 5 s). Reads are audited
-//! only when answered 403: a caller asking for what it may not read. The routes
-//! clients poll (instance lists, `/api/v1/instances`, `/api/v1/pick`, the config long
-//! poll, a POST that reads) are never audited, refused or not: a client left with an
-//! expired token would fill the trail.
+//! What is audited over HTTP is the endpoint table's rule (`Endpoint::audit`): every
+//! request other than a read — writes and admin actions, logins included, whatever
+//! their answer (a refusal by the guard too) — except heartbeats (their volume: one per
+//! instance every 5 s). Reads are audited only when answered 403: a caller asking for
+//! what it may not read. The routes clients poll (instance lists, `/api/v1/instances`,
+//! `/api/v1/pick`, the config long poll, a POST that reads) are never audited, refused
+//! or not: a client left with an expired token would fill the trail.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -15,9 +15,8 @@ use std::net::SocketAddr;
 use axum::extract::State;
 use axum::http::{Method, Uri};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 
+use super::endpoint::{Area, AuditRule as Rule, Endpoint};
 use super::guard::{Admitted, Caller};
 use super::nacos::json_of;
 use super::params::Params;
@@ -28,14 +27,9 @@ use crate::state::AppState;
 use roster_registry::clock::now_ms;
 use roster_registry::validate::DEFAULT_GROUP;
 
-/// The audit route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/audit", get(list))
-}
-
 /// `GET /api/v1/audit?user=&namespaceId=&since=&until=&limit=`: entries newest first,
 /// `{"entries": [...], "truncated": bool}`.
-async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
@@ -75,38 +69,6 @@ async fn list(
     Ok(json_of(&page))
 }
 
-/// Whether an HTTP request is audited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rule {
-    /// Whatever the answer (writes, admin actions).
-    Always,
-    /// When answered 403 (reads).
-    IfForbidden,
-    /// Never (heartbeats and the reads clients poll).
-    Never,
-}
-
-fn rule(method: &Method, path: &str) -> Rule {
-    const POLLED: [&str; 4] = [
-        "/nacos/v1/ns/instance/list",
-        "/nacos/v2/ns/instance/list",
-        "/api/v1/instances",
-        "/api/v1/pick",
-    ];
-    const BEATS: [&str; 2] = ["/nacos/v1/ns/instance/beat", "/nacos/v2/ns/instance/beat"];
-    const LONG_POLL: &str = "/nacos/v1/cs/configs/listener";
-    // A read that hands out password hashes and signing keys: who took one, always.
-    const SNAPSHOT: &str = "/api/v1/snapshot";
-    let reading = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if BEATS.contains(&path) || path == LONG_POLL || (reading && POLLED.contains(&path)) {
-        Rule::Never
-    } else if reading && path != SNAPSHOT {
-        Rule::IfForbidden
-    } else {
-        Rule::Always
-    }
-}
-
 /// A request that may be audited once it is answered: what the entry needs of it,
 /// taken before the request goes to its handler (cheap: reference counts, and the
 /// caller's name).
@@ -114,12 +76,13 @@ pub struct Pending {
     rule: Rule,
     user: Cow<'static, str>,
     params: Params,
+    area: Area,
 }
 
 impl Pending {
     /// `None` when `admitted` is never audited (a heartbeat, a polled list).
     pub fn start(admitted: &Admitted) -> Option<Pending> {
-        let rule = rule(admitted.req.method(), admitted.req.uri().path());
+        let rule = admitted.endpoint.audit();
         if rule == Rule::Never {
             return None;
         }
@@ -135,6 +98,7 @@ impl Pending {
             rule,
             user,
             params: admitted.params.clone(),
+            area: admitted.endpoint.area(),
         })
     }
 
@@ -151,15 +115,10 @@ impl Pending {
         if self.rule == Rule::IfForbidden && status != 403 {
             return;
         }
-        state.audit.record(entry(
-            self.user,
-            &self.params,
-            method,
-            uri,
-            route,
-            peer,
-            status,
-        ));
+        let target = target(self.area, uri.path(), &self.params);
+        state
+            .audit
+            .record(entry(self.user, target, method, uri, route, peer, status));
     }
 }
 
@@ -169,13 +128,14 @@ impl Pending {
 /// comes from the query string (the body was the guard's).
 pub fn refused(
     state: &AppState,
+    endpoint: &Endpoint,
     method: &Method,
     uri: &Uri,
     peer: Option<SocketAddr>,
     refusal: &Response,
 ) {
     let status = refusal.status().as_u16();
-    match rule(method, uri.path()) {
+    match endpoint.audit() {
         Rule::Never => return,
         Rule::IfForbidden if status != 403 => return,
         _ => {}
@@ -185,10 +145,11 @@ pub fn refused(
         None => Cow::Borrowed(ANONYMOUS),
     };
     let params = Params::parse(uri.query(), None).unwrap_or_default();
+    let target = target(endpoint.area(), uri.path(), &params);
     let route = uri.path();
     state
         .audit
-        .record(entry(user, &params, method, uri, route, peer, status));
+        .record(entry(user, target, method, uri, route, peer, status));
 }
 
 /// The name of a caller the guard refused a permission, carried on the refusal.
@@ -207,9 +168,10 @@ pub fn denied(mut refusal: Response, caller: &Identity) -> Response {
 /// The user of an entry when no one was authenticated.
 const ANONYMOUS: &str = "anonymous";
 
+/// The entry of an answered request (`target`: its [`target`]).
 fn entry(
     user: Cow<'static, str>,
-    params: &Params,
+    target: (Option<String>, Option<String>),
     method: &Method,
     uri: &Uri,
     route: &str,
@@ -217,7 +179,7 @@ fn entry(
     status: u16,
 ) -> Entry {
     let path = uri.path();
-    let (namespace_id, resource) = target(path, params);
+    let (namespace_id, resource) = target;
     Entry {
         time: now_ms(),
         user,
@@ -237,9 +199,9 @@ fn entry(
 /// The namespace and the thing in it a request addresses, from its parameters (the
 /// names handlers read them by): a service (`group@@name`), an instance (Nacos'
 /// `ip#port#cluster#group@@name`), a configuration item (`config:group/dataId`), a
-/// user, a role, a sync task.
-fn target(path: &str, params: &Params) -> (Option<String>, Option<String>) {
-    if path.starts_with("/nacos/v1/cs/") || path.starts_with("/nacos/v2/cs/") {
+/// user, a role, a sync task (`area`: what the path's prefix says of it).
+fn target(area: Area, path: &str, params: &Params) -> (Option<String>, Option<String>) {
+    if area.is_config() {
         return config_target(params);
     }
     let namespace = params.optional_any(&["namespaceId", "customNamespaceId"]);
@@ -257,10 +219,12 @@ fn target(path: &str, params: &Params) -> (Option<String>, Option<String>) {
         let (namespace, resource) = addressed.target();
         return (Some(namespace), Some(resource));
     }
-    let resource = if let Some(task) = path.strip_prefix("/api/v1/sync/tasks/") {
+    let task = path.strip_prefix("/api/v1/sync/tasks/");
+    let resource = if let (Area::SyncTask, Some(task)) = (area, task) {
+        // The name as the path spells it (percent-encoded).
         let name = task.split('/').next().unwrap_or_default();
         Some(format!("task:{}", clip(name)))
-    } else if path.starts_with("/nacos/v1/auth/") && !path.ends_with("/login") {
+    } else if area == Area::Users {
         // Roles and permissions name a role; users a user.
         match (params.optional("role"), params.optional("username")) {
             (Some(role), _) => Some(format!("role:{}", clip(role))),
@@ -296,30 +260,8 @@ mod tests {
         let (path, query) = path_and_query
             .split_once('?')
             .unwrap_or((path_and_query, ""));
-        target(path, &Params::parse(Some(query), None).unwrap())
-    }
-
-    #[test]
-    fn writes_are_audited_reads_when_refused_beats_and_polls_never() {
-        use Rule::*;
-        assert_eq!(rule(&Method::POST, "/nacos/v1/ns/instance"), Always);
-        assert_eq!(rule(&Method::DELETE, "/nacos/v2/ns/instance"), Always);
-        assert_eq!(rule(&Method::POST, "/nacos/v1/auth/login"), Always);
-        assert_eq!(rule(&Method::POST, "/api/v1/auth/rotate-key"), Always);
-        assert_eq!(rule(&Method::PUT, "/nacos/v1/ns/instance/beat"), Never);
-        assert_eq!(rule(&Method::PUT, "/nacos/v2/ns/instance/beat"), Never);
-        assert_eq!(rule(&Method::GET, "/nacos/v1/ns/instance/list"), Never);
-        assert_eq!(rule(&Method::GET, "/api/v1/pick"), Never);
-        assert_eq!(rule(&Method::POST, "/nacos/v1/cs/configs/listener"), Never);
-        assert_eq!(rule(&Method::POST, "/nacos/v1/cs/configs"), Always);
-        assert_eq!(rule(&Method::DELETE, "/nacos/v2/cs/config"), Always);
-        assert_eq!(rule(&Method::GET, "/nacos/v1/cs/configs"), IfForbidden);
-        assert_eq!(rule(&Method::GET, "/api/v1/audit"), IfForbidden);
-        assert_eq!(rule(&Method::GET, "/nacos/v1/auth/users"), IfForbidden);
-        // A backup holds password hashes and signing keys: every download is recorded.
-        assert_eq!(rule(&Method::GET, "/api/v1/snapshot"), Always);
-        // A write on a read route is still a write (answered 405, and recorded).
-        assert_eq!(rule(&Method::POST, "/nacos/v1/ns/instance/list"), Always);
+        let area = Endpoint::parse(&Method::GET, path).area();
+        target(area, path, &Params::parse(Some(query), None).unwrap())
     }
 
     #[test]

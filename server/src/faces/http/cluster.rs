@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use roster_raft::{MembershipChange, NodeId};
 use serde_json::json;
 
@@ -17,21 +15,9 @@ use super::params::Params;
 use crate::error::Error;
 use crate::state::AppState;
 
-/// The cluster routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/cluster", get(status))
-        .route(
-            "/api/v1/cluster/members",
-            post(add_member).delete(remove_member),
-        )
-        .route("/api/v1/cluster/owner", get(owner))
-        .route("/nacos/v1/core/cluster/nodes", get(nacos_nodes))
-}
-
 /// `GET /api/v1/cluster`: the cluster as this node sees it (for a caller who is not an
 /// admin, the eviction guard's namespaces only where the caller may read something).
-async fn status(State(state): State<AppState>, caller: Caller) -> Response {
+pub(super) async fn status(State(state): State<AppState>, caller: Caller) -> Response {
     let mut view = state.cluster_view_with_leader().await;
     view.eviction_guard_engaged
         .retain(|ns| caller.may_read_namespace(&state, ns));
@@ -39,7 +25,7 @@ async fn status(State(state): State<AppState>, caller: Caller) -> Response {
 }
 
 /// `POST /api/v1/cluster/members?id=N&peer=HOST:PORT`: add a node (learner, then voter).
-async fn add_member(
+pub(super) async fn add_member(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
@@ -65,7 +51,7 @@ async fn add_member(
 }
 
 /// `DELETE /api/v1/cluster/members?id=N`: remove a node.
-async fn remove_member(
+pub(super) async fn remove_member(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,
@@ -90,7 +76,10 @@ async fn remove_member(
 
 /// `GET /api/v1/cluster/owner?client=IP:PORT`: which node owns an ephemeral client
 /// (handles its beats and judges its expiry), as this node sees the live members.
-async fn owner(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
+pub(super) async fn owner(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<Response, Error> {
     let client = params.required("client")?;
     let (ip, port) = client
         .rsplit_once(':')
@@ -113,7 +102,7 @@ fn node_id(params: &Params) -> Result<NodeId, Error> {
 }
 
 /// `GET /nacos/v1/core/cluster/nodes`: members in Nacos' `Member` shape.
-async fn nacos_nodes(State(state): State<AppState>, params: Params) -> Response {
+pub(super) async fn nacos_nodes(State(state): State<AppState>, params: Params) -> Response {
     let keyword = params.optional("keyword").unwrap_or("");
     let view = state.cluster_view_with_leader().await;
     let leader_peer = view

@@ -43,8 +43,6 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing::get;
-use axum::Router;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
@@ -174,12 +172,7 @@ impl Filter {
     }
 }
 
-/// The route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/events", get(stream))
-}
-
-async fn stream(
+pub(super) async fn stream(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,

@@ -1,6 +1,9 @@
-//! The HTTP API: one route table per API ([`nacos`] for Nacos v1, [`ops`] for health and
-//! metrics), the [`guard`] that authenticates every request before it is routed, the
-//! [`audit`] trail of what was answered, and the shared [`error`] and [`params`] types.
+//! The HTTP API: one [`endpoint`] table, which parses each request once into what it is
+//! (its handler, the permission it needs, its audit rule, its metric label, its body
+//! limit), the handlers by API ([`nacos`] for Nacos v1, [`nacos_v2`], [`ops`] for health
+//! and metrics, roster's own), the [`guard`] that authenticates every request before it
+//! is served, the [`audit`] trail of what was answered, and the shared [`error`] and
+//! [`params`] types.
 //!
 //! What comes from tower-http and what is written here: the security headers
 //! ([`Secured`], [`Framed`]) and the request tracing of the routed API ([`Traced`]) are
@@ -11,6 +14,7 @@
 pub mod audit;
 pub mod cluster;
 pub mod cors;
+pub mod endpoint;
 pub mod error;
 pub mod events;
 pub mod guard;
@@ -40,6 +44,7 @@ use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::serve::{IncomingStream, Listener};
 use axum::Router;
+use endpoint::Endpoint;
 use http_body_util::Limited;
 use tower::{Layer, Service};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
@@ -55,7 +60,7 @@ use guard::Admitted;
 /// passing the guard.
 ///
 /// The guard, the metrics and the body limit are one hand-written service around the
-/// API router rather than axum middleware: each `middleware::from_fn` layer boxes a
+/// API's handlers rather than axum middleware: each `middleware::from_fn` layer boxes a
 /// clone of the service it wraps and its future on every request (measured: a third of
 /// a list request's 40 allocations, and the allocator was 8.5 % of the node's CPU).
 /// tower-http's header layers are not middleware of that kind: plain structs around
@@ -64,21 +69,7 @@ use guard::Admitted;
 /// `https`: whether the port serves HTTPS, which makes the members' origins `https://`
 /// ([`cors`]).
 pub fn service(state: AppState, console_dir: Option<std::path::PathBuf>, https: bool) -> Secured {
-    let api = Router::new()
-        .merge(nacos::routes())
-        .merge(nacos_v2::routes())
-        .merge(nacos_v2_config::routes())
-        .merge(ops::routes())
-        .merge(cluster::routes())
-        .merge(pick::routes())
-        .merge(sync::routes())
-        .merge(events::routes())
-        .merge(signing_key::routes())
-        .merge(audit::routes())
-        .merge(snapshot::routes())
-        .merge(overview::routes())
-        .fallback(nacos::no_such_api)
-        .with_state(state.clone());
+    let api = Routes(state.clone());
     let members = state.clone();
     let connect: roster_console_ui::ConnectSources =
         Arc::new(move || cors::member_origins(&members, https));
@@ -136,13 +127,13 @@ impl<S: crate::services::net::ForPeer + Clone, M: Clone> crate::services::net::F
     }
 }
 
-/// The routed API under tower-http's request tracing: at debug level for `roster::faces::http`
+/// The routed API (the endpoints' handlers) under tower-http's request tracing: at debug level for `roster::faces::http`
 /// (`--log-level roster=debug,info`), a span per request with its method and path, and
 /// an event with the status and the latency once the answer's head is ready. The hot
-/// routes (see [`Hot`]) and the guard's refusals never reach the router and are not
+/// routes (see [`Hot`]) and the guard's refusals never reach [`Routes`] and are not
 /// traced (the metrics and the audit count them).
 type Traced = Trace<
-    Framed<Router>,
+    Framed<Routes>,
     SharedClassifier<ServerErrorsAsFailures>,
     fn(&Request) -> Span,
     (),
@@ -152,7 +143,7 @@ type Traced = Trace<
     (),
 >;
 
-fn traced(api: Framed<Router>) -> Traced {
+fn traced(api: Framed<Routes>) -> Traced {
     // No event when a request starts (the answer's event has all), at a body's end or
     // for a 5xx (the answer's event has its status; 503s are routine in a cluster and
     // must not log at error).
@@ -194,15 +185,6 @@ struct Parts {
     console: Framed<Router>,
 }
 
-/// Whether the console router serves `path` (see `roster_console_ui::router`); every
-/// other path is the API's.
-fn is_console(path: &str) -> bool {
-    matches!(
-        path,
-        "/" | "/index.html" | "/favicon.svg" | "/nacos" | "/nacos/"
-    ) || path.starts_with("/assets/")
-}
-
 impl Service<Request> for Front {
     type Response = Response;
     type Error = Infallible;
@@ -214,7 +196,8 @@ impl Service<Request> for Front {
 
     fn call(&mut self, req: Request) -> Self::Future {
         let (front, peer) = (self.0.clone(), self.1);
-        if is_console(req.uri().path()) {
+        let endpoint = Endpoint::parse(req.method(), req.uri().path());
+        if endpoint == Endpoint::Console {
             return Box::pin(async move { front.console.clone().call(req).await });
         }
         let origin = cors::allowed_origin(&front.state, front.https, &req);
@@ -226,7 +209,7 @@ impl Service<Request> for Front {
         // Password checks made for the request are throttled per source address.
         let source = peer.map(|p| p.ip());
         Box::pin(async move {
-            let serving = front.serve_api(req, peer);
+            let serving = front.serve_api(endpoint, req, peer);
             let mut response = crate::services::auth::throttle::with_source(source, serving).await;
             if let Some(origin) = origin {
                 cors::allow(&mut response, origin);
@@ -259,43 +242,57 @@ impl<L: Listener<Addr = SocketAddr>> Service<IncomingStream<'_, L>> for Front {
 }
 
 impl Parts {
-    /// An API request: the guard, then the route with a limited body, counted and timed
-    /// (requests the guard refuses are not counted: their paths are anyone's choice),
-    /// and audited (`audit`: writes, admin actions, refused reads; a channel send).
-    async fn serve_api(&self, req: Request, peer: Option<SocketAddr>) -> Response {
+    /// An API request: the guard, then the endpoint's handler with a limited body,
+    /// counted and timed (requests the guard refuses are not counted: their paths are
+    /// anyone's choice), and audited (`audit`: writes, admin actions, refused reads; a
+    /// channel send).
+    async fn serve_api(
+        &self,
+        endpoint: Endpoint,
+        req: Request,
+        peer: Option<SocketAddr>,
+    ) -> Response {
         // The path and method outlive the request this way: a clone of the `Uri` shares
         // its bytes, a standard method is a tag.
         let uri = req.uri().clone();
         let method = req.method().clone();
-        let admitted = match guard::admit(&self.state, req).await {
+        let admitted = match guard::admit(&self.state, &endpoint, req).await {
             Ok(admitted) => admitted,
             Err(refusal) => {
-                audit::refused(&self.state, &method, &uri, peer, &refusal);
+                audit::refused(&self.state, &endpoint, &method, &uri, peer, &refusal);
                 return refusal;
             }
         };
         let audited = audit::Pending::start(&admitted);
         let method_label = crate::services::metrics::http_method_label(&method);
+        let label = admitted.endpoint.label();
         let started = Instant::now();
-        let response = match Hot::route(admitted.req.method(), uri.path()) {
+        let response = match Hot::of(&admitted.endpoint, &method) {
             Some(hot) => self.serve_hot(hot, admitted, peer).await,
             None => self.serve_routed(admitted, &uri, peer).await,
         };
-        let route = route_label(uri.path());
-        self.record(route, method_label, started, &response);
+        // A path of no route is counted as `unmatched`: anyone can invent paths.
+        let counted = label.unwrap_or("unmatched");
+        self.state.metrics.http_request(
+            counted,
+            method_label,
+            response.status().as_u16(),
+            started.elapsed().as_secs_f64(),
+        );
         if let Some(pending) = audited {
             let status = response.status().as_u16();
+            let route = label.unwrap_or(uri.path());
             pending.finish(&self.state, &method, &uri, route, peer, status);
         }
         response
     }
 
-    /// Any other route: through the router, with the body limited.
+    /// Any other endpoint: its handler, with the body limited.
     ///
     /// The limit is `http_body_util::Limited`, which tower-http's `RequestBodyLimitLayer`
     /// wraps bodies in too; the layer's other half, refusing an announced length over the
     /// limit, is the guard's, which answers in the API's error format with the limit of
-    /// the path (the layer has one fixed limit and a plain-text 413). The layer would
+    /// the endpoint (the layer has one fixed limit and a plain-text 413). The layer would
     /// also wrap empty bodies and box every answer's body once more.
     async fn serve_routed(
         &self,
@@ -303,7 +300,7 @@ impl Parts {
         uri: &Uri,
         peer: Option<SocketAddr>,
     ) -> Response {
-        let limit = guard::streamed_limit(&self.state, uri.path(), uri.query());
+        let limit = guard::limit(&self.state, admitted.endpoint.body_limit(uri.query()));
         // A body the guard buffered is within the limit already, and an empty one
         // needs no wrapper; any other is cut at the limit as it is read (413).
         let mut req = admitted.into_request();
@@ -357,30 +354,46 @@ impl Parts {
             },
         }
     }
+}
 
-    fn record(&self, route: &str, method: &'static str, started: Instant, response: &Response) {
-        let route = if response.extensions().get::<Unmatched>().is_some() {
-            "unmatched"
-        } else {
-            route
-        };
-        self.state.metrics.http_request(
-            route,
-            method,
-            response.status().as_u16(),
-            started.elapsed().as_secs_f64(),
-        );
+/// The endpoints' handlers as the one service the tracing layer wraps: each request
+/// carries its [`Endpoint`] (the guard's, in its extensions), which calls its handler
+/// and answers as axum's router did ([`endpoint::finish`]).
+#[derive(Clone)]
+pub struct Routes(AppState);
+
+impl Service<Request> for Routes {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        let head = req.method() == Method::HEAD;
+        // `Admitted::into_request` put it there; a request without one is no route's.
+        let endpoint = req
+            .extensions_mut()
+            .remove::<Endpoint>()
+            .unwrap_or(Endpoint::NotFound {
+                area: endpoint::Area::Other,
+                reads: false,
+            });
+        let answer = endpoint.serve(req, self.0.clone());
+        Box::pin(async move { Ok(endpoint::finish(answer.await, head)) })
     }
 }
 
 /// The routes that carry nearly all of a registry's traffic (clients poll lists, beat and
-/// re-register), served by calling their handlers directly rather than through the
-/// router. Going through it costs a route lookup, a clone of the route's boxed service,
-/// three boxed futures and an extension map per request (heaptrack: a list request
-/// went from 20 allocations to 11). The router still holds these routes for every other
-/// method and spelling (HEAD, a trailing slash, 405s); the handlers take the same
-/// arguments either way, and none of them reads the body; the config read takes the
-/// caller's identity the guard found (as its extractor would).
+/// re-register), served by calling their handlers directly rather than through
+/// [`Routes`]. Going through it costs the tracing and header layers, two boxed futures
+/// and an extension map per request (heaptrack, when it was axum's router: a list
+/// request went from 20 allocations to 11). The other methods on these paths (HEAD, the
+/// 405s) go through [`Routes`]; the handlers take the same arguments either way, and
+/// none of them reads the body; the config read takes the caller's identity the guard
+/// found (as its extractor would).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Hot {
     /// `GET /nacos/v1/ns/instance/list`.
@@ -395,60 +408,51 @@ enum Hot {
 }
 
 impl Hot {
-    fn route(method: &Method, path: &str) -> Option<Hot> {
-        match (method, path) {
-            (&Method::GET, "/nacos/v1/ns/instance/list") => Some(Hot::List),
-            (&Method::POST, "/nacos/v1/ns/instance") => Some(Hot::Register),
-            (&Method::PUT, "/nacos/v1/ns/instance/beat") => Some(Hot::Beat),
-            (&Method::GET, "/nacos/v1/cs/configs") => Some(Hot::Config),
+    /// The hot route of `endpoint`, reached with `method` (not `HEAD`: its answer has
+    /// no body, which [`Routes`] leaves out).
+    fn of(endpoint: &Endpoint, method: &Method) -> Option<Hot> {
+        let get = *method == Method::GET;
+        match endpoint {
+            Endpoint::InstanceList if get => Some(Hot::List),
+            Endpoint::InstanceRegister => Some(Hot::Register),
+            Endpoint::InstanceBeat => Some(Hot::Beat),
+            Endpoint::ConfigGet | Endpoint::ConfigSearch | Endpoint::ConfigExport if get => {
+                Some(Hot::Config)
+            }
             _ => None,
         }
     }
-}
-
-/// Marks a response of the fallback: the request matched no route.
-#[derive(Clone, Copy, Debug)]
-pub struct Unmatched;
-
-/// The route a path is counted under: the path itself for the static routes, the
-/// pattern for the sync task routes (the only ones with a parameter). A closed set: a
-/// path no route matched is counted as `unmatched` (see [`Unmatched`]), and the guard
-/// lets anonymous callers reach only a fixed list of paths.
-fn route_label(path: &str) -> &str {
-    sync::route_pattern(path).unwrap_or(path)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn hot(method: Method, path: &str) -> Option<Hot> {
+        Hot::of(&Endpoint::parse(&method, path), &method)
+    }
+
     #[test]
     fn only_the_exact_method_and_path_take_a_hot_route() {
         let list = "/nacos/v1/ns/instance/list";
-        assert_eq!(Hot::route(&Method::GET, list), Some(Hot::List));
+        assert_eq!(hot(Method::GET, list), Some(Hot::List));
         assert_eq!(
-            Hot::route(&Method::POST, "/nacos/v1/ns/instance"),
+            hot(Method::POST, "/nacos/v1/ns/instance"),
             Some(Hot::Register)
         );
         assert_eq!(
-            Hot::route(&Method::PUT, "/nacos/v1/ns/instance/beat"),
+            hot(Method::PUT, "/nacos/v1/ns/instance/beat"),
             Some(Hot::Beat)
         );
-        // Everything else goes through the router: other methods on the same paths
+        // Everything else goes through the routes: other methods on the same paths
         // (HEAD answers without a body there), other spellings, other routes.
-        assert_eq!(Hot::route(&Method::HEAD, list), None);
-        assert_eq!(Hot::route(&Method::POST, list), None);
-        assert_eq!(
-            Hot::route(&Method::GET, "/nacos/v1/ns/instance/list/"),
-            None
-        );
-        assert_eq!(Hot::route(&Method::DELETE, "/nacos/v1/ns/instance"), None);
-        assert_eq!(Hot::route(&Method::GET, "/nacos/v1/ns/instance"), None);
-        assert_eq!(Hot::route(&Method::PUT, "/nacos/v2/ns/instance/beat"), None);
-        assert_eq!(
-            Hot::route(&Method::GET, "/nacos/v1/cs/configs"),
-            Some(Hot::Config)
-        );
-        assert_eq!(Hot::route(&Method::POST, "/nacos/v1/cs/configs"), None);
+        assert_eq!(hot(Method::HEAD, list), None);
+        assert_eq!(hot(Method::POST, list), None);
+        assert_eq!(hot(Method::GET, "/nacos/v1/ns/instance/list/"), None);
+        assert_eq!(hot(Method::DELETE, "/nacos/v1/ns/instance"), None);
+        assert_eq!(hot(Method::GET, "/nacos/v1/ns/instance"), None);
+        assert_eq!(hot(Method::PUT, "/nacos/v2/ns/instance/beat"), None);
+        assert_eq!(hot(Method::GET, "/nacos/v1/cs/configs"), Some(Hot::Config));
+        assert_eq!(hot(Method::POST, "/nacos/v1/cs/configs"), None);
     }
 }

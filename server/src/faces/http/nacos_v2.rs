@@ -6,8 +6,6 @@
 use axum::body::to_bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
-use axum::Router;
 use serde_json::{json, Value};
 
 use super::guard::Caller;
@@ -18,32 +16,6 @@ use crate::error::Error;
 use crate::state::AppState;
 use roster_registry::validate::{check_group, DEFAULT_GROUP};
 use roster_registry::wire::page;
-
-/// The v2 naming routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/nacos/v2/ns/instance",
-            get(instance_detail)
-                .post(register)
-                .delete(deregister)
-                .put(update)
-                .patch(update),
-        )
-        .route("/nacos/v2/ns/instance/list", get(list))
-        .route("/nacos/v2/ns/instance/beat", put(instance::beat))
-        .route("/nacos/v2/ns/health/instance", put(health))
-        .route(
-            "/nacos/v2/ns/service",
-            get(service_detail)
-                .post(create_service)
-                .delete(delete_service)
-                .put(update_service),
-        )
-        .route("/nacos/v2/ns/service/list", get(service_list))
-        .route("/nacos/v2/ns/operator/metrics", get(metrics))
-        .route("/nacos/v2/ns/operator/switches", get(switches))
-}
 
 /// Wraps a v1 answer: `ok` and JSON bodies become `data`.
 async fn wrap(result: Result<Response, Error>) -> Response {
@@ -64,54 +36,58 @@ fn ok(result: Result<&'static str, Error>) -> Result<Response, Error> {
     result.map(|s| s.into_response())
 }
 
-async fn register(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn register(state: State<AppState>, params: Params) -> Response {
     wrap(ok(instance::register(state, params).await)).await
 }
 
-async fn deregister(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn deregister(state: State<AppState>, params: Params) -> Response {
     wrap(ok(instance::deregister(state, params).await)).await
 }
 
-async fn update(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn update(state: State<AppState>, params: Params) -> Response {
     wrap(ok(instance::update(state, params).await)).await
 }
 
-async fn instance_detail(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn instance_detail(state: State<AppState>, params: Params) -> Response {
     wrap(instance::detail(state, params).await).await
 }
 
-async fn health(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn health(state: State<AppState>, params: Params) -> Response {
     wrap(ok(instance::health(state, params).await)).await
 }
 
 /// `GET /nacos/v2/ns/instance/list`: the v1 `ServiceInfo` as `data`; the cluster filter
 /// is `clusterName`.
-async fn list(State(state): State<AppState>, params: Params) -> Response {
+pub(super) async fn list(State(state): State<AppState>, params: Params) -> Response {
     let result = instance::query(&state, &params, "clusterName")
         .await
         .map(|listed| json(listed.body));
     wrap(result).await
 }
 
-async fn create_service(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn create_service(state: State<AppState>, params: Params) -> Response {
     wrap(ok(service::create(state, params).await)).await
 }
 
-async fn delete_service(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn delete_service(state: State<AppState>, params: Params) -> Response {
     wrap(ok(service::delete(state, params).await)).await
 }
 
-async fn update_service(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn update_service(state: State<AppState>, params: Params) -> Response {
     wrap(ok(service::update(state, params).await)).await
 }
 
-async fn service_detail(state: State<AppState>, params: Params) -> Response {
+pub(super) async fn service_detail(state: State<AppState>, params: Params) -> Response {
     wrap(service::detail(state, params).await).await
 }
 
 /// `GET /nacos/v2/ns/service/list`: `{count, services}` of one group, those the caller
 /// may read; pages default to 1 and 20, at most 500 per page.
-async fn service_list(State(state): State<AppState>, caller: Caller, params: Params) -> Response {
+pub(super) async fn service_list(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: Params,
+) -> Response {
     let result = (|| {
         let page_no = params.page("pageNo", Some(1))?;
         let page_size = params.page("pageSize", Some(20))?.min(500);
@@ -129,10 +105,14 @@ async fn service_list(State(state): State<AppState>, caller: Caller, params: Par
     }
 }
 
-async fn metrics(state: State<AppState>, params: Params, req: axum::extract::Request) -> Response {
+pub(super) async fn metrics(
+    state: State<AppState>,
+    params: Params,
+    req: axum::extract::Request,
+) -> Response {
     wrap(operator::metrics(state, params, req).await).await
 }
 
-async fn switches(state: State<AppState>) -> Response {
+pub(super) async fn switches(state: State<AppState>) -> Response {
     wrap(Ok(operator::switches(state).await)).await
 }

@@ -6,8 +6,6 @@
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use serde_json::Value;
 
 use super::guard::Caller;
@@ -20,14 +18,6 @@ use crate::state::AppState;
 /// The parameter that names the namespace in v2.
 const NAMESPACE: &str = "namespaceId";
 
-/// The v2 configuration route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route(
-        "/nacos/v2/cs/config",
-        get(get_config).post(publish).delete(remove),
-    )
-}
-
 /// `data` on success, the v2 failure otherwise.
 fn answer(result: Result<Value, Error>) -> Response {
     match result {
@@ -38,7 +28,7 @@ fn answer(result: Result<Value, Error>) -> Response {
 
 /// `GET`: the content of `dataId` in `group` of `namespaceId`; with `consistent=true`,
 /// as of the leader's commit when the call came (a read barrier first).
-async fn get_config(State(state): State<AppState>, params: Params) -> Response {
+pub(super) async fn get_config(State(state): State<AppState>, params: Params) -> Response {
     let consistent = match params.consistent() {
         Ok(consistent) => consistent,
         Err(e) => return failure(e),
@@ -60,7 +50,7 @@ async fn get_config(State(state): State<AppState>, params: Params) -> Response {
 /// `POST`: publishes (`content`, `type`, `appName`, `desc`, `configTags`, `casMd5`);
 /// `data` true.
 #[tracing::instrument(skip_all)]
-async fn publish(
+pub(super) async fn publish(
     State(state): State<AppState>,
     caller: Caller,
     source: Source,
@@ -73,7 +63,7 @@ async fn publish(
 
 /// `DELETE`: removes; `data` true.
 #[tracing::instrument(skip_all)]
-async fn remove(
+pub(super) async fn remove(
     State(state): State<AppState>,
     caller: Caller,
     source: Source,

@@ -4,27 +4,17 @@
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 
 use crate::state::AppState;
 
-/// The ops routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/health/live", get(live))
-        .route("/health/ready", get(ready))
-        .route("/metrics", get(metrics))
-}
-
 /// 200 while the process serves HTTP.
-async fn live() -> &'static str {
+pub(super) async fn live() -> &'static str {
     "ok"
 }
 
 /// 200 once the node has a Raft leader and has loaded its state; 503 before, and for
 /// good once the node learns it was removed from the cluster (with the reason).
-async fn ready(State(state): State<AppState>) -> Response {
+pub(super) async fn ready(State(state): State<AppState>) -> Response {
     match state.ready.refusal("starting") {
         None => (StatusCode::OK, "ready").into_response(),
         Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
@@ -32,7 +22,7 @@ async fn ready(State(state): State<AppState>) -> Response {
 }
 
 /// Prometheus text exposition.
-async fn metrics(State(state): State<AppState>) -> Response {
+pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let body = state.metrics.render(&state.figures());
     (
         [(

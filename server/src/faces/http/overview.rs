@@ -4,8 +4,6 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use serde::Serialize;
 
 use super::guard::Caller;
@@ -14,11 +12,6 @@ use super::params::Params;
 use crate::error::Error;
 use crate::services::metrics::history::{Sample, INTERVAL, KEPT};
 use crate::state::AppState;
-
-/// The overview route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/overview", get(overview))
-}
 
 /// The answer.
 #[derive(Serialize)]
@@ -36,7 +29,7 @@ struct Overview {
 
 /// `GET /api/v1/overview[?since=T]`: the samples kept, or those taken after `T` (Unix
 /// ms, the `t` of the last sample the caller has).
-async fn overview(
+pub(super) async fn overview(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,

@@ -4,8 +4,6 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use serde::Serialize;
 
 use super::nacos::json_of;
@@ -17,17 +15,12 @@ use roster_registry::select::{select, Query};
 use roster_registry::validate::parse_cluster_list;
 use roster_registry::wire::Host;
 
-/// The selection routes: `/api/v1/instances` (a list, like Nacos' `/instance/list`) and
-/// `/api/v1/pick` (one instance).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/instances", get(instances))
-        .route("/api/v1/pick", get(pick))
-}
-
 /// `GET /api/v1/instances`: the instances of a service after `clusters`, `selector`,
 /// `lanes` and `healthyOnly`, in Nacos' `ServiceInfo` shape.
-async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
+pub(super) async fn instances(
+    State(state): State<AppState>,
+    params: Params,
+) -> Result<Response, Error> {
     let listed = super::nacos::instance::query(&state, &params, "clusters").await?;
     Ok(super::nacos::json(listed.body))
 }
@@ -41,7 +34,7 @@ struct Picked<'a> {
     lane: Option<String>,
 }
 
-async fn pick(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
+pub(super) async fn pick(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let clusters_raw = params.get("clusters").unwrap_or("");
     let clusters = parse_cluster_list(clusters_raw)?;

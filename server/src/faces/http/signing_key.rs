@@ -5,8 +5,6 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use serde_json::json;
 
 use super::guard::Caller;
@@ -17,15 +15,10 @@ use crate::services::auth::token::key_id;
 use crate::services::auth::writes::{Rotated, Writes};
 use crate::state::AppState;
 
-/// The signing key's routes.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/auth/rotate-key", post(rotate))
-}
-
 /// Rotates the key; answers the new key's id and the window of the one it replaced:
 /// `{"keyId", "previousKeyId", "previousValidUntil"}` (Unix seconds, `null` when
 /// dropped).
-async fn rotate(
+pub(super) async fn rotate(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,

@@ -7,8 +7,6 @@
 use axum::extract::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 
 use super::guard::Caller;
 use super::params::Params;
@@ -17,13 +15,8 @@ use crate::services::backup::{encode_export, schedule, BackupError};
 use crate::state::AppState;
 use roster_registry::clock::now_ms;
 
-/// The snapshot route.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/snapshot", get(download))
-}
-
 /// Answers the snapshot file as `application/octet-stream`, named for its time and node.
-async fn download(
+pub(super) async fn download(
     State(state): State<AppState>,
     caller: Caller,
     params: Params,

@@ -7,8 +7,7 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 
 use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
@@ -21,35 +20,6 @@ use crate::state::AppState;
 use roster_registry::clock::now_ms;
 use roster_registry::namespace::PUBLIC_NAMESPACE;
 use roster_registry::validate::check_group;
-
-const TASKS: &str = "/api/v1/sync/tasks";
-const TASK: &str = "/api/v1/sync/tasks/{name}";
-const PAUSE: &str = "/api/v1/sync/tasks/{name}/pause";
-const RESUME: &str = "/api/v1/sync/tasks/{name}/resume";
-const APPLY: &str = "/api/v1/sync/tasks/{name}/apply";
-
-/// The sync task routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(TASKS, get(list).post(create))
-        .route(TASK, get(show).delete(delete))
-        .route(PAUSE, post(pause))
-        .route(RESUME, post(resume))
-        .route(APPLY, post(apply))
-}
-
-/// The route pattern of a path under a task (whose segment after `tasks/` is a task
-/// name), for metrics labels; `None` for any other path.
-pub fn route_pattern(path: &str) -> Option<&'static str> {
-    let rest = path.strip_prefix(TASKS)?.strip_prefix('/')?;
-    Some(match rest.split_once('/') {
-        None => TASK,
-        Some((_, "pause")) => PAUSE,
-        Some((_, "resume")) => RESUME,
-        Some((_, "apply")) => APPLY,
-        Some(_) => return None,
-    })
-}
 
 /// A task as the API shows it.
 #[derive(Debug, Serialize)]
@@ -80,14 +50,17 @@ pub struct TaskList {
     pub tasks: Vec<TaskView>,
 }
 
-async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<TaskList>, Error> {
+pub(super) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<TaskList>, Error> {
     caller.require_admin()?;
     Ok(Json(TaskList {
         tasks: state.tasks.all().into_iter().map(TaskView::from).collect(),
     }))
 }
 
-async fn show(
+pub(super) async fn show(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
@@ -126,7 +99,7 @@ struct CreateBody {
     hold_secs: Option<u64>,
 }
 
-async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     caller: Caller,
     body: Bytes,
@@ -236,7 +209,7 @@ fn non_empty(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-async fn pause(
+pub(super) async fn pause(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
@@ -244,7 +217,7 @@ async fn pause(
     set_paused(state, caller, name, true).await
 }
 
-async fn resume(
+pub(super) async fn resume(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
@@ -266,7 +239,7 @@ async fn set_paused(
 /// `POST /api/v1/sync/tasks/{name}/apply`: turns a dry run into a real import, through
 /// Raft so every node agrees; the leader's runner restarts and imports what the dry run
 /// reported. 404 for an unknown task, 409 for one that is not a dry run.
-async fn apply(
+pub(super) async fn apply(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
@@ -279,12 +252,12 @@ async fn apply(
 /// `DELETE /api/v1/sync/tasks/{name}` answer.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Deleted {
+pub(super) struct Deleted {
     deleted: String,
     removed_instances: usize,
 }
 
-async fn delete(
+pub(super) async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
@@ -312,20 +285,4 @@ async fn read_back(state: &AppState, name: &str) -> Result<TaskView, Error> {
         .get(name)
         .map(TaskView::from)
         .ok_or_else(|| Error::not_found(format!("sync task '{name}' not found")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn task_paths_are_labelled_by_their_pattern() {
-        assert_eq!(route_pattern("/api/v1/sync/tasks/a"), Some(TASK));
-        assert_eq!(route_pattern("/api/v1/sync/tasks/a/pause"), Some(PAUSE));
-        assert_eq!(route_pattern("/api/v1/sync/tasks/a/resume"), Some(RESUME));
-        assert_eq!(route_pattern("/api/v1/sync/tasks/a/apply"), Some(APPLY));
-        assert_eq!(route_pattern("/api/v1/sync/tasks/a/b"), None);
-        assert_eq!(route_pattern("/api/v1/sync/tasks"), None);
-        assert_eq!(route_pattern("/nacos/v1/ns/instance"), None);
-    }
 }

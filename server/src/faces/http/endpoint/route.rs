@@ -1,0 +1,240 @@
+//! The paths the HTTP face serves, written once ([`Route`]'s table), what a path's
+//! prefix says of it ([`Area`]), and the parsing helpers of [`super::Endpoint::parse`].
+
+macro_rules! routes {
+    ($($(#[doc = $doc:literal])* $name:ident => $path:literal, $allow:literal;)*) => {
+        /// A path the API serves: its label in the metrics and the audit, and the
+        /// methods it answers.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Route {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        impl Route {
+            /// Every route (for tests).
+            #[cfg(test)]
+            pub(super) const ALL: &'static [Route] = &[$(Route::$name,)*];
+
+            /// The route whose path is `path` exactly (the sync task routes, which name
+            /// a task, are parsed apart).
+            pub(super) fn of_path(path: &str) -> Option<Route> {
+                match path {
+                    $($path => Some(Route::$name),)*
+                    _ => None,
+                }
+            }
+
+            /// Its path (its pattern for the task routes): the label the metrics count
+            /// it under, and the audit's action.
+            pub fn path(self) -> &'static str {
+                match self {
+                    $(Route::$name => $path,)*
+                }
+            }
+
+            /// The methods it answers, as axum's `Allow` header said them.
+            pub fn allow(self) -> &'static str {
+                match self {
+                    $(Route::$name => $allow,)*
+                }
+            }
+        }
+    };
+}
+
+routes! {
+    // The hot routes first: a `match` on strings compares them in order.
+    /// Nacos v1 instance list.
+    InstanceList => "/nacos/v1/ns/instance/list", "GET,HEAD";
+    /// Nacos v1 instance register, deregister, update, detail.
+    Instance => "/nacos/v1/ns/instance", "POST,DELETE,PUT,PATCH,GET,HEAD";
+    /// Nacos v1 heartbeat.
+    InstanceBeat => "/nacos/v1/ns/instance/beat", "PUT";
+    /// Nacos v1 configuration items.
+    Configs => "/nacos/v1/cs/configs", "GET,HEAD,POST,DELETE";
+    /// Nacos v1 config long poll (POST) and listeners of an item (GET).
+    ConfigListener => "/nacos/v1/cs/configs/listener", "POST,GET,HEAD";
+    /// Liveness.
+    Live => "/health/live", "GET,HEAD";
+    /// Readiness.
+    Ready => "/health/ready", "GET,HEAD";
+    /// Prometheus metrics.
+    Metrics => "/metrics", "GET,HEAD";
+    /// Nacos v1 instance health.
+    HealthInstance => "/nacos/v1/ns/health/instance", "PUT";
+    /// Nacos v1 instance health, the older path.
+    Health => "/nacos/v1/ns/health", "PUT";
+    /// Nacos v1 services.
+    Service => "/nacos/v1/ns/service", "POST,DELETE,PUT,GET,HEAD";
+    /// Nacos v1 service list.
+    ServiceList => "/nacos/v1/ns/service/list", "GET,HEAD";
+    /// Nacos v1 selector types.
+    SelectorTypes => "/nacos/v1/ns/service/selector/types", "GET,HEAD";
+    /// Nacos v1 subscribers of a service.
+    Subscribers => "/nacos/v1/ns/service/subscribers", "GET,HEAD";
+    /// Nacos v1 cluster metadata of a service.
+    NamingCluster => "/nacos/v1/ns/cluster", "PUT";
+    /// Nacos v1 console catalog: services.
+    CatalogServices => "/nacos/v1/ns/catalog/services", "GET,HEAD";
+    /// Nacos v1 console catalog: a service.
+    CatalogService => "/nacos/v1/ns/catalog/service", "GET,HEAD";
+    /// Nacos v1 console catalog: instances.
+    CatalogInstances => "/nacos/v1/ns/catalog/instances", "GET,HEAD";
+    /// Nacos v1 operator metrics (clients probe it).
+    OperatorMetrics => "/nacos/v1/ns/operator/metrics", "GET,HEAD";
+    /// Nacos v1 switches.
+    OperatorSwitches => "/nacos/v1/ns/operator/switches", "GET,HEAD";
+    /// Nacos v1 config history of an item.
+    History => "/nacos/v1/cs/history", "GET,HEAD";
+    /// Nacos v1 previous version of an item.
+    HistoryPrevious => "/nacos/v1/cs/history/previous", "GET,HEAD";
+    /// Nacos v1 items of a namespace, by history.
+    HistoryConfigs => "/nacos/v1/cs/history/configs", "GET,HEAD";
+    /// Nacos v1 namespaces.
+    Namespaces => "/nacos/v1/console/namespaces", "GET,HEAD,POST,PUT,DELETE";
+    /// Nacos v1 login.
+    Login => "/nacos/v1/auth/login", "POST";
+    /// Nacos v1 login, the users path.
+    UsersLogin => "/nacos/v1/auth/users/login", "POST";
+    /// Nacos v1 users.
+    Users => "/nacos/v1/auth/users", "GET,HEAD,POST,PUT,DELETE";
+    /// Nacos v1 user search.
+    UsersSearch => "/nacos/v1/auth/users/search", "GET,HEAD";
+    /// Nacos v1 roles.
+    Roles => "/nacos/v1/auth/roles", "GET,HEAD,POST,DELETE";
+    /// Nacos v1 role search.
+    RolesSearch => "/nacos/v1/auth/roles/search", "GET,HEAD";
+    /// Nacos v1 permissions.
+    Permissions => "/nacos/v1/auth/permissions", "GET,HEAD,POST,DELETE";
+    /// Nacos v1 cluster members.
+    CoreClusterNodes => "/nacos/v1/core/cluster/nodes", "GET,HEAD";
+    /// Nacos v2 instances.
+    V2Instance => "/nacos/v2/ns/instance", "GET,HEAD,POST,DELETE,PUT,PATCH";
+    /// Nacos v2 instance list.
+    V2InstanceList => "/nacos/v2/ns/instance/list", "GET,HEAD";
+    /// Nacos v2 heartbeat.
+    V2InstanceBeat => "/nacos/v2/ns/instance/beat", "PUT";
+    /// Nacos v2 instance health.
+    V2HealthInstance => "/nacos/v2/ns/health/instance", "PUT";
+    /// Nacos v2 services.
+    V2Service => "/nacos/v2/ns/service", "GET,HEAD,POST,DELETE,PUT";
+    /// Nacos v2 service list.
+    V2ServiceList => "/nacos/v2/ns/service/list", "GET,HEAD";
+    /// Nacos v2 operator metrics.
+    V2OperatorMetrics => "/nacos/v2/ns/operator/metrics", "GET,HEAD";
+    /// Nacos v2 switches.
+    V2OperatorSwitches => "/nacos/v2/ns/operator/switches", "GET,HEAD";
+    /// Nacos v2 configuration items.
+    V2Config => "/nacos/v2/cs/config", "GET,HEAD,POST,DELETE";
+    /// roster's cluster view.
+    Cluster => "/api/v1/cluster", "GET,HEAD";
+    /// roster's cluster members.
+    ClusterMembers => "/api/v1/cluster/members", "POST,DELETE";
+    /// roster's owner of a service.
+    ClusterOwner => "/api/v1/cluster/owner", "GET,HEAD";
+    /// roster's instance list.
+    Instances => "/api/v1/instances", "GET,HEAD";
+    /// roster's pick of one instance.
+    Pick => "/api/v1/pick", "GET,HEAD";
+    /// roster's event stream.
+    Events => "/api/v1/events", "GET,HEAD";
+    /// roster's signing key rotation.
+    RotateKey => "/api/v1/auth/rotate-key", "POST";
+    /// roster's audit trail.
+    Audit => "/api/v1/audit", "GET,HEAD";
+    /// roster's snapshot download.
+    Snapshot => "/api/v1/snapshot", "GET,HEAD";
+    /// roster's overview samples.
+    Overview => "/api/v1/overview", "GET,HEAD";
+    /// roster's sync tasks.
+    SyncTasks => "/api/v1/sync/tasks", "GET,HEAD,POST";
+    /// A sync task (parsed apart: the segment is its name).
+    SyncTask => "/api/v1/sync/tasks/{name}", "GET,HEAD,DELETE";
+    /// Pausing a sync task.
+    SyncTaskPause => "/api/v1/sync/tasks/{name}/pause", "POST";
+    /// Resuming a sync task.
+    SyncTaskResume => "/api/v1/sync/tasks/{name}/resume", "POST";
+    /// Applying a sync task's dry run.
+    SyncTaskApply => "/api/v1/sync/tasks/{name}/apply", "POST";
+}
+
+/// Where the sync task routes start; the segment after it is the task's name.
+pub(super) const TASK_PREFIX: &str = "/api/v1/sync/tasks/";
+
+/// What a path's prefix says of it, where that matters beyond its route (and for paths
+/// of no route): the shape of the guard's refusals, the body limit, what the audit
+/// names as the request's target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Area {
+    /// `/nacos/v1/cs/...`: configuration (a larger body; the target is an item).
+    ConfigV1,
+    /// `/nacos/v2/cs/...`: configuration, answered in v2's envelope.
+    ConfigV2,
+    /// Any other `/nacos/v2/...`: answered in v2's envelope.
+    NacosV2,
+    /// `/nacos/v1/auth/...` but a login: the target is a role or a user.
+    Users,
+    /// `/api/v1/sync/tasks/...`: the target is the task its path names.
+    SyncTask,
+    /// Anything else.
+    Other,
+}
+
+impl Area {
+    /// The area of a path by its prefix.
+    pub(super) fn of_path(path: &str) -> Area {
+        if path.starts_with("/nacos/v1/cs/") {
+            Area::ConfigV1
+        } else if path.starts_with("/nacos/v2/cs/") {
+            Area::ConfigV2
+        } else if path.starts_with("/nacos/v2/") {
+            Area::NacosV2
+        } else if path.starts_with("/nacos/v1/auth/") && !path.ends_with("/login") {
+            Area::Users
+        } else if path.starts_with(TASK_PREFIX) {
+            Area::SyncTask
+        } else {
+            Area::Other
+        }
+    }
+
+    /// Whether refusals are answered in Nacos v2's envelope.
+    pub fn is_v2(self) -> bool {
+        matches!(self, Area::ConfigV2 | Area::NacosV2)
+    }
+
+    /// Whether it is the configuration API's.
+    pub fn is_config(self) -> bool {
+        matches!(self, Area::ConfigV1 | Area::ConfigV2)
+    }
+}
+
+/// Whether the console router serves `path` (see `roster_console_ui::router`).
+pub(super) fn is_console(path: &str) -> bool {
+    matches!(
+        path,
+        "/" | "/index.html" | "/favicon.svg" | "/nacos" | "/nacos/"
+    ) || path.starts_with("/assets/")
+}
+
+/// `segment` percent-decoded, as axum decoded path parameters: `%XX` with two hex
+/// digits is a byte, anything else stays as it is; `None` when the bytes are not UTF-8.
+pub(super) fn percent_decoded(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
