@@ -1,30 +1,46 @@
-//! The server crate keeps its layers (docs/architecture.md, "Forbidden imports"), read
-//! from its own sources: nothing below the protocol faces imports `api/`, `grpc/` or the
-//! sync runner `imports`; `grpc/` imports nothing from `api/`; no import circle spans
-//! more than five files; no source file is longer than 900 lines.
+//! The workspace keeps its layers (docs/architecture.md, "Layers").
 //!
-//! Imports are read outside comments and outside `mod tests` blocks: every path of a
-//! `use` tree, its `{..}` groups expanded (`a::{b, c::{d, self}}` is `a::b`, `a::c::d`
-//! and `a::c`), and every `crate::`, `super::` or `self::` path elsewhere in the code. A
-//! path names the longest module it starts with.
+//! Where a crate boundary holds a layer, Cargo enforces it; this test checks what Cargo
+//! cannot: that the registry core (`registry/`) depends on no other roster crate, does
+//! no I/O, and reads the clock only in `clock.rs`.
+//!
+//! Inside the server crate it reads the full import graph from the sources. A module
+//! imports what its `use` trees name (groups expanded: `a::{b, c::{d, self}}` is `a::b`,
+//! `a::c::d` and `a::c`), every `crate::`, `super::` or `self::` path elsewhere in its
+//! code, every path that starts with the name of one of its child modules, and the child
+//! modules it declares; comments and `mod tests` blocks are left out. A path names the
+//! longest module it starts with. The graph is then read by unit: a top-level module,
+//! or each module directly under `services/` and `faces/`. The rules:
+//!
+//! - the layers point one way: services (with `error`) → `state` → faces → the node's
+//!   wiring (`node`, `cli`); a unit imports only its own layer and the layers before it;
+//! - a face does not import another face (each stands on the services and the state);
+//! - no circle between units is longer than 3;
+//! - no source file of the server or the registry has over 700 lines of production
+//!   code (its lines before a `#[cfg(test)] mod tests` block; test-only files aside).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use roster_tests::workspace_root;
 
-/// Modules (as `a::b`) and their source text, comments removed.
-fn modules() -> BTreeMap<String, String> {
-    let root = workspace_root().join("server/src");
+/// The longest circle of units allowed.
+const MAX_CIRCLE: usize = 3;
+/// The most production lines a source file may have.
+const MAX_LINES: usize = 700;
+
+/// Modules (as `a::b`) of the crate whose sources are in `dir`, and their source text.
+fn modules(dir: &str) -> BTreeMap<String, String> {
+    let root = workspace_root().join(dir);
     let mut out = BTreeMap::new();
     collect(&root, &root, &mut out);
-    assert!(out.len() > 40, "found only {} modules", out.len());
+    assert!(out.len() > 20, "found only {} modules in {dir}", out.len());
     out
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
     for entry in std::fs::read_dir(dir)
-        .expect("server/src is readable")
+        .expect("the sources are readable")
         .flatten()
     {
         let path = entry.path();
@@ -52,13 +68,18 @@ fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
     }
 }
 
-/// The code of a source file: comments and `mod tests { .. }` blocks left out.
-fn code(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests {") {
+/// A source file's production code: its text before a `#[cfg(test)] mod tests` block.
+fn production(text: &str) -> &str {
+    match text.find("#[cfg(test)]\nmod tests {") {
         Some(at) => &text[..at],
         None => text,
-    };
-    text.lines()
+    }
+}
+
+/// The code of a source file: comments and `mod tests { .. }` blocks left out.
+fn code(text: &str) -> String {
+    production(text)
+        .lines()
         .map(|line| match line.find("//") {
             Some(at) => &line[..at],
             None => line,
@@ -67,14 +88,22 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
+/// Whether module `name` is only built for tests: a `tests` module or one beneath it.
+fn test_only(name: &str) -> bool {
+    name.split("::")
+        .any(|part| part == "tests" || part == "model")
+}
+
 /// The modules `name` imports.
 fn imports(name: &str, text: &str, all: &BTreeMap<String, String>) -> BTreeSet<String> {
     let code = code(text);
     let mut paths = use_paths(&code);
     paths.extend(inline_paths(&code));
+    paths.extend(child_paths(name, &code, all));
+    paths.extend(declared(&code).into_iter().map(|m| format!("self::{m}")));
     paths
         .iter()
-        .filter_map(|path| absolute(name, path))
+        .filter_map(|path| absolute(name, path, all))
         .filter_map(|path| resolve(&path, all))
         .filter(|target| target != name)
         .collect()
@@ -142,35 +171,74 @@ fn expand(tree: &str) -> Vec<String> {
     out
 }
 
-/// The `crate::`, `super::` and `self::` paths in `code`, each from its first segment.
-fn inline_paths(code: &str) -> Vec<String> {
+/// The paths in `code` that start with `prefix` at a word's start, each whole.
+fn paths_from(code: &str, prefix: &str) -> Vec<String> {
     let mut found = Vec::new();
-    for prefix in ["crate::", "super::", "self::"] {
-        let mut rest = code;
-        while let Some(at) = rest.find(prefix) {
-            let before = rest[..at].chars().last();
-            let path: String = rest[at..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            rest = &rest[at + prefix.len()..];
-            // `x::super::` is the middle of a path, `my_crate::` another word; a path
-            // that ends in `::{` or `::*` is a use tree's, read by `use_paths`.
-            let word = before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
-            if !word && !path.ends_with(':') {
-                found.push(path);
-            }
+    let mut rest = code;
+    while let Some(at) = rest.find(prefix) {
+        let before = rest[..at].chars().last();
+        let path: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        rest = &rest[at + prefix.len()..];
+        // `x::super::` is the middle of a path, `my_crate::` another word; a path that
+        // ends in `::{` or `::*` is a use tree's, read by `use_paths`.
+        let word = before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+        if !word && !path.ends_with(':') {
+            found.push(path);
         }
     }
     found
 }
 
+/// The `crate::`, `super::` and `self::` paths in `code`, each from its first segment.
+fn inline_paths(code: &str) -> Vec<String> {
+    ["crate::", "super::", "self::"]
+        .into_iter()
+        .flat_map(|prefix| paths_from(code, prefix))
+        .collect()
+}
+
+/// The paths in module `name`'s `code` that start with one of its children's names
+/// (`child::item`), as `self::child::item`.
+fn child_paths(name: &str, code: &str, all: &BTreeMap<String, String>) -> Vec<String> {
+    let prefix = match name {
+        "crate" => String::new(),
+        _ => format!("{name}::"),
+    };
+    all.keys()
+        .filter_map(|m| m.strip_prefix(&prefix))
+        .filter(|child| !child.is_empty() && !child.contains("::"))
+        .flat_map(|child| paths_from(code, &format!("{child}::")))
+        .map(|path| format!("self::{path}"))
+        .collect()
+}
+
+/// The child modules `code` declares (`mod a;`, `pub mod b;`, `pub(crate) mod c;`).
+fn declared(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line
+                .strip_prefix("pub ")
+                .or_else(|| line.strip_prefix("pub(crate) "))
+                .or_else(|| line.strip_prefix("pub(super) "))
+                .unwrap_or(line);
+            let module = rest.strip_prefix("mod ")?.strip_suffix(';')?.trim();
+            module
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_')
+                .then(|| module.to_string())
+        })
+        .collect()
+}
+
 /// The path `path`, written in module `name`, from the crate root (`a::b`), or `None` for
-/// a path that does not start with `crate`, `super` or `self` (another crate's, or a
-/// child module named bare: a parent's own `mod` items are not counted as imports).
+/// a path that does not start with `crate`, `super` or `self` (another crate's).
 /// `super::` names the module's parent, whether the module is a `mod.rs` or a leaf file
 /// (`a/b/mod.rs` and `a/b.rs` are both `a::b`, whose parent is `a`).
-fn absolute(name: &str, path: &str) -> Option<String> {
+fn absolute(name: &str, path: &str, all: &BTreeMap<String, String>) -> Option<String> {
     let mut parts: Vec<&str> = path
         .split("::")
         .filter(|p| !p.is_empty() && *p != "*")
@@ -190,7 +258,12 @@ fn absolute(name: &str, path: &str) -> Option<String> {
             }
         }
     } else {
-        return None;
+        // A use tree's bare path names a child module (`use child::Item;`), else
+        // another crate.
+        let child = base.iter().chain([&first]).copied().collect::<Vec<_>>();
+        if !all.contains_key(&child.join("::")) {
+            return None;
+        }
     }
     Some(base.into_iter().chain(parts).collect::<Vec<_>>().join("::"))
 }
@@ -207,8 +280,44 @@ fn resolve(path: &str, all: &BTreeMap<String, String>) -> Option<String> {
         .find(|candidate| all.contains_key(candidate))
 }
 
-fn under(module: &str, prefix: &str) -> bool {
-    module == prefix || module.starts_with(&format!("{prefix}::"))
+/// The unit module `module` belongs to: its top-level module, or the module directly
+/// under `services` or `faces`; `None` for the crate root, the binary, and the two
+/// grouping modules themselves.
+fn unit(module: &str) -> Option<String> {
+    let parts: Vec<&str> = module.split("::").collect();
+    match parts.as_slice() {
+        ["crate" | "main" | "services" | "faces"] => None,
+        [group @ ("services" | "faces"), name, ..] => Some(format!("{group}::{name}")),
+        [top, ..] => Some(top.to_string()),
+        [] => None,
+    }
+}
+
+/// The layer of a unit, from the core outwards.
+fn layer(unit: &str) -> u8 {
+    match unit.split("::").next().unwrap_or("") {
+        "services" | "error" => 1,
+        "state" => 2,
+        "faces" => 3,
+        _ => 4,
+    }
+}
+
+/// The import graph of `all` between units.
+fn unit_graph(all: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut units: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in all {
+        let Some(from) = unit(module) else { continue };
+        let targets = imports(module, text, all);
+        let entry = units.entry(from.clone()).or_default();
+        entry.extend(
+            targets
+                .iter()
+                .filter_map(|t| unit(t))
+                .filter(|t| *t != from),
+        );
+    }
+    units
 }
 
 /// Strongly connected components of the import graph (Tarjan), largest first.
@@ -228,7 +337,7 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
             self.low.insert(v, n);
             self.stack.push(v);
             self.on_stack.insert(v);
-            for w in &self.graph[v] {
+            for w in self.graph.get(v).into_iter().flatten() {
                 let w = w.as_str();
                 if !self.index.contains_key(w) {
                     self.visit(w);
@@ -249,6 +358,7 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
                     }
                 }
                 if component.len() > 1 {
+                    component.sort();
                     self.found.push(component);
                 }
             }
@@ -271,45 +381,84 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     walk.found
 }
 
+/// Files of `all` (in `dir`) with more than [`MAX_LINES`] production lines.
+fn long_files(dir: &str, all: &BTreeMap<String, String>) -> Vec<String> {
+    all.iter()
+        .filter(|(module, _)| !test_only(module))
+        .filter_map(|(module, text)| {
+            let lines = production(text).lines().count();
+            (lines > MAX_LINES).then(|| format!("{dir} {module}: {lines} production lines"))
+        })
+        .collect()
+}
+
 #[test]
 fn the_server_crate_keeps_its_layers() {
-    let all = modules();
-    let graph: BTreeMap<String, BTreeSet<String>> = all
-        .iter()
-        .map(|(name, text)| (name.clone(), imports(name, text, &all)))
-        .collect();
+    let all = modules("server/src");
+    let graph = unit_graph(&all);
     let mut broken = Vec::new();
-    // The faces and the wiring may import the faces; nothing else may.
-    let faces = ["api", "grpc", "imports"];
-    for (module, targets) in &graph {
-        let exempt = faces.iter().any(|f| under(module, f)) || module == "app";
-        if exempt {
-            continue;
-        }
-        for target in targets.iter().filter(|t| faces.iter().any(|f| under(t, f))) {
-            broken.push(format!("{module} imports {target}"));
-        }
-    }
-    for (module, targets) in graph.iter().filter(|(m, _)| under(m, "grpc")) {
-        for target in targets.iter().filter(|t| under(t, "api")) {
-            broken.push(format!("{module} (gRPC) imports {target} (HTTP)"));
+    for (from, targets) in &graph {
+        for to in targets {
+            if layer(to) > layer(from) {
+                broken.push(format!("{from} imports {to}, a layer above it"));
+            }
+            let faces = from.starts_with("faces::") && to.starts_with("faces::");
+            if faces {
+                broken.push(format!("{from} imports {to}: a face imports another face"));
+            }
         }
     }
-    for circle in circles(&graph).iter().filter(|c| c.len() > 5) {
+    for circle in circles(&graph).iter().filter(|c| c.len() > MAX_CIRCLE) {
         broken.push(format!(
-            "an import circle of {} files: {circle:?}",
+            "an import circle of {} units: {circle:?}",
             circle.len()
         ));
     }
-    for (module, text) in &all {
-        let lines = text.lines().count();
-        if lines > 900 {
-            broken.push(format!("{module} has {lines} lines (at most 900)"));
-        }
-    }
+    broken.extend(long_files("server/src", &all));
     assert!(
         broken.is_empty(),
         "server/src breaks its layering (docs/architecture.md):\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_registry_core_stands_alone() {
+    let manifest = std::fs::read_to_string(workspace_root().join("registry/Cargo.toml")).unwrap();
+    let mut broken: Vec<String> = manifest
+        .lines()
+        .filter(|line| line.trim_start().starts_with("roster-"))
+        .map(|line| format!("registry/Cargo.toml depends on {line}"))
+        .collect();
+    let all = modules("registry/src");
+    for (module, text) in all.iter().filter(|(m, _)| !test_only(m)) {
+        let code = code(text);
+        for io in [
+            "std::fs",
+            "std::io",
+            "TcpStream",
+            "UdpSocket",
+            "std::process",
+        ] {
+            if code.contains(io) {
+                broken.push(format!("registry {module} does I/O ({io})"));
+            }
+        }
+        let tokio = paths_from(&code, "tokio::");
+        if let Some(other) = tokio.iter().find(|p| *p != "tokio::sync::Notify") {
+            broken.push(format!("registry {module} uses {other} (only Notify)"));
+        }
+        let reads_clock = code.contains("SystemTime::now") || code.contains("Instant::now");
+        if reads_clock && module != "clock" {
+            broken.push(format!(
+                "registry {module} reads the clock (only clock.rs does)"
+            ));
+        }
+    }
+    broken.extend(long_files("registry/src", &all));
+    assert!(
+        broken.is_empty(),
+        "the registry core breaks its rules (docs/architecture.md):\n{}",
         broken.join("\n")
     );
 }
@@ -333,31 +482,53 @@ fn the_layering_check_expands_use_groups() {
 }
 
 #[test]
-fn the_layering_check_sees_imports_and_circles() {
+fn the_layering_check_sees_imports_children_and_circles() {
     let mut all = BTreeMap::new();
     for (name, text) in [
-        ("crate", "pub mod a; pub mod b; pub mod c;"),
-        // `c` is imported only inside a group.
-        ("a", "use crate::{b::Thing, c}; // crate::d is a comment"),
+        ("crate", "pub mod a; pub mod b; pub mod c; pub mod d;"),
+        // `c` is imported only inside a group; `inner` is declared, `leaf` named bare.
+        (
+            "a",
+            "mod inner;\nmod leaf;\nuse crate::{b::Thing, c}; // crate::d is a comment\nfn f() { leaf::go() }",
+        ),
         ("a::inner", "use super::x;"),
+        ("a::leaf", "pub fn go() {}"),
         ("b", "use crate::a::inner::F;"),
         ("c", "use super::{a::{self, inner::{self as i}}, b as bee};"),
+        ("d", "use other_crate::leaf::x; fn g() { c::h() }"),
     ] {
         all.insert(name.to_string(), text.to_string());
     }
     let seen = |m: &str| imports(m, &all[m], &all);
     let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
-    assert_eq!(seen("a"), set(&["b", "c"]));
+    assert_eq!(seen("a"), set(&["a::inner", "a::leaf", "b", "c"]));
     assert_eq!(seen("b"), set(&["a::inner"]));
     assert_eq!(seen("a::inner"), set(&["a"]));
     assert_eq!(seen("c"), set(&["a", "a::inner", "b"]));
-    let graph: BTreeMap<String, BTreeSet<String>> =
-        all.keys().map(|m| (m.clone(), seen(m))).collect();
-    let found = circles(&graph);
-    assert_eq!(found.len(), 1, "{found:?}");
+    // Another crate's path and a sibling named bare are not this crate's imports.
+    assert_eq!(seen("d"), set(&[]));
+    let units = unit_graph(&all);
+    assert_eq!(units["a"], set(&["b", "c"]));
+    let found = circles(&units);
+    assert_eq!(found, [["a", "b", "c"]], "a → b → a, a → c → a");
+}
+
+#[test]
+fn units_are_top_level_modules_or_those_under_services_and_faces() {
     assert_eq!(
-        found[0].len(),
-        4,
-        "a → c → a, a → b → a::inner → a: {found:?}"
+        unit("services::store::machine").as_deref(),
+        Some("services::store")
     );
+    assert_eq!(
+        unit("faces::http::nacos::instance").as_deref(),
+        Some("faces::http")
+    );
+    assert_eq!(unit("node::args::run").as_deref(), Some("node"));
+    assert_eq!(unit("state").as_deref(), Some("state"));
+    assert_eq!(unit("services"), None);
+    assert_eq!(unit("crate"), None);
+    assert!(layer("services::store") < layer("state"));
+    assert!(layer("state") < layer("faces::grpc"));
+    assert!(layer("faces::grpc") < layer("node"));
+    assert_eq!(layer("error"), layer("services::distro"));
 }
