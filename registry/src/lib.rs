@@ -6,8 +6,8 @@
 //! persistent writes come from the Raft state machine, with time taken from the command
 //! so every node computes the same state.
 //!
-//! This file holds the core: the [`Registry`] handle, reads, and writes of namespaces,
-//! services and instances (beats included). The rest lives beside it, one concern a file;
+//! This file holds the core: the [`Registry`] handle, reads, and writes of instances
+//! (beats included). The rest lives beside it, one concern a file;
 //! [`catalog`], [`sweep`], [`copies`], [`imports`] and [`snapshot`] add further `impl Registry`
 //! blocks:
 //!

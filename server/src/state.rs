@@ -1,7 +1,7 @@
-//! The node's shared state, [`AppState`]: the handles every protocol face and worker
-//! reads through. Each field's type lives where its data lives (the registry, the
-//! store, the cluster, push); this module only gathers them, and `app` (the wiring)
-//! builds it.
+//! The node's shared state, [`AppState`]: the handles every protocol face reads through
+//! (the services' workers get only the handles they use). Each field's type lives where its data lives (the registry, the
+//! store, the cluster, push); this module only gathers them, and the wiring
+//! (`node/build.rs`) builds it.
 
 use std::sync::Arc;
 

@@ -19,7 +19,7 @@
 //! other origin get no CORS header at all, and the browser refuses their answers; their
 //! preflights meet the guard, which refuses them (401).
 //!
-//! Written into `api::Front` rather than as tower-http's `CorsLayer`: the layer would
+//! Written into `faces::http::Front` rather than as tower-http's `CorsLayer`: the layer would
 //! wrap every request's future and answer, while here a request without an `Origin`
 //! header (every SDK's) costs one header lookup and no allocation.
 

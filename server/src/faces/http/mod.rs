@@ -219,7 +219,7 @@ impl Service<Request> for Front {
     }
 }
 
-/// `listen::serve_http` serves each connection with a copy that knows its peer.
+/// `services::net::serve_http` serves each connection with a copy that knows its peer.
 impl crate::services::net::ForPeer for Front {
     fn for_peer(&self, peer: SocketAddr) -> Front {
         Front(self.0.clone(), Some(peer))

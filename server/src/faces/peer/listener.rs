@@ -11,7 +11,7 @@
 //!   one.
 //!
 //! Beyond `--peer-max-connections` open connections, a new one is closed at once (the
-//! gate and accept loop of `listen/`, which the HTTP and gRPC listeners use). hyper
+//! gate and accept loop of `services/net`, which the HTTP and gRPC listeners use). hyper
 //! buffers at most [`READ_BUFFER`] of a connection ahead of the handler, so a refused
 //! request costs at most that much reading.
 
@@ -62,7 +62,7 @@ pub async fn serve(
     state: PeerState,
     mut stopping: watch::Receiver<bool>,
 ) {
-    // The same gate and accept loop as the HTTP and gRPC listeners (`listen/`):
+    // The same gate and accept loop as the HTTP and gRPC listeners (`services/net`):
     // connections over the cap are closed at once, refusals and descriptor exhaustion
     // logged once per 10 s.
     let gate = Gate::new("peer", limits.max_connections, None);

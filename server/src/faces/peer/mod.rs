@@ -1,6 +1,6 @@
 //! The peer face: what other members ask of this node over the peer channel. The
 //! channel itself (its sealed format, replay memory, the sending client) is the
-//! cluster's (`services::cluster`); this face accepts its connections ([`listener`]),
+//! channel's (`services::channel`); this face accepts its connections ([`listener`]),
 //! checks each message ([`server`]) and routes it ([`route`]) to the one part it is for:
 //! hellos to the members, `view` to the cluster view, `distro/*` to Distro, `raft/*` to
 //! the store.

@@ -111,7 +111,7 @@ impl Members {
     }
 
     /// The HTTP addresses learned of the other members, read under the lock without
-    /// copying the members (a console's request asks on every call, `api::cors`).
+    /// copying the members (a console's request asks on every call, `faces::http::cors`).
     pub fn any_peer_http(&self, mut matches: impl FnMut(&str) -> bool) -> bool {
         self.shared
             .peers

@@ -1,5 +1,5 @@
 //! Who listens to a configuration item on this node: the HTTP long polls it holds right
-//! now ([`LongPolls`]) and the gRPC connections that listen (`grpc::connection`), each a
+//! now ([`LongPolls`]) and the gRPC connections that listen (`faces::grpc::connection`), each a
 //! [`ListenerList`] — the API lists them all without knowing either (as naming's
 //! subscriber list does).
 

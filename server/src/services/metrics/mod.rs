@@ -6,7 +6,7 @@
 //!
 //! Every label comes from a closed set, because a label value lives as long as the
 //! process and each one adds a dozen series: HTTP methods are the seven standard ones
-//! or `other`, routes are route patterns or `unmatched` (`api::Front` picks both),
+//! or `other`, routes are the endpoints' labels or `unmatched` (`faces::http::Front` picks both),
 //! gRPC request types are the known ones or `other`, push outcomes are static, and
 //! node labels are cluster members. Before, one anonymous request with an invented
 //! 100 kB method added ~1.6 MB to `/metrics` for good.

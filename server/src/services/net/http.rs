@@ -4,8 +4,8 @@
 //! in progress is closed once no byte has moved for `idle_timeout`. A timer per
 //! connection looks a few times per timeout; per request the watch costs a few counter
 //! updates, one or two reference counts and no allocation (the connection's service is
-//! `api::Front` under one tower-http header layer, no boxing). The peer listener
-//! (`cluster/listener.rs`) keeps the same two clocks with a lock and a clock read per
+//! `faces::http::Front` under one tower-http header layer, no boxing). The peer listener
+//! (`faces/peer/listener.rs`) keeps the same two clocks with a lock and a clock read per
 //! read; here that would be on the hot path. The looks also wake a request whose body
 //! waits, which reads its own clock then (`body.rs`).
 //!
@@ -68,7 +68,7 @@ pub struct HttpLimits {
 }
 
 /// A service that serves each connection as a copy told the connection's peer address
-/// (`api::Front` hands it to UDP push subscriptions, which go only to the address a
+/// (`faces::http::Front` hands it to UDP push subscriptions, which go only to the address a
 /// query came from): no per-request cost.
 pub trait ForPeer {
     /// This service, for a connection from `peer`.
@@ -81,7 +81,7 @@ pub trait ForPeer {
 /// is a TLS handshake, finished within the header timeout, and a plaintext request is
 /// answered `400` and closed. Refusals and body timeouts are counted in `counters`.
 ///
-/// `service` must always be ready (`api::Front` is): it is called without `poll_ready`,
+/// `service` must always be ready (`faces::http::Front` is): it is called without `poll_ready`,
 /// as the hot path has no use for tower's readiness protocol.
 pub async fn serve_http<S>(
     listener: TcpListener,

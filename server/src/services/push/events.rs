@@ -1,5 +1,5 @@
 //! The node's broadcast of changes, for streams that follow them (the console's event
-//! stream, `api::events`). One worker drains the registry's [`ChangeSet`] (service
+//! stream, `faces::http::events`). One worker drains the registry's [`ChangeSet`] (service
 //! changes) and the store's [`CatalogChanges`] (namespaces, users and sync tasks,
 //! recorded when the Raft state machine applies them — on every node), lets changes
 //! gather for [`COALESCE`] and broadcasts them; each stream filters what it receives.

@@ -1,6 +1,6 @@
 //! Telling subscribers about changes: Nacos v1 UDP push ([`udp`]) and the broadcast of
 //! changes that event streams follow ([`events`]). gRPC pushes go out over each client's
-//! own connection (`grpc`).
+//! own connection (`faces::grpc`).
 
 pub mod events;
 pub mod udp;

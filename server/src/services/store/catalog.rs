@@ -1,6 +1,6 @@
 //! Changes to the Raft-held catalog beside the registry's services — namespaces, users,
 //! roles and permissions, sync tasks — as the state machine applies them, for the console's event streams
-//! (`api::events`). Every node applies every committed command, so a change made
+//! (`faces::http::events`). Every node applies every committed command, so a change made
 //! through any node is seen on all of them.
 //!
 //! Like the registry's `ChangeSet`: marks coalesce in a set until the one consumer

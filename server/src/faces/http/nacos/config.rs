@@ -1,7 +1,7 @@
 //! `/nacos/v1/cs/configs` and its long-polling listener: Nacos v1's configuration API
 //! (reads served from this node's copy of the store, writes through Raft by
 //! `configs::writes`). The history routes are in [`super::config_history`]; v2's
-//! `/nacos/v2/cs/config` (`api::nacos_v2_config`) shares [`named`], [`publish`] and
+//! `/nacos/v2/cs/config` (`faces::http::nacos_v2_config`) shares [`named`], [`publish`] and
 //! [`remove`].
 //!
 //! Wire decisions where Nacos is loose or roster differs:
