@@ -2,10 +2,11 @@
 //! created, updated (settings, one cluster), checked and deleted, the sweep of idle empty
 //! services, and namespaces created, updated, checked and deleted.
 
+use std::sync::Arc;
+
 use crate::namespace::{Namespace, NamespaceInfo, PUBLIC_NAMESPACE};
 use crate::service::{Changed, ClusterSettings, Service, ServiceKey, ServiceSettings, ServiceView};
 use crate::{Registry, RegistryError};
-use std::sync::Arc;
 
 impl Registry {
     // ----- service writes --------------------------------------------------------------
