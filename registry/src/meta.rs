@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -159,17 +159,39 @@ struct Tables {
     empty: Meta,
 }
 
-static TABLES: LazyLock<Tables> = LazyLock::new(|| Tables {
-    hasher: RandomState::new(),
-    maps: Recent::new(MAP_SLOTS),
-    values: Recent::new(VALUE_SLOTS),
-    keys: Recent::new(KEY_SLOTS),
-    bases: Recent::new(BASE_SLOTS),
-    empty: Meta(Arc::new(Body {
-        keys: Keys(Arc::new(Box::new([]))),
-        values: Values::Full(Box::new([])),
-    })),
-});
+impl Tables {
+    fn new() -> Self {
+        Tables {
+            hasher: RandomState::new(),
+            maps: Recent::new(MAP_SLOTS),
+            values: Recent::new(VALUE_SLOTS),
+            keys: Recent::new(KEY_SLOTS),
+            bases: Recent::new(BASE_SLOTS),
+            empty: Meta(Arc::new(Body {
+                keys: Keys(Arc::new(Box::new([]))),
+                values: Values::Full(Box::new([])),
+            })),
+        }
+    }
+}
+
+/// The tables every thread shares.
+#[cfg(not(test))]
+fn tables() -> &'static Tables {
+    static TABLES: std::sync::LazyLock<Tables> = std::sync::LazyLock::new(Tables::new);
+    &TABLES
+}
+
+/// In unit tests, each test's thread has tables of its own: a test of what is shared
+/// (a delta's base, a shared value) must not see another test, running beside it, take
+/// its slots. A test thread's tables live until the process ends.
+#[cfg(test)]
+fn tables() -> &'static Tables {
+    thread_local! {
+        static OWN: &'static Tables = Box::leak(Box::new(Tables::new()));
+    }
+    OWN.with(|own| *own)
+}
 
 impl Meta {
     /// `metadata` as held: an equal map made recently is shared, and so are the key
@@ -184,7 +206,7 @@ impl Meta {
 
     /// [`Meta::new`] of entries sorted by key, keys distinct.
     fn from_sorted(pairs: &[(&str, &str)]) -> Self {
-        let tables = &*TABLES;
+        let tables = tables();
         if pairs.is_empty() {
             return tables.empty.clone();
         }
@@ -235,7 +257,7 @@ impl Meta {
 
     /// The shared empty map.
     pub fn empty() -> Self {
-        TABLES.empty.clone()
+        tables().empty.clone()
     }
 
     /// The value of `key`, if present.
