@@ -301,6 +301,14 @@ pub fn parse_cluster_list(raw: &str) -> Result<Vec<&str>, Invalid> {
 
 /// Parses metadata: a JSON object (values become strings) or `k=v,k2=v2`.
 pub fn parse_metadata(key: &str, raw: &str, max_bytes: usize) -> Result<Metadata, Invalid> {
+    let metadata = read_metadata(key, raw)?;
+    check_metadata(key, &metadata, max_bytes)?;
+    Ok(metadata)
+}
+
+/// Reads metadata as [`parse_metadata`] does, without its checks (for a registration,
+/// which [`registration`] checks whole).
+pub fn read_metadata(key: &str, raw: &str) -> Result<Metadata, Invalid> {
     let metadata = if raw.trim_start().starts_with('{') {
         let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
             .map_err(|e| Invalid::metadata(key, format!("it is not a valid JSON object: {e}.")))?;
@@ -330,7 +338,6 @@ pub fn parse_metadata(key: &str, raw: &str, max_bytes: usize) -> Result<Metadata
         }
         m
     };
-    check_metadata(key, &metadata, max_bytes)?;
     Ok(metadata)
 }
 
@@ -463,25 +470,56 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// Checks the fields of a registration a face has parsed, each named `{prefix}{field}`
-/// as the client sent it (`instance.` for gRPC): the address (normalized in place, see
-/// [`check_ip`]), the cluster, the weight and the metadata. The one rule set every face
-/// registers by.
+/// Where a registration came from, which decides what a refusal calls its fields and
+/// whether it is kept as given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// HTTP v1 and v2 parameters: refusals name `ip` and `metadata`.
+    Http,
+    /// A gRPC instance: refusals name `instance.ip` and `instance.metadata`.
+    Grpc,
+    /// A sync task's import, named as HTTP's parameters. Kept as the source gives it:
+    /// the address is not rewritten to roster's form (the task matches what it holds
+    /// against the source by address), and the weight is the source's, unchecked.
+    Import,
+}
+
+impl Origin {
+    fn ip(self) -> &'static str {
+        match self {
+            Origin::Grpc => "instance.ip",
+            Origin::Http | Origin::Import => "ip",
+        }
+    }
+
+    fn metadata(self) -> &'static str {
+        match self {
+            Origin::Grpc => "instance.metadata",
+            Origin::Http | Origin::Import => "metadata",
+        }
+    }
+}
+
+/// The one check of a registration, whichever face it came through (each face parses
+/// its wire format into a [`Registration`] first): the address (put in the form
+/// instances are kept in, see [`check_ip`], unless it is an import), the cluster, the
+/// weight (not an import's) and the metadata, in that order; the first rule broken is
+/// the refusal.
 pub fn registration(
     reg: &mut Registration,
-    prefix: &str,
+    origin: Origin,
     max_metadata_bytes: usize,
 ) -> Result<(), Invalid> {
-    if let Cow::Owned(normal) = check_ip(&format!("{prefix}ip"), &reg.ip)? {
-        reg.ip = normal;
+    if let Cow::Owned(normal) = check_ip(origin.ip(), &reg.ip)? {
+        if origin != Origin::Import {
+            reg.ip = normal;
+        }
     }
     check_cluster_name(&reg.cluster)?;
-    check_weight(reg.weight)?;
-    check_metadata(
-        &format!("{prefix}metadata"),
-        &reg.metadata,
-        max_metadata_bytes,
-    )
+    if origin != Origin::Import {
+        check_weight(reg.weight)?;
+    }
+    check_metadata(origin.metadata(), &reg.metadata, max_metadata_bytes)
 }
 
 #[cfg(test)]
@@ -606,10 +644,10 @@ mod tests {
             client: None,
             owner: None,
         };
-        registration(&mut reg, "instance.", 100).unwrap();
+        registration(&mut reg, Origin::Grpc, 100).unwrap();
         assert_eq!(reg.ip, "::1");
         reg.ip = "01.02.03.004".into();
-        let e = registration(&mut reg, "instance.", 100).unwrap_err();
+        let e = registration(&mut reg, Origin::Grpc, 100).unwrap_err();
         assert_eq!(e.field, "instance.ip");
     }
 
@@ -749,5 +787,77 @@ mod tests {
             .unwrap_err()
             .message
             .contains("heart beat interval"));
+    }
+
+    fn reg(ip: &str) -> Registration {
+        Registration {
+            ip: ip.into(),
+            port: 8080,
+            cluster: "DEFAULT".into(),
+            weight: 1.0,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            metadata: Default::default(),
+            instance_id: None,
+            client: None,
+            owner: None,
+        }
+    }
+
+    const FACES: [Origin; 3] = [Origin::Http, Origin::Grpc, Origin::Import];
+
+    #[test]
+    fn every_face_refuses_a_bad_address_in_its_own_field_name() {
+        let refusal = |face| registration(&mut reg("999.1.1.1"), face, 1024).unwrap_err();
+        let message = |field: &str| {
+            format!("Param '{field}' is illegal, '999.1.1.1' is not an IPv4 address: four decimal numbers from 0 to 255, without leading zeros.")
+        };
+        assert_eq!(refusal(Origin::Http).message, message("ip"));
+        assert_eq!(refusal(Origin::Grpc).message, message("instance.ip"));
+        assert_eq!(refusal(Origin::Import).message, message("ip"));
+    }
+
+    #[test]
+    fn clusters_and_metadata_are_checked_alike_everywhere() {
+        for face in FACES {
+            let mut bad_cluster = reg("10.0.0.1");
+            bad_cluster.cluster = "a_b".into();
+            let refusal = registration(&mut bad_cluster, face, 1024).unwrap_err();
+            assert_eq!(refusal.field, "clusterName", "{face:?}");
+
+            let mut big = reg("10.0.0.1");
+            big.metadata.insert("k".into(), "v".repeat(64));
+            let refusal = registration(&mut big, face, 16).unwrap_err();
+            assert_eq!(refusal.problem, Problem::Metadata, "{face:?}");
+        }
+        let mut big = reg("10.0.0.1");
+        big.metadata.insert("k".into(), "v".repeat(64));
+        let field = |face| registration(&mut big.clone(), face, 16).unwrap_err().field;
+        assert_eq!(field(Origin::Http), "metadata");
+        assert_eq!(field(Origin::Grpc), "instance.metadata");
+    }
+
+    #[test]
+    fn registrations_are_kept_in_normal_form_and_imports_as_the_source_gives_them() {
+        for face in [Origin::Http, Origin::Grpc] {
+            let mut mapped = reg("::ffff:10.0.0.1");
+            registration(&mut mapped, face, 1024).unwrap();
+            assert_eq!(mapped.ip, "10.0.0.1");
+        }
+        let mut imported = reg("::ffff:10.0.0.1");
+        registration(&mut imported, Origin::Import, 1024).unwrap();
+        assert_eq!(imported.ip, "::ffff:10.0.0.1");
+    }
+
+    #[test]
+    fn weights_are_checked_except_on_imports() {
+        let mut heavy = reg("10.0.0.1");
+        heavy.weight = 20_000.0;
+        for face in [Origin::Http, Origin::Grpc] {
+            let refusal = registration(&mut heavy.clone(), face, 1024).unwrap_err();
+            assert_eq!(refusal.problem, Problem::Weight);
+        }
+        registration(&mut heavy, Origin::Import, 1024).unwrap();
     }
 }

@@ -19,7 +19,6 @@ use crate::services::configs::validate::{
     check_config_group, check_content, check_data_id, check_tenant, check_text, check_type,
 };
 use crate::services::configs::{ConfigKey, Configs, Imported, Settings};
-use crate::services::naming::validate::{self, Face};
 use crate::services::store::tasks::writes::{import_configs, import_instances, report};
 use crate::services::store::tasks::{redacted, SyncTasks};
 use crate::services::store::Store;
@@ -27,6 +26,7 @@ use crate::services::workers::Workers;
 use crate::state::AppState;
 use roster_registry::service::ServiceKey;
 use roster_registry::validate::{check_group, check_namespace_id, check_service_name, Invalid};
+use roster_registry::validate::{registration, Origin};
 use roster_registry::{Registration, Registry};
 
 /// Writes a task's imports through Raft, from the leader only.
@@ -82,7 +82,7 @@ impl RaftSink {
     }
 
     /// Why roster's API would refuse the service `t` names, if it would: imports meet
-    /// the same rules as registrations (the instance's: `naming::validate`).
+    /// the same rules as registrations (the instance's: `roster_registry::validate::registration`).
     fn service_refusal(&self, t: &Target) -> Option<Invalid> {
         check_namespace_id("namespaceId", &t.namespace)
             .and_then(|_| check_group(&t.group))
@@ -158,9 +158,8 @@ impl Sink for RaftSink {
                 client: None,
                 owner: Some(task.to_string()),
             };
-            let refusal = refused_service.or_else(|| {
-                validate::registration(&mut reg, Face::Import, self.max_metadata_bytes).err()
-            });
+            let refusal = refused_service
+                .or_else(|| registration(&mut reg, Origin::Import, self.max_metadata_bytes).err());
             if let Some(refusal) = refusal {
                 tracing::debug!(task, service = %t.service, ip = %reg.ip, refusal = %refusal.message, "import skipped");
                 applied.skipped += 1;

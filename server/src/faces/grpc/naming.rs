@@ -17,12 +17,11 @@ use super::GrpcServer;
 use crate::error::Error;
 use crate::services::auth::permissions::{Action, Resource};
 use crate::services::auth::Identity;
-use crate::services::naming::validate;
 use roster_registry::instance::Metadata;
 use roster_registry::namespace::PUBLIC_NAMESPACE;
 use roster_registry::service::ServiceKey;
 use roster_registry::validate::{
-    check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list,
+    check_group, check_namespace_id, check_port, check_service_name, parse_cluster_list, Origin,
     DEFAULT_CLUSTER, DEFAULT_GROUP,
 };
 use roster_registry::wire::page;
@@ -126,7 +125,7 @@ pub(super) fn registration(
         client: client.map(|c| c.to_string()),
         owner: None,
     };
-    validate::registration(&mut reg, validate::Face::Grpc, max_metadata_bytes)?;
+    roster_registry::validate::registration(&mut reg, Origin::Grpc, max_metadata_bytes)?;
     Ok(reg)
 }
 

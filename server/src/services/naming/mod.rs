@@ -2,10 +2,9 @@
 //! ephemeral instances to their Distro owner, persistent ones through Raft). The shapes
 //! answers and pushes carry are the registry's (`roster_registry::wire`: HTTP v1 and v2
 //! lists, UDP and gRPC pushes, gRPC queries and the console all serialize the same
-//! `ServiceInfo`), as are the naming rules the faces apply (`roster_registry::validate`).
-//! [`apply`] is how the state machine applies the naming commands to the registry;
-//! [`validate`] the one check of a registration, whichever face it came through.
+//! `ServiceInfo`), as are the naming rules the faces apply (`roster_registry::validate`,
+//! with `registration`, the one check of a registration whichever face it came through).
+//! [`apply`] is how the state machine applies the naming commands to the registry.
 
 pub mod apply;
-pub mod validate;
 pub mod writes;

@@ -1,6 +1,6 @@
 //! Where a naming write goes — the one place that decides it for every protocol face.
 //! HTTP v1, HTTP v2 and gRPC parse their wire format into the registry's domain types
-//! (validated by `naming::validate::registration`) and call [`Writes`]; it routes:
+//! (checked by `roster_registry::validate::registration`) and call [`Writes`]; it routes:
 //!
 //! - an ephemeral instance of an address client (HTTP beats) to the address's Distro
 //!   owner, forwarded over the peer channel when that is another node;

@@ -24,7 +24,6 @@ use super::{json, json_of};
 use crate::error::Error;
 use crate::faces::http::params::Params;
 use crate::services::auth::Identity;
-use crate::services::naming::validate::{self, Face};
 use crate::services::naming::writes::{BeatOutcome, Stated};
 use crate::services::push::udp::{push_capable, push_target};
 use crate::state::{AppState, Limits};
@@ -33,14 +32,14 @@ use roster_registry::instance::{Addr, Metadata};
 use roster_registry::select::Query;
 use roster_registry::service::{ListParts, ServiceKey};
 use roster_registry::validate::{
-    check_cluster_name, check_ip, check_metadata, check_port, check_weight, parse_cluster_list,
-    parse_port, parse_weight, DEFAULT_CLUSTER,
+    self, check_cluster_name, check_ip, check_metadata, check_port, check_weight,
+    parse_cluster_list, parse_port, parse_weight, read_metadata, Origin, DEFAULT_CLUSTER,
 };
 use roster_registry::wire::{plain_list_parts, service_info, ListRequest};
 use roster_registry::{InstancePatch, Registration};
 
 /// Parses the instance fields of a register call and checks them by the registration
-/// rules (`naming::validate`).
+/// rules (`roster_registry::validate::registration`).
 fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error> {
     let ip = params.required("ip")?;
     let port = params.port("port")?;
@@ -59,14 +58,15 @@ fn registration(params: &Params, limits: &Limits) -> Result<Registration, Error>
         healthy: params.boolean("healthy")?.unwrap_or(true),
         enabled: params.boolean_any(&["enabled", "enable"])?.unwrap_or(true),
         ephemeral: params.boolean("ephemeral")?.unwrap_or(true),
-        metadata: params
-            .metadata("metadata", limits.max_metadata_bytes)?
-            .unwrap_or_default(),
+        metadata: match params.optional("metadata") {
+            Some(raw) => read_metadata("metadata", raw)?,
+            None => Metadata::new(),
+        },
         instance_id: None,
         client: None,
         owner: None,
     };
-    validate::registration(&mut reg, Face::Http, limits.max_metadata_bytes)?;
+    validate::registration(&mut reg, Origin::Http, limits.max_metadata_bytes)?;
     Ok(reg)
 }
 
