@@ -1,6 +1,7 @@
 //! Starting a built node: each component starts its own workers; this file only says
 //! which, with what.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, UdpSocket};
@@ -102,12 +103,12 @@ pub fn faces(
     plan: &ClusterPlan,
     workers: &mut Workers,
 ) -> anyhow::Result<()> {
+    let viewed = state.clone();
     let routes = PeerRoutes {
         distro: state.distro.clone(),
         store: state.store.clone(),
         members: state.members.clone(),
-        ready: state.ready.clone(),
-        guard: state.guard.clone(),
+        view: Arc::new(move || viewed.cluster_view()),
     };
     let (tls, limits, secret) = (parts.peer_tls, parts.peer_limits, plan.secret.clone());
     crate::faces::peer::spawn_workers(peer, tls, limits, secret, routes, workers);

@@ -10,17 +10,14 @@ pub mod server;
 
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
-
 use hyper::StatusCode;
 use roster_raft::{NodeId, Rpc};
-use roster_registry::guard::EvictionGuard;
+use tokio::net::TcpListener;
 
 use crate::services::channel::client::ClusterSecret;
 use crate::services::channel::tls::PeerTls;
 use crate::services::cluster::members::{self, Hello, Members};
-use crate::services::cluster::readiness::Readiness;
-use crate::services::cluster::view;
+use crate::services::cluster::view::ClusterView;
 use crate::services::distro::Distro;
 use crate::services::store::Store;
 use crate::services::workers::Workers;
@@ -36,10 +33,8 @@ pub struct PeerRoutes {
     pub store: Store,
     /// Hellos record liveness and addresses.
     pub members: Members,
-    /// Reported in the cluster view.
-    pub ready: Readiness,
-    /// Reported in the cluster view.
-    pub guard: Arc<EvictionGuard>,
+    /// The cluster as this node sees it, for `view` (the state's `cluster_view`).
+    pub view: Arc<dyn Fn() -> ClusterView + Send + Sync>,
 }
 
 /// Starts the peer face among `workers`: accepts on `listener` (over mutual TLS with
@@ -106,13 +101,7 @@ pub(super) async fn route(
         return (StatusCode::OK, me);
     }
     if path == "view" {
-        let view = view::view(view::Sources {
-            store: &app.store,
-            members: &app.members,
-            ready: &app.ready,
-            guard: &app.guard,
-            distro_owned: app.distro.ownership_counts(),
-        });
+        let view = (app.view)();
         return (
             StatusCode::OK,
             rmp_serde::to_vec_named(&view).expect("view serializes"),
