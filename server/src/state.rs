@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::services::audit::Audit;
-use crate::services::auth::Auth;
+use crate::services::auth::{self, Auth};
 use crate::services::channel::client::PeerClient;
 use crate::services::cluster::members::Members;
 use crate::services::cluster::readiness::Readiness;
@@ -18,7 +18,7 @@ use crate::services::naming::writes::Writes;
 use crate::services::push::events::Events;
 use crate::services::push::udp::UdpPush;
 use crate::services::push::SubscriberList;
-use crate::services::store::tasks::SyncTasks;
+use crate::services::store::tasks::{self, SyncTasks};
 use crate::services::store::Store;
 use roster_registry::balance::Balancers;
 use roster_registry::guard::EvictionGuard;
@@ -114,6 +114,16 @@ impl AppState {
             store: &self.store,
             settings: self.config_settings,
         }
+    }
+
+    /// Where user, role, permission and signing key writes go.
+    pub fn auth_writes(&self) -> auth::writes::Writes<'_> {
+        auth::writes::Writes::new(&self.store, &self.auth)
+    }
+
+    /// Where sync task writes go.
+    pub fn task_writes(&self) -> tasks::writes::Writes<'_> {
+        tasks::writes::Writes::new(&self.store, &self.tasks)
     }
 
     /// The node's figures for `/metrics`.

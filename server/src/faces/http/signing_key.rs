@@ -12,7 +12,7 @@ use super::nacos::json_of;
 use super::params::Params;
 use crate::error::Error;
 use crate::services::auth::token::key_id;
-use crate::services::auth::writes::{Rotated, Writes};
+use crate::services::auth::writes::Rotated;
 use crate::state::AppState;
 
 /// Rotates the key; answers the new key's id and the window of the one it replaced:
@@ -28,9 +28,7 @@ pub(super) async fn rotate(
     let Rotated {
         key: signing_key,
         previous,
-    } = Writes::new(&state.store, &state.auth)
-        .rotate_key(drop_previous)
-        .await?;
+    } = state.auth_writes().rotate_key(drop_previous).await?;
     let data = state.auth.data();
     let retired = previous
         .as_deref()

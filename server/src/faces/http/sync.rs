@@ -14,7 +14,6 @@ use roster_sync::{Filter, SourceUrl, TaskSpec, TaskStatus};
 
 use super::guard::Caller;
 use crate::error::Error;
-use crate::services::store::tasks::writes::Writes;
 use crate::services::store::tasks::{redacted, StoredTask};
 use crate::state::AppState;
 use roster_registry::clock::now_ms;
@@ -109,7 +108,7 @@ pub(super) async fn create(
         .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))?;
     let spec = validate(&state, body)?;
     let name = spec.name.clone();
-    writes(&state).create(spec).await?;
+    state.task_writes().create(spec).await?;
     let view = read_back(&state, &name).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -232,7 +231,7 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Json<TaskView>, Error> {
     caller.require_admin()?;
-    writes(&state).set_paused(&name, paused).await?;
+    state.task_writes().set_paused(&name, paused).await?;
     Ok(Json(read_back(&state, &name).await?))
 }
 
@@ -245,7 +244,7 @@ pub(super) async fn apply(
     Path(name): Path<String>,
 ) -> Result<Json<TaskView>, Error> {
     caller.require_admin()?;
-    writes(&state).apply(&name).await?;
+    state.task_writes().apply(&name).await?;
     Ok(Json(read_back(&state, &name).await?))
 }
 
@@ -264,16 +263,11 @@ pub(super) async fn delete(
 ) -> Result<Json<Deleted>, Error> {
     caller.require_admin()?;
     let removed_instances = state.registry.owned_by(&name).len();
-    writes(&state).delete(&name).await?;
+    state.task_writes().delete(&name).await?;
     Ok(Json(Deleted {
         deleted: name,
         removed_instances,
     }))
-}
-
-/// The task writes of this node.
-fn writes(state: &AppState) -> Writes<'_> {
-    Writes::new(&state.store, &state.tasks)
 }
 
 /// The task as this node holds it after the write: the read barrier waits until this

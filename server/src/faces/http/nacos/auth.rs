@@ -10,7 +10,6 @@ use super::{envelope, json_of};
 use crate::error::Error;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
-use crate::services::auth::writes::Writes;
 use crate::state::AppState;
 use roster_registry::clock::now_secs;
 use roster_registry::wire::page;
@@ -110,9 +109,7 @@ pub async fn create_user(
         .get("password")
         .ok_or_else(|| Error::missing("password"))?;
     check_password("password", password)?;
-    Writes::new(&state.store, &state.auth)
-        .create_user(username, password)
-        .await?;
+    state.auth_writes().create_user(username, password).await?;
     Ok(envelope("create user ok!"))
 }
 
@@ -147,9 +144,7 @@ pub async fn change_password(
             Err(e) => return Err(e.into()),
         }
     }
-    Writes::new(&state.store, &state.auth)
-        .set_password(username, password)
-        .await?;
+    state.auth_writes().set_password(username, password).await?;
     Ok(envelope("update user ok!"))
 }
 
@@ -161,8 +156,6 @@ pub async fn delete_user(
 ) -> Result<Response, Error> {
     caller.require_admin()?;
     let username = params.required("username")?;
-    Writes::new(&state.store, &state.auth)
-        .delete_user(username)
-        .await?;
+    state.auth_writes().delete_user(username).await?;
     Ok(envelope("delete user ok!"))
 }

@@ -19,7 +19,6 @@ use crate::error::Error;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
 use crate::services::auth::permissions::{resource_problem, valid_role, Granted};
-use crate::services::auth::writes::Writes;
 use crate::state::AppState;
 use roster_registry::wire::page;
 
@@ -85,11 +84,6 @@ fn resource_param(params: &Params) -> Result<&str, Error> {
     }
 }
 
-/// The auth writes of this node.
-fn writes(state: &AppState) -> Writes<'_> {
-    Writes::new(&state.store, &state.auth)
-}
-
 /// `GET /nacos/v1/auth/roles`: one page of `{role, username}` bindings (admins appear
 /// with `ROLE_ADMIN`), filtered by `username` and `role`.
 pub async fn list_roles(
@@ -141,7 +135,7 @@ pub async fn add_role(
     caller.require_admin()?;
     let role = role_param(&params)?;
     let username = params.required("username")?;
-    writes(&state).add_role(role, username).await?;
+    state.auth_writes().add_role(role, username).await?;
     Ok(envelope("add role ok!"))
 }
 
@@ -156,7 +150,7 @@ pub async fn delete_role(
     caller.require_admin()?;
     let role = role_param(&params)?;
     let username = params.optional("username");
-    writes(&state).delete_role(role, username).await?;
+    state.auth_writes().delete_role(role, username).await?;
     Ok(envelope(match username {
         Some(user) => format!("delete role of user {user} ok!"),
         None => "delete role ok!".to_string(),
@@ -208,7 +202,8 @@ pub async fn add_permission(
     caller.require_admin()?;
     let role = role_param(&params)?;
     let (resource, action) = (resource_param(&params)?, action_param(&params)?);
-    writes(&state)
+    state
+        .auth_writes()
         .add_permission(role, resource, action)
         .await?;
     Ok(envelope("add permission ok!"))
@@ -225,7 +220,8 @@ pub async fn delete_permission(
     let role = role_param(&params)?;
     let resource = params.required("resource")?;
     let action = action_param(&params)?;
-    writes(&state)
+    state
+        .auth_writes()
         .delete_permission(role, resource, action)
         .await?;
     Ok(envelope("delete permission ok!"))
