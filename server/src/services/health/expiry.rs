@@ -24,7 +24,6 @@ const SWEEP_EVERY: Duration = Duration::from_millis(250);
 const EMPTY_SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// What beat expiry tends and reads.
-#[derive(Clone)]
 pub struct BeatExpiry {
     /// The instances swept.
     pub registry: Registry,
@@ -50,10 +49,10 @@ impl BeatExpiry {
                 workers.stopping(),
             ));
         }
-        workers.spawn(self.run(workers.stopping()));
+        workers.spawn(Arc::new(self).run(workers.stopping()));
     }
 
-    async fn run(self, mut stopping: watch::Receiver<bool>) {
+    async fn run(self: Arc<Self>, mut stopping: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(SWEEP_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut live = self.members.live_ids();
