@@ -234,8 +234,10 @@ fn parse_auth(sender: NodeId, auth: &str, path: &str) -> Option<(Head, Vec<u8>)>
             .then(|| u64::from_str_radix(s, 16).ok())
             .flatten()
     };
+    // Canonical decimal: no leading zero, so a header has one spelling per value.
     let dec = |s: &str| {
-        (!s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit()))
+        let canonical = s == "0" || !s.starts_with('0');
+        (!s.is_empty() && s.len() <= 20 && canonical && s.bytes().all(|b| b.is_ascii_digit()))
             .then(|| s.parse::<u64>().ok())
             .flatten()
     };
