@@ -224,7 +224,7 @@ fn target(area: Area, path: &str, params: &Params) -> (Option<String>, Option<St
         // The name as the path spells it (percent-encoded).
         let name = task.split('/').next().unwrap_or_default();
         Some(format!("task:{}", clip(name)))
-    } else if area == Area::Users {
+    } else if area.is_users() {
         // Roles and permissions name a role; users a user.
         match (params.optional("role"), params.optional("username")) {
             (Some(role), _) => Some(format!("role:{}", clip(role))),
@@ -246,7 +246,9 @@ fn config_target(params: &Params) -> (Option<String>, Option<String>) {
         .unwrap_or("");
     let namespace = clip(crate::services::configs::namespace_of(tenant)).to_string();
     let resource = params.optional("dataId").map(|data_id| {
-        let group = params.optional("group").unwrap_or(DEFAULT_GROUP);
+        let group = params
+            .optional_any(&["group", "groupName"])
+            .unwrap_or(DEFAULT_GROUP);
         clip(&format!("config:{}/{}", clip(group), clip(data_id))).to_string()
     });
     (Some(namespace), resource)

@@ -21,7 +21,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 
 use super::endpoint::{Access, Area, BodyLimit, Endpoint};
-use super::nacos::config::{named, tenant_of};
+use super::nacos::config::{named_in, tenant_of};
 use super::params::Params;
 use crate::error::{Error, ErrorKind};
 use crate::services::auth::permissions::{Action, Resource};
@@ -69,16 +69,22 @@ fn is_form(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
 }
 
-/// The credentials a request carries: `Authorization: Bearer`, else `accessToken`, else
-/// `username` + `password`.
+/// The credentials a request carries: `Authorization: Bearer`, else the `accessToken`
+/// header (where Nacos 3's maintainer client puts it), else the `accessToken`
+/// parameter, else `username` + `password`.
 fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
+    let header = headers
+        .get("accessToken")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
     Credentials {
-        token: bearer.or_else(|| params.optional("accessToken")),
+        token: bearer.or(header).or_else(|| params.optional("accessToken")),
         username: params.optional("username"),
         password: params.get("password"),
     }
@@ -196,7 +202,7 @@ pub async fn admit(
 
 /// A refusal in the shape the endpoint's API answers errors in (v2: the envelope).
 fn refuse(area: Area, e: Error) -> Response {
-    if area.is_v2() {
+    if area.is_enveloped() {
         super::nacos_v2_envelope::failure(e)
     } else {
         e.into_response()
@@ -243,12 +249,16 @@ fn authorize(
             }
             None => true,
         },
-        Access::Config { action, tenant } => {
-            let key = named(params, tenant)?;
+        Access::Config {
+            action,
+            tenant,
+            group,
+        } => {
+            let key = named_in(params, tenant, group)?;
             state.auth.allowed(caller, &config_resource(&key), action)
         }
-        Access::ConfigNamespace => {
-            let namespace = namespace_of(tenant_of(params, "tenant")?);
+        Access::ConfigNamespace(field) => {
+            let namespace = namespace_of(tenant_of(params, field)?);
             state
                 .auth
                 .allowed(caller, &Resource::Namespace(namespace), Action::Read)

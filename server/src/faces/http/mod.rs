@@ -29,6 +29,7 @@ pub mod pick;
 pub mod signing_key;
 pub mod snapshot;
 pub mod sync;
+pub mod v3;
 
 use std::convert::Infallible;
 use std::future::Future;

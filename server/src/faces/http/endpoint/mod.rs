@@ -20,6 +20,7 @@ use axum::http::Method;
 
 use super::nacos;
 use super::params::Params;
+use super::v3::{self, V3};
 pub use policy::{Access, AuditRule, BodyLimit};
 use route::{is_console, percent_decoded, TASK_PREFIX};
 pub use route::{Area, Route};
@@ -216,6 +217,15 @@ pub enum Endpoint {
     SyncTaskResume(TaskName),
     /// `POST /api/v1/sync/tasks/{name}/apply`.
     SyncTaskApply(TaskName),
+    /// An operation of Nacos 3's API (`/nacos/v3/...`), its own table.
+    V3(V3),
+    /// A known v3 path with a method it does not answer: 405.
+    V3NotAllowed {
+        /// The path.
+        path: v3::Path,
+        /// Whether the method reads (`GET`, `HEAD`, `OPTIONS`), for the audit.
+        reads: bool,
+    },
     /// A known path with a method it does not answer: 405.
     MethodNotAllowed {
         /// The path's route.
@@ -377,6 +387,23 @@ impl Endpoint {
             area: Area::of_path(path),
             reads: reads(method),
         };
+        if path.starts_with(v3::PREFIX) {
+            let verb = match verb {
+                Verb::Get => v3::Verb::Get,
+                Verb::Post => v3::Verb::Post,
+                Verb::Put => v3::Verb::Put,
+                Verb::Delete => v3::Verb::Delete,
+                Verb::Patch | Verb::Other => v3::Verb::Other,
+            };
+            return match V3::parse(verb, path) {
+                v3::Parsed::Op(op) => Endpoint::V3(op),
+                v3::Parsed::NotAllowed(path) => Endpoint::V3NotAllowed {
+                    path,
+                    reads: reads(method),
+                },
+                v3::Parsed::Unknown => not_found(),
+            };
+        }
         let Some(rest) = path.strip_prefix(TASK_PREFIX) else {
             return not_found();
         };
@@ -434,7 +461,7 @@ impl Endpoint {
         use Endpoint as E;
         use Route as R;
         Some(match self {
-            E::Console | E::NotFound { .. } => return None,
+            E::Console | E::NotFound { .. } | E::V3(_) | E::V3NotAllowed { .. } => return None,
             E::MethodNotAllowed { route, .. } => *route,
             E::Live => R::Live,
             E::Ready => R::Ready,
@@ -516,7 +543,11 @@ impl Endpoint {
     /// route's path. `None` for a path of no route (counted as `unmatched`: anyone can
     /// invent paths) and for the console (not counted).
     pub fn label(&self) -> Option<&'static str> {
-        self.route().map(Route::path)
+        match self {
+            Endpoint::V3(op) => Some(op.path().path()),
+            Endpoint::V3NotAllowed { path, .. } => Some(path.path()),
+            _ => self.route().map(Route::path),
+        }
     }
 
     /// What its path's prefix says of it.
@@ -524,6 +555,9 @@ impl Endpoint {
         use Route as R;
         match self {
             Endpoint::NotFound { area, .. } => *area,
+            Endpoint::V3(op) if op.is_config() => Area::ConfigV3,
+            Endpoint::V3(op) if op.is_users() => Area::UsersV3,
+            Endpoint::V3(_) | Endpoint::V3NotAllowed { .. } => Area::NacosV3,
             _ => match self.route() {
                 None => Area::Other,
                 Some(
@@ -773,6 +807,7 @@ mod tests {
         let v1 = |action| Access::Config {
             action,
             tenant: "tenant",
+            group: "group",
         };
         let q = "?dataId=a&group=g&tenant=dev";
         for path in [
@@ -791,6 +826,7 @@ mod tests {
         let v2 = |action| Access::Config {
             action,
             tenant: "namespaceId",
+            group: "group",
         };
         assert_eq!(access(Method::GET, "/nacos/v2/cs/config"), v2(Action::Read));
         assert_eq!(
@@ -808,7 +844,11 @@ mod tests {
             "/nacos/v1/cs/configs?export=true",
             "/nacos/v1/cs/history/configs?tenant=dev",
         ] {
-            assert_eq!(access(Method::GET, path), Access::ConfigNamespace, "{path}");
+            assert_eq!(
+                access(Method::GET, path),
+                Access::ConfigNamespace("tenant"),
+                "{path}"
+            );
         }
         for method in [Method::POST, Method::PUT] {
             let path = "/nacos/v1/cs/configs/listener";

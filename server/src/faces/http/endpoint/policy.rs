@@ -27,16 +27,21 @@ pub enum Access {
     Namespace,
     /// Reading something of `namespaceId` when given (the event stream).
     NamespaceIfGiven,
-    /// This action on the configuration item named by `dataId`, `group` and the
-    /// namespace in the parameter `tenant` names (v1: `tenant`, v2: `namespaceId`).
+    /// This action on the configuration item named by `dataId`, the group in the
+    /// parameter `group` names and the namespace in the parameter `tenant` names (v1:
+    /// `tenant` and `group`, v2: `namespaceId` and `group`, v3: `namespaceId` and
+    /// `groupName`).
     Config {
         /// Read or write.
         action: Action,
         /// The parameter naming the namespace.
         tenant: &'static str,
+        /// The parameter naming the group.
+        group: &'static str,
     },
-    /// Reading something of the namespace `tenant` (default `public`): config listings.
-    ConfigNamespace,
+    /// Reading something of the namespace this parameter names (default `public`):
+    /// config listings (v1: `tenant`, v3: `namespaceId`).
+    ConfigNamespace(&'static str),
 }
 
 /// Whether a request is audited.
@@ -72,10 +77,12 @@ impl Endpoint {
         let config = |action| Access::Config {
             action,
             tenant: "tenant",
+            group: "group",
         };
         let config_v2 = |action| Access::Config {
             action,
             tenant: "namespaceId",
+            group: "group",
         };
         match self {
             E::Console | E::Live | E::Ready | E::Metrics => Access::Public,
@@ -120,7 +127,9 @@ impl Endpoint {
             E::V2ConfigGet => config_v2(Read),
             E::V2ConfigPublish | E::V2ConfigDelete => config_v2(Write),
             // Listings and exports, filtered to the items the caller may read.
-            E::ConfigSearch | E::ConfigExport | E::HistoryConfigs => Access::ConfigNamespace,
+            E::ConfigSearch | E::ConfigExport | E::HistoryConfigs => {
+                Access::ConfigNamespace("tenant")
+            }
             // The handler checks every item listened to (it parses the list anyway).
             E::ConfigListen => Access::Caller,
             // The handler lets users change their own password (with the old one).
@@ -167,6 +176,9 @@ impl Endpoint {
             | E::SyncTaskApply(_)
             | E::NotFound { .. } => Access::Admin,
             E::MethodNotAllowed { route, .. } => route.access_of_other_methods(),
+            E::V3(op) => op.access(),
+            // An admin's, whatever the path: a 405 reveals nothing to anyone else.
+            E::V3NotAllowed { .. } => Access::Admin,
         }
     }
 
@@ -180,6 +192,9 @@ impl Endpoint {
             Endpoint::NotFound { reads: true, .. } => AuditRule::IfForbidden,
             Endpoint::NotFound { reads: false, .. } => AuditRule::Always,
             Endpoint::MethodNotAllowed { route, reads } => route.audit(*reads),
+            Endpoint::V3(op) => op.audit(),
+            Endpoint::V3NotAllowed { reads: true, .. } => AuditRule::IfForbidden,
+            Endpoint::V3NotAllowed { reads: false, .. } => AuditRule::Always,
             // Every other endpoint reads exactly when its method is `GET` (or `HEAD`).
             other => match other.route() {
                 Some(route) => route.audit(other.is_get()),
@@ -248,7 +263,9 @@ impl Endpoint {
     /// its handler, any method of the path may carry one and it is refused there).
     pub fn body_limit(&self, query: Option<&str>) -> BodyLimit {
         let import = || query.is_some_and(|q| q.split('&').any(|p| p == "import=true"));
-        if self.route() == Some(Route::Configs) && import() {
+        if (self.route() == Some(Route::Configs) && import())
+            || *self == Endpoint::V3(super::V3::ConfigImport)
+        {
             BodyLimit::Archive
         } else if self.area().is_config() {
             BodyLimit::Config
@@ -289,10 +306,12 @@ impl Route {
             R::Configs => Access::Config {
                 action: Write,
                 tenant: "tenant",
+                group: "group",
             },
             R::V2Config => Access::Config {
                 action: Write,
                 tenant: "namespaceId",
+                group: "group",
             },
             R::ConfigListener => Access::Caller,
             R::Events => Access::NamespaceIfGiven,

@@ -174,6 +174,14 @@ pub enum Area {
     NacosV2,
     /// `/nacos/v1/auth/...` but a login: the target is a role or a user.
     Users,
+    /// A v3 configuration operation: answered in the envelope, the item named by
+    /// `namespaceId`, `groupName`, `dataId`.
+    ConfigV3,
+    /// A v3 user, role or permission operation: answered in the envelope, the target a
+    /// role or a user.
+    UsersV3,
+    /// Any other `/nacos/v3/...`: answered in the envelope.
+    NacosV3,
     /// `/api/v1/sync/tasks/...`: the target is the task its path names.
     SyncTask,
     /// Anything else.
@@ -189,6 +197,14 @@ impl Area {
             Area::ConfigV2
         } else if path.starts_with("/nacos/v2/") {
             Area::NacosV2
+        } else if path.starts_with("/nacos/v3/admin/cs/")
+            || path.starts_with("/nacos/v3/client/cs/")
+        {
+            Area::ConfigV3
+        } else if path.starts_with("/nacos/v3/auth/") && !path.ends_with("/login") {
+            Area::UsersV3
+        } else if path.starts_with("/nacos/v3/") {
+            Area::NacosV3
         } else if path.starts_with("/nacos/v1/auth/") && !path.ends_with("/login") {
             Area::Users
         } else if path.starts_with(TASK_PREFIX) {
@@ -198,14 +214,23 @@ impl Area {
         }
     }
 
-    /// Whether refusals are answered in Nacos v2's envelope.
-    pub fn is_v2(self) -> bool {
-        matches!(self, Area::ConfigV2 | Area::NacosV2)
+    /// Whether refusals are answered in the `{code, message, data}` envelope (Nacos v2
+    /// and v3).
+    pub fn is_enveloped(self) -> bool {
+        matches!(
+            self,
+            Area::ConfigV2 | Area::NacosV2 | Area::ConfigV3 | Area::UsersV3 | Area::NacosV3
+        )
     }
 
     /// Whether it is the configuration API's.
     pub fn is_config(self) -> bool {
-        matches!(self, Area::ConfigV1 | Area::ConfigV2)
+        matches!(self, Area::ConfigV1 | Area::ConfigV2 | Area::ConfigV3)
+    }
+
+    /// Whether the target is a role or a user.
+    pub fn is_users(self) -> bool {
+        matches!(self, Area::Users | Area::UsersV3)
     }
 }
 

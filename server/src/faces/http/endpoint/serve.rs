@@ -141,17 +141,22 @@ impl Endpoint {
                 )
                     .into_response(),
             )),
-            E::MethodNotAllowed { route, .. } => {
-                let mut response = StatusCode::METHOD_NOT_ALLOWED.into_response();
-                response
-                    .headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static(route.allow()));
-                Box::pin(std::future::ready(response))
-            }
+            E::V3(op) => op.serve(req, state),
+            E::MethodNotAllowed { route, .. } => not_allowed(route.allow()),
+            E::V3NotAllowed { path, .. } => not_allowed(path.allow()),
             // `Front` serves the console's files; never routed here.
             E::Console | E::NotFound { .. } => Handler::call(nacos::no_such_api, req, state),
         }
     }
+}
+
+/// 405, with the methods the path answers.
+fn not_allowed(allow: &'static str) -> Answer {
+    let mut response = StatusCode::METHOD_NOT_ALLOWED.into_response();
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    Box::pin(std::future::ready(response))
 }
 
 /// What axum's router did to every answer of a route: a `Content-Length` when the

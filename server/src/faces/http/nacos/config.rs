@@ -61,13 +61,22 @@ pub const NOT_FOUND: &str = "config data not exist";
 /// namespace in `tenant_field` (`tenant` in v1, `namespaceId` in v2; blank or `public`:
 /// the public namespace), each checked (400 naming it).
 pub fn named(params: &Params, tenant_field: &str) -> Result<ConfigKey, Error> {
+    named_in(params, tenant_field, "group")
+}
+
+/// [`named`], the group in `group_field` (v3: `groupName`).
+pub fn named_in(
+    params: &Params,
+    tenant_field: &str,
+    group_field: &str,
+) -> Result<ConfigKey, Error> {
     let data_id = params.get("dataId").unwrap_or_default();
     check_data_id("dataId", data_id)?;
-    let group = match params.get("group") {
+    let group = match params.get(group_field) {
         Some(g) if !g.trim().is_empty() => g,
         _ => DEFAULT_GROUP,
     };
-    check_config_group("group", group)?;
+    check_config_group(group_field, group)?;
     let tenant = tenant_of(params, tenant_field)?;
     Ok(ConfigKey::new(tenant, group, data_id))
 }
