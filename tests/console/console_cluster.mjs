@@ -198,6 +198,22 @@ async function main() {
     for (const key of ['instances', 'writes', 'requests', 'latency', 'pushes', 'raft', 'guard', 'sync']) {
       await expectVisible(tid(`chart-${key}`), `the ${key} chart`);
     }
+    // the summary is the node as it is once ready (a leader in its term), not the
+    // start-up sample; the time axis spans the node's 15-minute window, even with few
+    // samples (uPlot's own range around one sample spans years)
+    await until(() => tid('overview-state').innerText(), (t) => /^(leader|follower)$/i.test((t ?? '').trim()), 'a voter\'s role in the summary');
+    await until(() => tid('overview-summary').innerText(), (t) => !/no leader/i.test(t ?? ''), 'a leader in the summary');
+    for (const key of ['instances', 'raft']) {
+      const span = await until(
+        async () => {
+          const [min, max] = [await attr(`chart-${key}`, 'data-x-min')(), await attr(`chart-${key}`, 'data-x-max')()];
+          return Number(max) - Number(min);
+        },
+        (s) => Number.isFinite(s) && s > 0,
+        `the ${key} chart's time axis`,
+      );
+      if (Math.abs(span - 900) > 1) throw new Error(`the ${key} chart's time axis spans ${span} s, not the 900 s window`);
+    }
     // new points arrive while the page is open, without a reload
     const before = await points('instances')();
     const after = await until(points('instances'), (n) => n > before, 'a new point on the instances chart', POINT_MS);

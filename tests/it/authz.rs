@@ -1203,3 +1203,260 @@ fn dns_answers_only_for_its_namespaces() {
     assert_eq!(dns_query(port, "web.roster"), (NXDOMAIN, 0));
     assert_eq!(dns_query(port, &in_dev), (NOERROR, 1));
 }
+
+/// A request with `token` in the `accessToken` header, where Nacos 3's maintainer client
+/// puts it.
+fn with_header(node: &Node, token: &str, method: &str, path: &str) -> Resp {
+    node.raw(method, path, &[("accesstoken", token)], None)
+}
+
+#[track_caller]
+fn denied_v3(resp: Resp) {
+    assert_eq!(resp.status, 403, "{}", resp.body);
+    assert_eq!(resp.json()["code"], json!(10001), "{}", resp.body);
+}
+
+#[test]
+fn v3_routes_allow_only_what_the_grants_say() {
+    let node = Node::start();
+    let w = world(&node);
+    let (a, b, c, t) = (&w.a, &w.b, &w.c, w.token.as_str());
+    let svc = "orders";
+    for (ns, ip) in [(b, "127.32.1.1"), (c, "127.32.2.1")] {
+        admin_register(&node, ns, svc, ip);
+    }
+    let at = |ns: &str| format!("namespaceId={ns}&groupName=DEFAULT_GROUP&serviceName={svc}");
+
+    // Without a token: 401 in the envelope; the state probes are open.
+    let anonymous = node.raw(
+        "GET",
+        &format!("/nacos/v3/client/ns/instance/list?{}", at(b)),
+        &[],
+        None,
+    );
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    for path in [
+        "/nacos/v3/admin/core/state",
+        "/nacos/v3/admin/core/state/liveness",
+        "/nacos/v3/admin/core/state/readiness",
+    ] {
+        node.raw("GET", path, &[], None).expect(200);
+    }
+
+    // Writes, client and admin API: in A only.
+    for path in [
+        "/nacos/v3/client/ns/instance",
+        "/nacos/v3/admin/ns/instance",
+    ] {
+        let register = |ns: &str, ip: &str| {
+            with_header(
+                &node,
+                t,
+                "POST",
+                &format!("{path}?{}&ip={ip}&port=80", at(ns)),
+            )
+        };
+        assert_eq!(
+            register(a, "127.32.0.1").expect(200).json()["code"],
+            json!(0)
+        );
+        denied_v3(register(b, "127.32.1.2"));
+        denied_v3(register(c, "127.32.2.2"));
+        denied_v3(register("public", "127.32.3.2"));
+        denied_v3(with_header(
+            &node,
+            t,
+            "DELETE",
+            &format!("{path}?{}&ip=127.32.1.1&port=80", at(b)),
+        ));
+    }
+    for (method, path) in [
+        ("POST", "/nacos/v3/admin/ns/service"),
+        ("PUT", "/nacos/v3/admin/ns/service"),
+        ("DELETE", "/nacos/v3/admin/ns/service"),
+        ("PUT", "/nacos/v3/admin/ns/instance/partial"),
+        ("PUT", "/nacos/v3/admin/ns/health/instance"),
+        ("PUT", "/nacos/v3/admin/ns/cluster"),
+    ] {
+        denied_v3(with_header(
+            &node,
+            t,
+            method,
+            &format!(
+                "{path}?{}&ip=127.32.1.1&port=80&healthy=false&clusterName=DEFAULT",
+                at(b)
+            ),
+        ));
+    }
+    // Reads: A and B; B's instance untouched by the refused writes.
+    for path in [
+        "/nacos/v3/client/ns/instance/list",
+        "/nacos/v3/admin/ns/instance/list",
+    ] {
+        let list = |ns: &str| with_header(&node, t, "GET", &format!("{path}?{}", at(ns)));
+        let listed = list(b).expect(200).json();
+        let ips: Vec<&str> = listed["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path}: {listed}"))
+            .iter()
+            .map(|i| i["ip"].as_str().unwrap())
+            .collect();
+        assert_eq!(ips, ["127.32.1.1"], "{path}");
+        list(a).expect(200);
+        denied_v3(list(c));
+    }
+    denied_v3(with_header(
+        &node,
+        t,
+        "GET",
+        &format!("/nacos/v3/admin/ns/service?{}", at(c)),
+    ));
+    with_header(
+        &node,
+        t,
+        "GET",
+        &format!("/nacos/v3/admin/ns/service/list?namespaceId={b}"),
+    )
+    .expect(200);
+    denied_v3(with_header(
+        &node,
+        t,
+        "GET",
+        &format!("/nacos/v3/admin/ns/service/list?namespaceId={c}"),
+    ));
+
+    // Configuration: the item named by namespaceId, groupName, dataId.
+    let item = |ns: &str| format!("namespaceId={ns}&groupName=g&dataId=app.yaml");
+    for ns in [b, c] {
+        node.call_form(
+            "POST",
+            "/nacos/v3/admin/cs/config",
+            &format!("{}&content=from-admin", item(ns)),
+        )
+        .expect(200);
+    }
+    let publish = |ns: &str| {
+        with_header(
+            &node,
+            t,
+            "POST",
+            &format!("/nacos/v3/admin/cs/config?{}&content=by-ann", item(ns)),
+        )
+    };
+    publish(a).expect(200);
+    denied_v3(publish(b));
+    denied_v3(publish(c));
+    denied_v3(with_header(
+        &node,
+        t,
+        "DELETE",
+        &format!("/nacos/v3/admin/cs/config?{}", item(b)),
+    ));
+    for path in ["/nacos/v3/admin/cs/config", "/nacos/v3/client/cs/config"] {
+        let read = with_header(&node, t, "GET", &format!("{path}?{}", item(b)))
+            .expect(200)
+            .json();
+        assert_eq!(
+            read["data"]["content"],
+            json!("from-admin"),
+            "{path}: {read}"
+        );
+        denied_v3(with_header(&node, t, "GET", &format!("{path}?{}", item(c))));
+    }
+    denied_v3(with_header(
+        &node,
+        t,
+        "GET",
+        &format!(
+            "/nacos/v3/admin/cs/history/list?{}&pageNo=1&pageSize=10",
+            item(c)
+        ),
+    ));
+    denied_v3(with_header(
+        &node,
+        t,
+        "GET",
+        &format!("/nacos/v3/admin/cs/config/list?namespaceId={c}&pageNo=1&pageSize=10"),
+    ));
+
+    // Namespaces: listed as far as readable; one of them shown only if readable.
+    let spaces = with_header(&node, t, "GET", "/nacos/v3/admin/core/namespace/list")
+        .expect(200)
+        .json();
+    let mut ids: Vec<&str> = spaces["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{spaces}"))
+        .iter()
+        .map(|n| n["namespace"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    let mut want = vec![a.as_str(), b.as_str(), "public"];
+    want.sort();
+    assert_eq!(ids, want);
+    with_header(
+        &node,
+        t,
+        "GET",
+        &format!("/nacos/v3/admin/core/namespace?namespaceId={b}"),
+    )
+    .expect(200);
+    denied_v3(with_header(
+        &node,
+        t,
+        "GET",
+        &format!("/nacos/v3/admin/core/namespace?namespaceId={c}"),
+    ));
+
+    // Management is for admins; the cluster's shape is for everyone.
+    for (method, path) in [
+        ("GET", "/nacos/v3/auth/user/list?pageNo=1&pageSize=10"),
+        ("POST", "/nacos/v3/auth/user?username=x&password=yyyyyyyy"),
+        ("DELETE", "/nacos/v3/auth/user?username=nacos"),
+        ("GET", "/nacos/v3/auth/role/list?pageNo=1&pageSize=10"),
+        ("POST", "/nacos/v3/auth/role?role=x&username=nacos"),
+        ("GET", "/nacos/v3/auth/permission/list?pageNo=1&pageSize=10"),
+        (
+            "POST",
+            "/nacos/v3/admin/core/namespace?namespaceId=x&namespaceName=x",
+        ),
+        (
+            "DELETE",
+            &format!("/nacos/v3/admin/core/namespace?namespaceId={a}"),
+        ),
+        ("GET", "/nacos/v3/admin/core/loader/current"),
+        (
+            "POST",
+            "/nacos/v3/admin/core/loader/reloadClient?connectionId=x",
+        ),
+        ("GET", "/nacos/v3/admin/ns/client/list"),
+        ("GET", "/nacos/v3/admin/cs/listener?ip=127.0.0.1"),
+        ("DELETE", "/nacos/v3/admin/cs/config/batch?ids=1"),
+        ("PATCH", "/nacos/v3/admin/ns/service"),
+    ] {
+        denied_v3(with_header(&node, t, method, path));
+    }
+    for path in [
+        "/nacos/v3/admin/core/cluster/node/list",
+        "/nacos/v3/admin/ns/ops/metrics",
+    ] {
+        with_header(&node, t, "GET", path).expect(200);
+    }
+    // The user's token works as a bearer and as the accessToken parameter too.
+    with(
+        &node,
+        t,
+        "GET",
+        &format!("/nacos/v3/client/ns/instance/list?{}", at(b)),
+    )
+    .expect(200);
+    node.raw(
+        "GET",
+        &format!(
+            "/nacos/v3/client/ns/instance/list?{}&accessToken={t}",
+            at(b)
+        ),
+        &[],
+        None,
+    )
+    .expect(200);
+}

@@ -50,6 +50,11 @@ fn a_node_charts_its_own_figures_from_its_first_second() {
     assert_eq!(first["windowMs"], 900_000);
     let start = samples(&first);
     assert!(!start.is_empty(), "a sample at start-up: {first}");
+    // Raft as it is at the answer, whatever the newest sample (taken at start-up, up
+    // to 5 s ago, before the node led) says: what the console's summary shows.
+    assert_eq!(first["raft"]["state"], "leader", "{first}");
+    assert_eq!(first["raft"]["leader"], 1, "{first}");
+    assert!(first["raft"]["term"].as_u64() > Some(0), "{first}");
     let s = &start[0];
     for key in [
         "t",

@@ -49,6 +49,8 @@ interface OverviewAnswer {
   intervalMs: number;
   windowMs: number;
   samples: Sample[];
+  /** Raft as it is at the answer (a sample is up to an interval old) */
+  raft: Sample['raft'];
 }
 
 interface Window {
@@ -58,6 +60,8 @@ interface Window {
   intervalMs: number;
   windowMs: number;
   samples: Sample[];
+  /** Raft at the last answer: what the summary shows */
+  raft: Sample['raft'];
 }
 
 const FACES = ['v1', 'v2', 'grpc', 'api'] as const;
@@ -107,10 +111,10 @@ export function OverviewPage() {
     const a = await call<OverviewAnswer>('GET', '/api/v1/overview', { since });
     let next: Window;
     if (prev && prev.node === a.node && since !== undefined) {
-      next = { ...prev, samples: merged(prev, a.samples) };
+      next = { ...prev, samples: merged(prev, a.samples), raft: a.raft };
     } else {
       // the first answer, or another node's: its whole window
-      next = { base, node: a.node, intervalMs: a.intervalMs, windowMs: a.windowMs, samples: a.samples };
+      next = { base, node: a.node, intervalMs: a.intervalMs, windowMs: a.windowMs, samples: a.samples, raft: a.raft };
     }
     latest.current = next;
     setUpdated(new Date());
@@ -120,6 +124,8 @@ export function OverviewPage() {
 
   const win = res.data;
   const now = win && win.samples.length > 0 ? win.samples[win.samples.length - 1] : undefined;
+  // raft as of the last answer, not the newest sample (at start-up, from before a leader)
+  const raft = win?.raft ?? now?.raft;
   const members = useMemo(() => {
     const ids = new Set<string>();
     win?.samples.forEach((s) => Object.keys(s.raft.lag).forEach((id) => ids.add(id)));
@@ -191,7 +197,7 @@ export function OverviewPage() {
       title: 'overview.lag',
       hint: 'overview.lagHint',
       link: '#/cluster',
-      empty: now?.raft.state === 'leader' ? 'overview.noMembers' : 'overview.notLeader',
+      empty: raft?.state === 'leader' ? 'overview.noMembers' : 'overview.notLeader',
       lines: members.map((id) => ({
         label: t('overview.line.member', { id }),
         value: (s: Sample) => s.raft.lag[id] ?? null,
@@ -240,7 +246,7 @@ export function OverviewPage() {
         <Card>
           <LoadError error={res.error} onRetry={() => res.reload()} />
         </Card>
-      ) : win === undefined || now === undefined ? (
+      ) : win === undefined || now === undefined || raft === undefined ? (
         <Card>
           <Skeleton active />
         </Card>
@@ -258,14 +264,14 @@ export function OverviewPage() {
               <Col xs={12} md={4}>
                 <Statistic
                   title={t('cluster.state')}
-                  valueRender={() => <Tag data-testid="overview-state">{t(`cluster.role.${now.raft.state}` as MessageKey)}</Tag>}
+                  valueRender={() => <Tag data-testid="overview-state">{t(`cluster.role.${raft.state}` as MessageKey)}</Tag>}
                 />
               </Col>
               <Col xs={12} md={4}>
-                <Statistic title={t('cluster.term')} value={now.raft.term} />
+                <Statistic title={t('cluster.term')} value={raft.term} />
               </Col>
               <Col xs={12} md={4}>
-                <Statistic title={t('cluster.leader')} value={now.raft.leader ?? t('cluster.noLeader')} />
+                <Statistic title={t('cluster.leader')} value={raft.leader ?? t('cluster.noLeader')} />
               </Col>
               <Col xs={12} md={4}>
                 <Statistic
@@ -287,7 +293,7 @@ export function OverviewPage() {
           <Row gutter={[16, 16]}>
             {charts.map((c) => (
               <Col key={c.key} xs={24} xl={12}>
-                <ChartCard spec={c} samples={win.samples} />
+                <ChartCard spec={c} samples={win.samples} windowMs={win.windowMs} />
               </Col>
             ))}
           </Row>
@@ -297,7 +303,7 @@ export function OverviewPage() {
   );
 }
 
-function ChartCard({ spec, samples }: { spec: ChartSpec; samples: Sample[] }) {
+function ChartCard({ spec, samples, windowMs }: { spec: ChartSpec; samples: Sample[]; windowMs: number }) {
   const t = useT();
   const title = spec.link ? (
     <a href={spec.link} data-testid={`chart-link-${spec.key}`}>
@@ -318,7 +324,7 @@ function ChartCard({ spec, samples }: { spec: ChartSpec; samples: Sample[] }) {
           {t(spec.empty ?? 'overview.notLeader')}
         </Typography.Text>
       ) : (
-        <Chart spec={spec} samples={samples} />
+        <Chart spec={spec} samples={samples} windowMs={windowMs} />
       )}
     </Card>
   );
@@ -326,8 +332,17 @@ function ChartCard({ spec, samples }: { spec: ChartSpec; samples: Sample[] }) {
 
 const HEIGHT = 170;
 
+/**
+ * The time axis: the node's window ending at the newest sample, whatever the samples
+ * span (uPlot's own range around a single sample spans years).
+ */
+export function timeRange(newestSecs: number | null | undefined, windowMs: number): [number, number] {
+  const end = newestSecs ?? Date.now() / 1000;
+  return [end - windowMs / 1000, end];
+}
+
 /** One uPlot chart; recreated when its lines change, fed new data otherwise. */
-function Chart({ spec, samples }: { spec: ChartSpec; samples: Sample[] }) {
+function Chart({ spec, samples, windowMs }: { spec: ChartSpec; samples: Sample[]; windowMs: number }) {
   const t = useT();
   const timeLabel = t('overview.time');
   const box = useRef<HTMLDivElement>(null);
@@ -351,8 +366,18 @@ function Chart({ spec, samples }: { spec: ChartSpec; samples: Sample[] }) {
       height: HEIGHT,
       cursor: { drag: { x: false, y: false } },
       legend: { live: true },
-      scales: { x: { time: true }, y: { range: (_u, min, max) => [Math.min(0, min), Math.max(1, max * 1.1)] } },
+      scales: { x: { time: true, range: (_u, _min, max) => timeRange(max, windowMs) }, y: { range: (_u, min, max) => [Math.min(0, min), Math.max(1, max * 1.1)] } },
       axes: [{ stroke: '#8c8c8c' }, { stroke: '#8c8c8c', size: 56 }],
+      hooks: {
+        // the drawn time axis, for the browser test: the node's window, never more
+        setScale: [
+          (u: uPlot, key: string) => {
+            if (key !== 'x') return;
+            el.dataset.xMin = String(u.scales.x.min ?? '');
+            el.dataset.xMax = String(u.scales.x.max ?? '');
+          },
+        ],
+      },
       series: [
         { label: timeLabel },
         ...spec.lines.map((l, i) => ({
@@ -378,7 +403,7 @@ function Chart({ spec, samples }: { spec: ChartSpec; samples: Sample[] }) {
       plot.current = null;
     };
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [labels, spec.digits, timeLabel]);
+  }, [labels, spec.digits, timeLabel, windowMs]);
 
   useEffect(() => {
     const u = plot.current;

@@ -10,7 +10,7 @@ use super::guard::Caller;
 use super::nacos::json_of;
 use super::params::Params;
 use crate::error::Error;
-use crate::services::metrics::history::{Sample, INTERVAL, KEPT};
+use crate::services::metrics::history::{RaftSample, Sample, INTERVAL, KEPT};
 use crate::state::AppState;
 
 /// The answer.
@@ -25,6 +25,10 @@ struct Overview {
     window_ms: u64,
     /// Oldest first.
     samples: Vec<Sample>,
+    /// Raft as it is now, read for this answer: the console's summary shows it rather
+    /// than the newest sample's, which is up to an interval old (at start-up, from
+    /// before the node had a leader).
+    raft: RaftSample,
 }
 
 /// `GET /api/v1/overview[?since=T]`: the samples kept, or those taken after `T` (Unix
@@ -59,5 +63,6 @@ pub(super) async fn overview(
         interval_ms,
         window_ms: interval_ms * KEPT as u64,
         samples,
+        raft: RaftSample::of(&state.store.status()),
     }))
 }

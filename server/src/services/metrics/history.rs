@@ -121,6 +121,31 @@ pub struct RaftSample {
     pub lag: BTreeMap<NodeId, u64>,
 }
 
+impl RaftSample {
+    /// What `raft` says now.
+    pub fn of(raft: &roster_raft::RaftStatus) -> Self {
+        let leads = raft.state == ServerState::Leader;
+        let lag = if leads {
+            raft.replication
+                .iter()
+                .filter(|(id, _)| **id != raft.node_id)
+                .map(|(id, matched)| (*id, raft.last_log_index.saturating_sub(*matched)))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        Self {
+            state: crate::services::cluster::view::role_name(raft.state),
+            term: raft.term,
+            leader: raft.leader,
+            last_log_index: raft.last_log_index,
+            commit: leads.then_some(raft.last_applied),
+            applied: raft.last_applied,
+            lag,
+        }
+    }
+}
+
 /// Sync tasks per state, in the order of [`TASK_STATES`]; serialized as a map by name.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TaskCounts(pub [u32; TASK_STATES.len()]);
@@ -270,17 +295,6 @@ pub fn sample(
             }
         }
     };
-    let raft = &figures.raft;
-    let leads = raft.state == ServerState::Leader;
-    let lag = if leads {
-        raft.replication
-            .iter()
-            .filter(|(id, _)| **id != raft.node_id)
-            .map(|(id, matched)| (*id, raft.last_log_index.saturating_sub(*matched)))
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
     let (_, instances, healthy) = figures.totals;
     Sample {
         t,
@@ -297,15 +311,7 @@ pub fn sample(
         },
         pushes: rate(delta(|r| r.pushes)),
         push_failures: rate(delta(|r| r.push_failures)),
-        raft: RaftSample {
-            state: crate::services::cluster::view::role_name(raft.state),
-            term: raft.term,
-            leader: raft.leader,
-            last_log_index: raft.last_log_index,
-            commit: leads.then_some(raft.last_applied),
-            applied: raft.last_applied,
-            lag,
-        },
+        raft: RaftSample::of(&figures.raft),
         guard_engaged,
         sync_tasks: TaskCounts::of(&figures.sync_tasks),
     }
