@@ -31,9 +31,10 @@ use crate::error::{Error, ErrorKind};
 use crate::services::audit::Entry;
 use crate::services::auth::permissions::{Action, Resource, DENIED};
 use crate::services::auth::Identity;
+use crate::services::configs::gray::{Client, Rule, BETA};
 use crate::services::configs::validate::{
-    check_config_group, check_content, check_data_id, check_tags, check_tenant, check_text,
-    check_type, MAX_APP_NAME, MAX_DESC,
+    check_beta_ips, check_config_group, check_content, check_data_id, check_gray_tag, check_tags,
+    check_tenant, check_text, check_type, MAX_APP_NAME, MAX_DESC,
 };
 use crate::services::configs::writes::Draft;
 use crate::services::configs::ConfigKey;
@@ -128,26 +129,14 @@ fn request_key(request: &ConfigRequest) -> Result<ConfigKey, Error> {
 
 /// Reads a publication: the content and the `additionMap` roster keeps, checked; blank
 /// values count as absent (the stored ones are kept). What roster cannot keep is refused
-/// rather than dropped: beta (`betaIps`) and tagged (`tag`) publications, and content
-/// encrypted with a key it would not store (`encryptedDataKey`).
+/// rather than dropped: content encrypted with a key it would not store
+/// (`encryptedDataKey`). A gray publication (`betaIps`, `tag`) is read by [`gray_rule`].
 fn draft(request: &ConfigRequest, max_content_bytes: usize) -> Result<Draft, Error> {
     let content = request.content.as_deref().unwrap_or("");
     check_content("content", content, max_content_bytes)?;
-    let unsupported = [
-        (
-            "betaIps",
-            "beta publication to some clients is not supported",
-        ),
-        ("tag", "tagged configurations are not supported"),
-        (
-            "encryptedDataKey",
-            "encrypted configurations are not supported",
-        ),
-    ];
-    for (field, problem) in unsupported {
-        if request.addition(field).is_some() {
-            return Err(Error::illegal(field, format!("{problem}; leave it empty.")));
-        }
+    if request.addition("encryptedDataKey").is_some() {
+        let problem = "encrypted configurations are not supported; leave it empty.";
+        return Err(Error::illegal("encryptedDataKey", problem));
     }
     let r#type = request.addition("type");
     if let Some(t) = r#type {
@@ -173,6 +162,43 @@ fn draft(request: &ConfigRequest, max_content_bytes: usize) -> Result<Draft, Err
         tags,
         cas_md5: request.cas_md5.clone(),
     })
+}
+
+/// The gray rule a publication names: a beta to the addresses in `additionMap.betaIps`,
+/// else the tag in `additionMap.tag` or the request's `tag`; `None`: the formal content.
+fn gray_rule(request: &ConfigRequest) -> Result<Option<Rule>, Error> {
+    if let Some(ips) = request.addition("betaIps") {
+        return Ok(Some(check_beta_ips("betaIps", ips)?));
+    }
+    match request.addition("tag").or_else(|| request.tag()) {
+        Some(tag) => Ok(Some(check_gray_tag("tag", tag)?)),
+        None => Ok(None),
+    }
+}
+
+/// What a connection is to the gray rules: its address, and the tag a request names,
+/// else the one it carries: its `Vipserver-Tag` label, else Nacos 3's gray label
+/// (`nacos.config.gray.label`, sent as `app_nacos.config.gray.label`).
+fn gray_client<'a>(
+    remote: &'a str,
+    request_tag: Option<&'a str>,
+    labels: &'a HashMap<String, String>,
+) -> Client<'a> {
+    let label = || {
+        [
+            "Vipserver-Tag",
+            "app_nacos.config.gray.label",
+            "nacos.config.gray.label",
+        ]
+        .iter()
+        .find_map(|k| labels.get(*k))
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+    };
+    Client {
+        ip: remote,
+        tag: request_tag.or_else(label),
+    }
 }
 
 /// A failed `reply_type` with `code` and `message`.
@@ -235,7 +261,7 @@ impl GrpcServer {
         let by = &identity.username;
         let from = remote.ip().to_string();
         let answer = match kind {
-            RequestKind::ConfigQuery => self.query_config(identity, &request),
+            RequestKind::ConfigQuery => self.query_config(conn, identity, &request),
             RequestKind::ConfigPublish => self.publish_config(identity, &request, by, &from).await,
             RequestKind::ConfigRemove => self.remove_config(identity, &request, by, &from).await,
             _ => self.listen_configs(conn, identity, &request),
@@ -265,23 +291,36 @@ impl GrpcServer {
         }
     }
 
-    /// The item a `ConfigQueryRequest` names. No tagged version is ever stored, so a
-    /// query for one finds nothing.
-    fn query_config(&self, identity: &Identity, request: &ConfigRequest) -> Result<Value, Error> {
+    /// The item a `ConfigQueryRequest` names, as `conn`'s client reads it: the gray
+    /// version it matches (by its address, the request's `tag` or its labels), else
+    /// the formal content.
+    fn query_config(
+        &self,
+        conn: &Connection,
+        identity: &Identity,
+        request: &ConfigRequest,
+    ) -> Result<Value, Error> {
         let key = request_key(request)?;
         self.permit(identity, &key, Action::Read)?;
-        let item = match request.tag() {
-            Some(_) => None,
-            None => self.app.configs.get(&key),
-        };
-        let item = item.ok_or_else(|| Error::not_found(NOT_FOUND_MESSAGE))?;
+        let ip = conn.remote.ip().to_string();
+        let setup = conn.setup.lock();
+        let client = gray_client(&ip, request.tag(), &setup.labels);
+        let served = self.app.configs.read_for(&key, &client);
+        drop(setup);
+        let served = served.ok_or_else(|| Error::not_found(NOT_FOUND_MESSAGE))?;
+        let tag = served
+            .gray
+            .as_deref()
+            .and_then(|g| g.strip_prefix("tag_"))
+            .map(str::to_string);
         Ok(json!({
-            "content": &*item.content,
-            "md5": item.md5,
-            "contentType": item.r#type,
-            "lastModified": item.modified_ms,
+            "content": &*served.content,
+            "md5": served.md5,
+            "contentType": served.r#type,
+            "lastModified": served.modified_ms,
             "encryptedDataKey": "",
-            "beta": false,
+            "beta": served.gray.as_deref() == Some(BETA),
+            "tag": tag,
         }))
     }
 
@@ -296,15 +335,21 @@ impl GrpcServer {
         let key = request_key(request)?;
         self.permit(identity, &key, Action::Write)?;
         let draft = draft(request, self.app.config_settings.max_content_bytes)?;
-        self.app
-            .config_writes()
-            .publish(key, draft, by, from)
-            .await?;
+        let writes = self.app.config_writes();
+        match gray_rule(request)? {
+            Some(rule) => {
+                let (content, cas) = (draft.content, draft.cas_md5);
+                writes
+                    .publish_gray(key, rule, content, cas, by, from)
+                    .await?;
+            }
+            None => writes.publish(key, draft, by, from).await?,
+        }
         Ok(json!({}))
     }
 
-    /// Removes the item a `ConfigRemoveRequest` names. A tagged version is never
-    /// stored, so removing one changes nothing (and leaves the untagged item be).
+    /// Removes the item a `ConfigRemoveRequest` names, or with a `tag` that tag's gray
+    /// version only (the item left be).
     async fn remove_config(
         &self,
         identity: &Identity,
@@ -314,8 +359,13 @@ impl GrpcServer {
     ) -> Result<Value, Error> {
         let key = request_key(request)?;
         self.permit(identity, &key, Action::Write)?;
-        if request.tag().is_none() {
-            self.app.config_writes().remove(key, by, from).await?;
+        let writes = self.app.config_writes();
+        match request.tag() {
+            Some(tag) => {
+                let name = check_gray_tag("tag", tag)?.name();
+                writes.remove_gray(key, name, by, from).await?
+            }
+            None => writes.remove(key, by, from).await?,
         }
         Ok(json!({}))
     }
@@ -378,10 +428,13 @@ impl GrpcServer {
         // is pushed) or before the comparison (and is answered).
         conn.listen(items, max).map_err(too_many)?;
         let configs = &self.app.configs;
+        let ip = conn.remote.ip().to_string();
+        let setup = conn.setup.lock().clone();
+        let client = gray_client(&ip, None, &setup.labels);
         let changed: Vec<Value> = keys
             .iter()
             .zip(contexts)
-            .filter(|(key, c)| configs.is_changed(key, c.md5.as_deref().unwrap_or("")))
+            .filter(|(key, c)| configs.is_changed_for(key, c.md5.as_deref().unwrap_or(""), &client))
             .map(|(key, c)| {
                 json!({ "dataId": key.data_id, "group": key.group, "tenant": c.tenant.clone().unwrap_or_default() })
             })
@@ -493,8 +546,27 @@ mod tests {
         );
         let d = draft(&request(body(json!({"config_tags": " a, b"}))), 16).unwrap();
         assert_eq!(d.tags.as_deref(), Some("a,b"));
-        for (field, value) in [("betaIps", "1.1.1.1"), ("tag", "gray"), ("type", "ya ml")] {
+        for (field, value) in [("encryptedDataKey", "k"), ("type", "ya ml")] {
             let e = draft(&request(body(json!({ field: value }))), 16).unwrap_err();
+            assert!(e.message.contains(&format!("'{field}'")), "{e}");
+        }
+        // A gray publication: a beta to addresses, or a tag; each checked.
+        let rule = |addition: Value| gray_rule(&request(body(addition)));
+        assert_eq!(rule(json!({})).unwrap(), None);
+        assert_eq!(
+            rule(json!({"betaIps": "127.0.0.2, 127.0.0.1"})).unwrap(),
+            Some(Rule::Beta {
+                ips: vec!["127.0.0.1".into(), "127.0.0.2".into()]
+            })
+        );
+        assert_eq!(
+            rule(json!({"tag": "canary"})).unwrap(),
+            Some(Rule::Tag {
+                tag: "canary".into()
+            })
+        );
+        for (field, value) in [("betaIps", "127.0.0.1,here"), ("tag", "can ary")] {
+            let e = rule(json!({ field: value })).unwrap_err();
             assert!(e.message.contains(&format!("'{field}'")), "{e}");
         }
         let e = draft(&request(json!({"content": "x".repeat(17)})), 16).unwrap_err();

@@ -344,9 +344,18 @@ impl Parts {
             Hot::Beat => instance::beat(state, admitted.params).await.into_response(),
             Hot::Config => match admitted.identity {
                 Some(identity) => {
-                    nacos::config::get(state, guard::Caller(identity), admitted.params)
-                        .await
-                        .into_response()
+                    let source =
+                        nacos::config::Source(peer.map(|p| p.ip().to_string()).unwrap_or_default());
+                    let headers = admitted.req.into_parts().0.headers;
+                    nacos::config::get(
+                        state,
+                        guard::Caller(identity),
+                        source,
+                        headers,
+                        admitted.params,
+                    )
+                    .await
+                    .into_response()
                 }
                 // The guard authenticates every caller of this path.
                 None => {

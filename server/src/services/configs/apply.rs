@@ -1,5 +1,5 @@
-//! How the state machine applies configuration commands — publications, removals and
-//! history pruning — to the configuration store. Everything an apply needs comes inside
+//! How the state machine applies configuration commands — publications, removals, gray
+//! versions and history pruning — to the configuration store. Everything an apply needs comes inside
 //! the command (time, who, the history retention), so every node decides alike. A
 //! sync task's configuration imports are the task's (`store::tasks::apply`).
 
@@ -18,6 +18,20 @@ pub fn apply(configs: &Configs, command: CommandV1) -> Outcome {
             at_ms,
         } => {
             configs.remove(&key, &by, &src_ip, retention, at_ms);
+            Ok(())
+        }
+        CommandV1::PublishConfigGray { publish, at_ms } => {
+            Ok(configs.publish_gray(&publish, at_ms)?)
+        }
+        CommandV1::RemoveConfigGray {
+            key,
+            name,
+            by,
+            src_ip,
+            retention,
+            at_ms,
+        } => {
+            configs.remove_gray(&key, &name, &by, &src_ip, retention, at_ms);
             Ok(())
         }
         CommandV1::PruneConfigHistory { retention, at_ms } => {

@@ -51,6 +51,9 @@ pub struct Version {
     pub src_ip: String,
     /// When, ms since the epoch.
     pub at_ms: u64,
+    /// The gray version it was (`beta`, `tag_<tag>`); `None`: the formal content.
+    #[serde(default)]
+    pub gray: Option<String>,
 }
 
 impl Configs {

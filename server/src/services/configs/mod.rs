@@ -16,6 +16,7 @@
 
 pub mod apply;
 pub mod archive;
+pub mod gray;
 pub mod history;
 pub mod imports;
 pub mod listen;
@@ -210,6 +211,9 @@ pub enum ConfigRejection {
     /// The stored md5 is not the one a compare-and-set expected.
     #[error("Cas publish fail, server md5 may have changed.")]
     CasMismatch,
+    /// The item holds as many gray versions as it may (`gray::MAX_GRAYS`).
+    #[error("gray config version is over max count: {}", gray::MAX_GRAYS)]
+    TooManyGrays,
 }
 
 #[derive(Default)]
@@ -218,6 +222,8 @@ struct State {
     /// Oldest first.
     history: HashMap<ConfigKey, VecDeque<Version>>,
     next_id: u64,
+    /// Gray versions, by item, in the order they are matched.
+    grays: BTreeMap<ConfigKey, Vec<gray::Gray>>,
 }
 
 /// What a snapshot holds of the store.
@@ -229,6 +235,9 @@ pub struct ConfigData {
     pub history: Vec<(ConfigKey, Vec<Version>)>,
     /// The next history id.
     pub next_id: u64,
+    /// Each item's gray versions (absent from snapshots of builds before them).
+    #[serde(default)]
+    pub grays: Vec<(ConfigKey, Vec<gray::Gray>)>,
 }
 
 /// The configuration store of a node. Cheap to clone (one reference count).
@@ -338,8 +347,8 @@ impl Configs {
         Ok(())
     }
 
-    /// Removes `key` (applied by the state machine); removing what is not there changes
-    /// nothing. Returns whether it was there.
+    /// Removes `key` and its gray versions (applied by the state machine); removing
+    /// what is not there changes nothing. Returns whether anything was there.
     pub fn remove(
         &self,
         key: &ConfigKey,
@@ -348,7 +357,11 @@ impl Configs {
         retention: Retention,
         at_ms: u64,
     ) -> bool {
-        let removed = take(&mut self.0.state.write(), key, by, src_ip, retention, at_ms);
+        let removed = {
+            let mut state = self.0.state.write();
+            let grays = gray::remove_all(&mut state, key, by, src_ip, retention, at_ms);
+            take(&mut state, key, by, src_ip, retention, at_ms) | grays
+        };
         if removed {
             self.0.changes.mark([key.clone()]);
         }
@@ -372,6 +385,11 @@ impl Configs {
                 .collect(),
             history,
             next_id: state.next_id,
+            grays: state
+                .grays
+                .iter()
+                .map(|(k, g)| (k.clone(), g.clone()))
+                .collect(),
         }
     }
 
@@ -389,7 +407,10 @@ impl Configs {
                 .map(|(k, h)| (k.clone(), h.iter().cloned().collect()))
                 .collect();
             state.next_id = data.next_id;
+            touched.extend(state.grays.keys().cloned());
+            state.grays = data.grays.iter().cloned().collect();
             touched.extend(state.items.keys().cloned());
+            touched.extend(state.grays.keys().cloned());
         }
         self.0.changes.mark(touched);
     }
@@ -481,6 +502,7 @@ fn put(state: &mut State, p: &Publish, owner: Option<String>, at_ms: u64) {
         by: p.by.clone(),
         src_ip: p.src_ip.clone(),
         at_ms,
+        gray: None,
     };
     record(state, &p.key, version, p.retention, at_ms);
 }
@@ -508,6 +530,7 @@ fn take(
         by: by.to_string(),
         src_ip: src_ip.to_string(),
         at_ms,
+        gray: None,
     };
     record(state, key, version, retention, at_ms);
     true

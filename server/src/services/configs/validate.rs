@@ -49,6 +49,50 @@ pub fn check_config_group(field: &str, group: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Most addresses one beta names.
+pub const MAX_BETA_IPS: usize = 1000;
+
+/// Checks a beta's addresses (`betaIps`): comma-separated IP addresses, 1 to
+/// [`MAX_BETA_IPS`] of them; the rule they make.
+pub fn check_beta_ips(field: &str, raw: &str) -> Result<super::gray::Rule, Invalid> {
+    let ips: Vec<&str> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|ip| !ip.is_empty())
+        .collect();
+    if ips.is_empty() {
+        return Err(Invalid::missing(field));
+    }
+    if ips.len() > MAX_BETA_IPS {
+        let problem = format!(
+            "it names {} addresses; at most {MAX_BETA_IPS} are allowed.",
+            ips.len()
+        );
+        return Err(Invalid::illegal(field, problem));
+    }
+    if let Some(bad) = ips
+        .iter()
+        .find(|ip| ip.parse::<std::net::IpAddr>().is_err())
+    {
+        let problem = format!("'{bad}' is not an IP address; give comma-separated IP addresses.");
+        return Err(Invalid::illegal(field, problem));
+    }
+    super::gray::Rule::beta(raw).ok_or_else(|| Invalid::missing(field))
+}
+
+/// Checks a gray tag: 1 to [`MAX_TAG`] of letters, digits and `_-.:`; the rule it makes.
+pub fn check_gray_tag(field: &str, tag: &str) -> Result<super::gray::Rule, Invalid> {
+    if tag.is_empty() || tag.len() > MAX_TAG || !nacos_chars(tag) {
+        return Err(Invalid::illegal(
+            field,
+            "it should be 1 to 64 characters of letters, digits and '_-.:'.",
+        ));
+    }
+    Ok(super::gray::Rule::Tag {
+        tag: tag.to_string(),
+    })
+}
+
 /// Checks a tenant (namespace id): empty (`public`), or a namespace id.
 pub fn check_tenant(field: &str, tenant: &str) -> Result<(), Invalid> {
     if tenant.is_empty() {

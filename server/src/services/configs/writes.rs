@@ -3,6 +3,7 @@
 //! parameters first (`configs::validate`, in their own field names). The leader's
 //! history pruner ([`super::prune`]) proposes through [`prune_history`].
 
+use super::gray::{GrayPublish, Rule};
 use super::{ConfigKey, Publish, Retention, Settings};
 use crate::error::Error;
 use crate::services::store::command::CommandV1;
@@ -72,6 +73,60 @@ impl Writes<'_> {
         self.store
             .propose(CommandV1::RemoveConfig {
                 key,
+                by: by.to_string(),
+                src_ip: src_ip.to_string(),
+                retention: self.settings.retention,
+                at_ms: now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+impl Writes<'_> {
+    /// Publishes a gray version of `key` for the clients `rule` names (its content
+    /// checked already), on behalf of `by` at `src_ip`. A compare-and-set that finds
+    /// another md5 (or no such gray version), or an item holding as many gray versions
+    /// as it may, is a 409 `Conflict`.
+    pub async fn publish_gray(
+        &self,
+        key: ConfigKey,
+        rule: Rule,
+        content: String,
+        cas_md5: Option<String>,
+        by: &str,
+        src_ip: &str,
+    ) -> Result<(), Error> {
+        let publish = GrayPublish {
+            key,
+            rule,
+            content,
+            cas_md5: cas_md5.filter(|m| !m.trim().is_empty()),
+            by: by.to_string(),
+            src_ip: src_ip.to_string(),
+            retention: self.settings.retention,
+        };
+        self.store
+            .propose(CommandV1::PublishConfigGray {
+                publish,
+                at_ms: now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Removes gray version `name` of `key` (nothing to remove is no error).
+    pub async fn remove_gray(
+        &self,
+        key: ConfigKey,
+        name: String,
+        by: &str,
+        src_ip: &str,
+    ) -> Result<(), Error> {
+        self.store
+            .propose(CommandV1::RemoveConfigGray {
+                key,
+                name,
                 by: by.to_string(),
                 src_ip: src_ip.to_string(),
                 retention: self.settings.retention,

@@ -68,6 +68,8 @@ impl CatalogChange {
             // The configuration store reports its changes itself.
             | CommandV1::PublishConfig { .. }
             | CommandV1::RemoveConfig { .. }
+            | CommandV1::PublishConfigGray { .. }
+            | CommandV1::RemoveConfigGray { .. }
             | CommandV1::SyncConfigs { .. }
             | CommandV1::PruneConfigHistory { .. } => return None,
         })

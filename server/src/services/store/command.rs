@@ -13,6 +13,7 @@ use roster_sync::{TaskSpec, TaskStatus};
 
 use crate::services::auth::permissions::Granted;
 use crate::services::auth::User;
+use crate::services::configs::gray::GrayPublish;
 use crate::services::configs::{ConfigKey, ConfigRejection, Imported, Publish, Retention};
 use roster_registry::namespace::NamespaceInfo;
 use roster_registry::service::{ClusterSettings, ServiceKey, ServiceSettings};
@@ -251,6 +252,28 @@ pub enum CommandV1 {
         /// Proposal time.
         at_ms: u64,
     },
+    /// Publish a gray version of a configuration item (beta or tag).
+    PublishConfigGray {
+        /// The publication.
+        publish: GrayPublish,
+        /// Proposal time.
+        at_ms: u64,
+    },
+    /// Remove a gray version of a configuration item (stop a beta, drop a tag).
+    RemoveConfigGray {
+        /// The item.
+        key: ConfigKey,
+        /// The gray version's name (`beta`, `tag_<tag>`).
+        name: String,
+        /// Who removes it.
+        by: String,
+        /// From where.
+        src_ip: String,
+        /// History retention.
+        retention: Retention,
+        /// Proposal time.
+        at_ms: u64,
+    },
     /// A sync task's batch of configuration imports: items owned by the task (items
     /// held by the API or another task are left alone) and removals of its own.
     SyncConfigs {
@@ -320,6 +343,8 @@ impl CommandV1 {
             | CommandV1::DeletePermission { .. } => Domain::Auth,
             CommandV1::PublishConfig { .. }
             | CommandV1::RemoveConfig { .. }
+            | CommandV1::PublishConfigGray { .. }
+            | CommandV1::RemoveConfigGray { .. }
             | CommandV1::PruneConfigHistory { .. } => Domain::Configs,
             // A task's imports hang on the task: refused once it is gone.
             CommandV1::CreateSyncTask(_)

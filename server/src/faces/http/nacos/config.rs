@@ -29,11 +29,12 @@ use super::json_of;
 use crate::error::Error;
 use crate::faces::http::guard::{forbidden, Caller};
 use crate::faces::http::params::Params;
+use crate::services::configs::gray::{Client, Gray, Rule, BETA};
 use crate::services::configs::listen::{self, Listened};
 use crate::services::configs::listeners::ListenerList;
 use crate::services::configs::validate::{
-    check_config_group, check_content, check_data_id, check_tags, check_tenant, check_text,
-    check_type, MAX_APP_NAME, MAX_DESC,
+    check_beta_ips, check_config_group, check_content, check_data_id, check_gray_tag, check_tags,
+    check_tenant, check_text, check_type, MAX_APP_NAME, MAX_DESC,
 };
 use crate::services::configs::writes::Draft;
 use crate::services::configs::{namespace_of, ConfigItem, ConfigKey, Search};
@@ -103,13 +104,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Source {
     }
 }
 
-/// `GET /nacos/v1/cs/configs`: an item's content (`dataId`, `group`, `tenant`), its
-/// detail (`show=all`), or a listing (`search=accurate|blur`). With `consistent=true`
-/// the read waits for a read barrier first: it sees every write acknowledged before it
-/// was sent, through any node (a client that reads, then compares and sets, needs that).
+/// `GET /nacos/v1/cs/configs`: an item's content (`dataId`, `group`, `tenant`) as the
+/// caller's client reads it (a gray version it matches by its address, its `tag`
+/// parameter or its `Vipserver-Tag` header, with `isBeta: true` for the beta; else the
+/// formal content), its detail (`show=all`), its beta (`beta=true`), or a listing
+/// (`search=accurate|blur`). With `consistent=true` the read waits for a read barrier
+/// first: it sees every write acknowledged before it was sent, through any node (a
+/// client that reads, then compares and sets, needs that).
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
+    Source(address): Source,
+    headers: HeaderMap,
     params: Params,
 ) -> Result<Response, Error> {
     if let Some(mode) = params.optional("search") {
@@ -122,14 +128,81 @@ pub async fn get(
     if params.consistent()? {
         state.store.read_barrier().await?;
     }
-    let answer = if params.optional("show") == Some("all") {
-        state
+    if params.optional("beta") == Some("true") {
+        return Ok(beta_answer(&state, &key));
+    }
+    if params.optional("show") == Some("all") {
+        let detail = state
             .configs
-            .with(&key, |item| json_of(&detail(&key, item)))
-    } else {
-        state.configs.with(&key, content)
+            .with(&key, |item| json_of(&detail(&key, item)));
+        return detail.ok_or_else(|| Error::not_found(NOT_FOUND));
+    }
+    let tag = gray_tag_of(&params, &headers)?;
+    let client = Client {
+        ip: &address,
+        tag: tag.as_deref(),
     };
-    answer.ok_or_else(|| Error::not_found(NOT_FOUND))
+    let served = state
+        .configs
+        .read_for(&key, &client)
+        .ok_or_else(|| Error::not_found(NOT_FOUND))?;
+    let beta = served.gray.as_deref() == Some(BETA);
+    Ok(content(
+        served.content,
+        &served.r#type,
+        &served.md5,
+        served.modified_ms,
+        beta,
+    ))
+}
+
+/// The tag a client reads gray versions by: its `tag` parameter, else its
+/// `Vipserver-Tag` header (checked when given).
+pub fn gray_tag_of(params: &Params, headers: &HeaderMap) -> Result<Option<String>, Error> {
+    let header = || {
+        headers
+            .get("vipserver-tag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    match params.optional("tag") {
+        Some(tag) => {
+            check_gray_tag("tag", tag)?;
+            Ok(Some(tag.to_string()))
+        }
+        None => Ok(header().map(str::to_string)),
+    }
+}
+
+/// `GET ...?beta=true`: the item's beta as Nacos 2 answers it (`ConfigInfo4Beta` in
+/// `{code, message, data}`; `data` null when there is none).
+fn beta_answer(state: &AppState, key: &ConfigKey) -> Response {
+    let data = state
+        .configs
+        .gray(key, BETA)
+        .map(|gray| beta_info(state, key, &gray));
+    json_of(&json!({ "code": 200, "message": "query beta ok", "data": data }))
+}
+
+/// A beta as Nacos shows it (`ConfigInfo4Beta`).
+pub fn beta_info(state: &AppState, key: &ConfigKey, gray: &Gray) -> Value {
+    let item = state.configs.get(key);
+    json!({
+        "id": item.as_ref().map(|i| i.id.to_string()),
+        "dataId": key.data_id,
+        "group": key.group,
+        "tenant": key.tenant(),
+        "content": &*gray.content,
+        "md5": gray.md5,
+        "encryptedDataKey": "",
+        "appName": item.as_ref().map(|i| i.app_name.clone()).unwrap_or_default(),
+        "type": item.as_ref().map(|i| i.r#type.clone()).unwrap_or_else(|| "text".into()),
+        "betaIps": gray.rule.expr(),
+        "lastModified": gray.modified_ms,
+        "createUser": gray.by,
+        "modifyTime": gray.modified_ms,
+    })
 }
 
 /// An item's content as a body, sharing the stored text rather than copying it.
@@ -141,9 +214,16 @@ impl AsRef<[u8]> for Shared {
     }
 }
 
-/// The content as text, with the type, md5 and time of the last change in headers.
-fn content(item: &ConfigItem) -> Response {
-    let body = axum::body::Body::from(bytes::Bytes::from_owner(Shared(item.content.clone())));
+/// The content as text, with the type, md5 and time of the last change in headers
+/// (and `isBeta: true` for a beta).
+fn content(
+    text: std::sync::Arc<str>,
+    r#type: &str,
+    md5: &str,
+    modified_ms: u64,
+    beta: bool,
+) -> Response {
+    let body = axum::body::Body::from(bytes::Bytes::from_owner(Shared(text)));
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(
@@ -155,9 +235,12 @@ fn content(item: &ConfigItem) -> Response {
             headers.insert(HeaderName::from_static(name), value);
         }
     };
-    set("config-type", &item.r#type);
-    set("content-md5", &item.md5);
-    set("last-modified", &http_date(item.modified_ms));
+    set("config-type", r#type);
+    set("content-md5", md5);
+    set("last-modified", &http_date(modified_ms));
+    if beta {
+        set("isbeta", "true");
+    }
     no_cache(headers);
     response
 }
@@ -316,7 +399,9 @@ fn draft(params: &Params, headers: &HeaderMap, max_content: usize) -> Result<Dra
 }
 
 /// Publishes what `params` say to the item they name (the namespace in `tenant_field`),
-/// on behalf of `caller` from `source`. Nothing is proposed unless every field passes.
+/// on behalf of `caller` from `source`: its formal content, or a gray version
+/// ([`gray_rule`]: a beta by `betaIps`, a tag by `tag`). Nothing is proposed unless
+/// every field passes.
 pub async fn publish(
     state: &AppState,
     caller: &Caller,
@@ -327,14 +412,40 @@ pub async fn publish(
 ) -> Result<(), Error> {
     let key = named(params, tenant_field)?;
     let draft = draft(params, headers, state.config_settings.max_content_bytes)?;
-    state
-        .config_writes()
-        .publish(key, draft, &caller.0.username, &source.0)
-        .await
+    let writes = state.config_writes();
+    let by = &caller.0.username;
+    match gray_rule(params, headers)? {
+        Some(rule) => {
+            let (content, cas) = (draft.content, draft.cas_md5);
+            writes
+                .publish_gray(key, rule, content, cas, by, &source.0)
+                .await
+        }
+        None => writes.publish(key, draft, by, &source.0).await,
+    }
 }
 
-/// Removes the item `params` name (the namespace in `tenant_field`); removing what is
-/// not there is no error, as in Nacos.
+/// The gray rule a publication names: a beta to the addresses of the `betaIps` header
+/// (or parameter), else a tag (`tag`); `None`: the formal content.
+pub fn gray_rule(params: &Params, headers: &HeaderMap) -> Result<Option<Rule>, Error> {
+    let beta = headers
+        .get("betaips")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .or_else(|| params.optional("betaIps"));
+    if let Some(ips) = beta {
+        return Ok(Some(check_beta_ips("betaIps", ips)?));
+    }
+    match params.optional("tag") {
+        Some(tag) => Ok(Some(check_gray_tag("tag", tag)?)),
+        None => Ok(None),
+    }
+}
+
+/// Removes the item `params` name (the namespace in `tenant_field`) with its gray
+/// versions, or only its beta (`beta=true`, Nacos' stop-beta) or one tag's version
+/// (`tag`); removing what is not there is no error, as in Nacos.
 pub async fn remove(
     state: &AppState,
     caller: &Caller,
@@ -343,10 +454,20 @@ pub async fn remove(
     tenant_field: &str,
 ) -> Result<(), Error> {
     let key = named(params, tenant_field)?;
-    state
-        .config_writes()
-        .remove(key, &caller.0.username, &source.0)
-        .await
+    let writes = state.config_writes();
+    let by = &caller.0.username;
+    if params.optional("beta") == Some("true") {
+        return writes
+            .remove_gray(key, BETA.to_string(), by, &source.0)
+            .await;
+    }
+    match params.optional("tag") {
+        Some(tag) => {
+            let name = check_gray_tag("tag", tag)?.name();
+            writes.remove_gray(key, name, by, &source.0).await
+        }
+        None => writes.remove(key, by, &source.0).await,
+    }
 }
 
 /// `POST /nacos/v1/cs/configs`: publishes; `true`. A `casMd5` the stored md5 is not is
@@ -422,6 +543,7 @@ pub async fn listener(
         .ok_or_else(|| Error::missing(LISTENING))?;
     let listened = listen::parse(LISTENING, raw, state.config_settings.max_listeners)?;
     let hold = hold_of(&headers)?;
+    let tag = gray_tag_of(&params, &headers)?;
     // Keys made once: each change is checked without allocating.
     let keys: Vec<ConfigKey> = listened.iter().map(Listened::key).collect();
     if !keys.iter().all(|key| caller.may_read_config(&state, key)) {
@@ -441,8 +563,13 @@ pub async fn listener(
             .cloned()
             .zip(listened.iter().map(|l| l.md5.clone()))
             .collect();
-        state.long_polls.hold(address, client, items)
+        state.long_polls.hold(address.clone(), client, items)
     });
+    // Compared with what this client reads: a gray version it matches, or the formal.
+    let client = Client {
+        ip: &address,
+        tag: tag.as_deref(),
+    };
     // Subscribed before the first look, so that no change falls between the two.
     let mut changes = state.configs.watch();
     let mut closing = state.events.closing();
@@ -451,7 +578,7 @@ pub async fn listener(
         let changed: Vec<&Listened> = listened
             .iter()
             .zip(&keys)
-            .filter(|(l, key)| state.configs.is_changed(key, &l.md5))
+            .filter(|(l, key)| state.configs.is_changed_for(key, &l.md5, &client))
             .map(|(l, _)| l)
             .collect();
         if !changed.is_empty() || hold.is_zero() {

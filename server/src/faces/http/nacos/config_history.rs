@@ -43,6 +43,9 @@ fn version(key: &ConfigKey, v: &Version, with_content: bool) -> Value {
         "srcIp": v.src_ip,
         "srcUser": v.by,
         "opType": v.op.as_str(),
+        // Nacos 2.3+: a gray version's publication is `gray`, named by `grayName`.
+        "publishType": if v.gray.is_some() { "gray" } else { "formal" },
+        "grayName": v.gray.as_deref().unwrap_or(""),
         "createdTime": time,
         "lastModifiedTime": time,
         "encryptedDataKey": "",
