@@ -282,8 +282,10 @@ fn subscriber_info(conn: &ConnectionView) -> Value {
 fn service_filter(params: &Params) -> Result<(ServiceKey, Option<&str>, Option<u16>), Error> {
     let key = params.service_key()?;
     let ip = params.optional("ip");
+    // The maintainer client sends `port=null` when it filters by no port.
     let port = params
         .optional("port")
+        .filter(|p| *p != "null")
         .map(|p| parse_port("port", p))
         .transpose()?;
     Ok((key, ip, port))
@@ -398,5 +400,7 @@ mod tests {
         let (key, ip, port) = service_filter(&params).unwrap();
         assert_eq!((&*key.name, &*key.group), ("s", "DEFAULT_GROUP"));
         assert_eq!((ip, port), (Some("10.0.0.1"), Some(80)));
+        let params = of("serviceName=s&port=null");
+        assert_eq!(service_filter(&params).unwrap().2, None);
     }
 }
