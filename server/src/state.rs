@@ -15,6 +15,7 @@ use crate::services::configs::{self, Configs};
 use crate::services::distro::Distro;
 use crate::services::metrics::{Metrics, NodeFigures};
 use crate::services::naming::writes::Writes;
+use crate::services::push::connections::ConnectionList;
 use crate::services::push::events::Events;
 use crate::services::push::udp::UdpPush;
 use crate::services::push::SubscriberList;
@@ -91,6 +92,8 @@ pub struct Shared {
     pub long_polls: configs::listeners::LongPolls,
     /// The gRPC connections' listens (the connections belong to the gRPC server).
     pub grpc_listeners: Arc<dyn configs::listeners::ListenerList>,
+    /// The gRPC connections on this node, as the admin API lists and moves them.
+    pub grpc_connections: Arc<dyn ConnectionList>,
 }
 
 impl AppState {

@@ -195,6 +195,7 @@ impl Node {
             grpc_subscribers: Arc::new(connections.clone()),
             long_polls: Default::default(),
             grpc_listeners: Arc::new(connections.clone()),
+            grpc_connections: Arc::new(connections.clone()),
             events: Events::new(closing_rx),
             tasks,
             audit,

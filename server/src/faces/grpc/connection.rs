@@ -24,6 +24,7 @@ use crate::services::auth::permissions::Resource;
 use crate::services::auth::Reader;
 use crate::services::configs::listeners::{ListenerList, ListenerView};
 use crate::services::configs::ConfigKey;
+use crate::services::push::connections::{ConnectionList, ConnectionView, Redirect};
 use crate::services::push::{SubscriberList, SubscriberView};
 use roster_registry::clock::now_ms;
 use roster_registry::service::ServiceKey;
@@ -481,6 +482,72 @@ impl Connections {
 impl SubscriberList for Connections {
     fn subscribers(&self, key: &ServiceKey) -> Vec<SubscriberView> {
         Connections::subscribers(self, key)
+    }
+}
+
+impl ConnectionList for Connections {
+    fn connections(&self) -> Vec<ConnectionView> {
+        let mut all: Vec<ConnectionView> = self
+            .shared
+            .by_remote
+            .iter()
+            .map(|conn| {
+                let setup = conn.setup.lock().clone();
+                let mut subscriptions: Vec<(ServiceKey, String)> = conn
+                    .subscriptions
+                    .lock()
+                    .iter()
+                    .map(|(key, s)| (key.clone(), s.clusters.clone()))
+                    .collect();
+                subscriptions.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut labels: Vec<(String, String)> = setup.labels.into_iter().collect();
+                labels.sort();
+                ConnectionView {
+                    id: conn.id.clone(),
+                    client: conn.client.to_string(),
+                    remote_ip: conn.remote.ip().to_string(),
+                    remote_port: conn.remote.port(),
+                    client_ip: setup.client_ip,
+                    version: setup.client_version,
+                    tenant: setup.tenant,
+                    labels,
+                    // The id starts with the time it was set up.
+                    created_ms: conn
+                        .id
+                        .split_once('_')
+                        .and_then(|(ms, _)| ms.parse().ok())
+                        .unwrap_or(0),
+                    last_active_ms: conn.last_active.load(Ordering::Relaxed),
+                    subscriptions,
+                }
+            })
+            .collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+
+    fn reset(&self, id: &str, redirect: Redirect<'_>) -> bool {
+        let Some(conn) = self
+            .shared
+            .by_client
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.clone())
+        else {
+            return false;
+        };
+        let (ip, port) = redirect.unwrap_or(("", ""));
+        // As Nacos moves a client: the client connects elsewhere and ends this stream
+        // itself (one that cannot parse the request stays).
+        let body = serde_json::json!({
+            "headers": {},
+            "requestId": self.next_request_id(),
+            "serverIp": ip,
+            "serverPort": port,
+            "connectionId": conn.id,
+            "module": "internal",
+        });
+        conn.send(Payload::new("ConnectResetRequest", &body))
     }
 }
 

@@ -13,6 +13,7 @@ use super::guard::Caller;
 use super::nacos::{envelope, json_of};
 use super::params::Params;
 use crate::error::Error;
+use crate::services::cluster::view::{ClusterView, MemberView};
 use crate::state::AppState;
 
 /// `GET /api/v1/cluster`: the cluster as this node sees it (for a caller who is not an
@@ -105,16 +106,25 @@ fn node_id(params: &Params) -> Result<NodeId, Error> {
 pub(super) async fn nacos_nodes(State(state): State<AppState>, params: Params) -> Response {
     let keyword = params.optional("keyword").unwrap_or("");
     let view = state.cluster_view_with_leader().await;
+    let nodes: Vec<_> = nacos_members(&view)
+        .into_iter()
+        .filter(|(m, _)| m.http.as_deref().unwrap_or(&m.peer).contains(keyword))
+        .map(|(_, member)| member)
+        .collect();
+    envelope(nodes)
+}
+
+/// Every member of `view` beside its Nacos `Member` shape (`ip`, `port`, `state` UP or
+/// DOWN, `address`, `extendInfo` with the Raft group and roster's own figures).
+pub(super) fn nacos_members(view: &ClusterView) -> Vec<(&MemberView, serde_json::Value)> {
     let leader_peer = view
         .members
         .iter()
         .find(|m| Some(m.id) == view.leader)
         .map(|m| m.peer.clone());
     let peers: Vec<String> = view.members.iter().map(|m| m.peer.clone()).collect();
-    let nodes: Vec<_> = view
-        .members
+    view.members
         .iter()
-        .filter(|m| m.http.as_deref().unwrap_or(&m.peer).contains(keyword))
         .map(|m| {
             let address = m.http.clone().unwrap_or_default();
             let (ip, port) = address
@@ -126,7 +136,7 @@ pub(super) async fn nacos_nodes(State(state): State<AppState>, params: Params) -
                 "naming_persistent_service_v2",
                 json!({ "leader": leader_peer, "raftGroupMember": peers, "term": view.term }),
             );
-            json!({
+            let member = json!({
                 "ip": ip,
                 "port": port,
                 "state": if m.live { "UP" } else { "DOWN" },
@@ -139,8 +149,8 @@ pub(super) async fn nacos_nodes(State(state): State<AppState>, params: Params) -
                 },
                 "abilities": {},
                 "failAccessCnt": 0,
-            })
+            });
+            (m, member)
         })
-        .collect();
-    envelope(nodes)
+        .collect()
 }

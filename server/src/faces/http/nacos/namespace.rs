@@ -19,7 +19,8 @@ use roster_registry::validate::check_namespace_id;
 /// Characters Nacos refuses in namespace names.
 const FORBIDDEN_NAME_CHARS: &[char] = &['@', '#', '$', '%', '^', '&', '*'];
 
-fn row(state: &AppState, ns: &Namespace) -> serde_json::Value {
+/// A namespace in Nacos' shape (`namespace`, `namespaceShowName`, ...).
+pub(crate) fn row(state: &AppState, ns: &Namespace) -> serde_json::Value {
     let info = ns.display();
     let (mut services, mut instances) = (0usize, 0usize);
     for svc in ns.services.iter() {
@@ -76,7 +77,8 @@ pub async fn get(
     Ok(envelope(rows))
 }
 
-fn name(params: &Params, key: &str) -> Result<String, Error> {
+/// A namespace name from `key`, checked.
+pub(crate) fn name(params: &Params, key: &str) -> Result<String, Error> {
     let name = params.required(key)?;
     if name.chars().count() > 128 {
         return Err(Error::illegal(
@@ -93,7 +95,8 @@ fn name(params: &Params, key: &str) -> Result<String, Error> {
     Ok(name.to_string())
 }
 
-fn description(params: &Params, key: &str) -> Result<String, Error> {
+/// A namespace description from `key` (empty when absent), checked.
+pub(crate) fn description(params: &Params, key: &str) -> Result<String, Error> {
     let desc = params.get(key).unwrap_or("").trim();
     if desc.chars().count() > 256 {
         return Err(Error::illegal(
@@ -162,7 +165,7 @@ pub async fn delete(
 }
 
 /// A random namespace id in UUID form.
-fn random_id() -> String {
+pub(crate) fn random_id() -> String {
     let b: [u8; 16] = rand::random();
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!(
