@@ -97,11 +97,21 @@ pub(super) fn host_list<'a>(
 /// `page_no` of `items`.
 fn page_of<T: Serialize>(items: Vec<T>, page_no: usize, page_size: usize) -> Value {
     let total = items.len();
+    nacos_page(total, page_no, page_size, page(items, page_no, page_size))
+}
+
+/// Nacos' `Page` of `total` items, `items` the page's.
+fn nacos_page<T: Serialize>(
+    total: usize,
+    page_no: usize,
+    page_size: usize,
+    items: Vec<T>,
+) -> Value {
     json!({
         "totalCount": total,
         "pageNumber": page_no,
         "pagesAvailable": total.div_ceil(page_size),
-        "pageItems": page(items, page_no, page_size),
+        "pageItems": items,
     })
 }
 
@@ -265,6 +275,7 @@ async fn service_list(State(state): State<AppState>, caller: Caller, params: Par
             .filter(|(_, view)| !ignore_empty || !view.instances.is_empty())
             .collect();
         let total = services.len();
+        // Only the page's services are shaped (a detail carries every instance).
         let items: Vec<Value> = page(services, page_no, page_size)
             .iter()
             .map(|(key, view)| match with_instances {
@@ -272,12 +283,7 @@ async fn service_list(State(state): State<AppState>, caller: Caller, params: Par
                 false => service_row(key, view),
             })
             .collect();
-        Ok(json!({
-            "totalCount": total,
-            "pageNumber": page_no,
-            "pagesAvailable": total.div_ceil(page_size),
-            "pageItems": items,
-        }))
+        Ok(nacos_page(total, page_no, page_size, items))
     })())
 }
 
