@@ -439,7 +439,8 @@ struct Named {
 }
 
 /// The instances `instances` names (a JSON list; absent or blank: every instance of the
-/// service). Refused whole, naming the field, when it is not such a list.
+/// service; an empty list: none, where Nacos takes every one). Refused whole, naming
+/// the field, when it is not such a list (Nacos ignores it and takes every instance).
 fn targets(instances: Option<&str>) -> Result<Option<Vec<Named>>, Error> {
     let Some(raw) = instances else {
         return Ok(None);
@@ -513,6 +514,11 @@ async fn metadata_batch(state: &AppState, params: &Params, op: Batch) -> Result<
         .ok_or_else(|| Error::missing("metadata"))?;
     let kind = consistency(params.optional("consistencyType"))?;
     let targets = targets(params.optional("instances"))?;
+    // Persistent instances' metadata is Raft data: merged into as the leader has it,
+    // not as this node may lag behind.
+    if kind != Some(true) {
+        state.store.read_barrier().await?;
+    }
     let view = service_view(state, &key)?;
     let chosen: Vec<&Arc<Instance>> = match &targets {
         None => view.instances.values().collect(),
