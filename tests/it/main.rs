@@ -31,6 +31,7 @@ mod limits;
 mod nacos_v1;
 mod nacos_v2;
 mod nacos_v3_core;
+mod nacos_v3_naming;
 mod observer;
 mod ops;
 mod overview;

@@ -39,7 +39,12 @@ pub async fn metrics(
 /// `GET /nacos/v1/ns/operator/switches`: the settings clients and tools read, in Nacos'
 /// shape, reflecting what roster does.
 pub async fn switches(State(state): State<AppState>) -> Response {
-    json_of(&json!({
+    json_of(&switch_domain(&state))
+}
+
+/// The switches as v1 and v2 answer them (v3 renames a few, `faces::http::v3::naming`).
+pub(crate) fn switch_domain(state: &AppState) -> serde_json::Value {
+    json!({
         "name": "00-00---000-NACOS_SWITCH_DOMAIN-000---00-00",
         "masters": null,
         "adWeightMap": {},
@@ -75,5 +80,5 @@ pub async fn switches(State(state): State<AppState>) -> Response {
         "healthCheckWhiteList": [],
         "checksum": null,
         "defaultNamespace": PUBLIC_NAMESPACE,
-    }))
+    })
 }
