@@ -30,6 +30,7 @@ mod layering;
 mod limits;
 mod nacos_v1;
 mod nacos_v2;
+mod nacos_v3_config;
 mod observer;
 mod ops;
 mod overview;
