@@ -69,7 +69,7 @@ pub(super) fn serve(op: V3, req: Request, state: AppState) -> Answer {
         V3::BetaStop => Handler::call(stop_beta, req, state),
         V3::ConfigImport => Handler::call(import, req, state),
         V3::ConfigExport => Handler::call(export, req, state),
-        V3::ConfigClone => Handler::call(clone, req, state),
+        V3::ConfigClone => Handler::call(clone_items, req, state),
         V3::HistoryList => Handler::call(history_list, req, state),
         V3::HistoryGet => Handler::call(history_get, req, state),
         V3::HistoryPrevious => Handler::call(history_previous, req, state),
@@ -193,18 +193,19 @@ fn id_of(params: &Params, field: &str) -> Result<u64, Error> {
 /// The ids in `field`, comma-separated (required, at least one).
 fn ids_of(params: &Params, field: &str) -> Result<Vec<u64>, Error> {
     let raw = params.required(field)?;
-    raw.split(',')
+    let ids = raw
+        .split(',')
         .map(str::trim)
         .filter(|id| !id.is_empty())
         .map(|id| {
             id.parse()
                 .map_err(|_| Error::illegal(field, format!("'{id}' is not an id.")))
         })
-        .collect::<Result<Vec<u64>, Error>>()
-        .and_then(|ids| match ids.is_empty() {
-            true => Err(Error::missing(field)),
-            false => Ok(ids),
-        })
+        .collect::<Result<Vec<u64>, Error>>()?;
+    if ids.is_empty() {
+        return Err(Error::missing(field));
+    }
+    Ok(ids)
 }
 
 /// Whether a content matches `pattern`: it holds each `*`-separated part, in order.
@@ -344,6 +345,7 @@ async fn list(State(state): State<AppState>, caller: Caller, params: Params) -> 
     answer(search(&state, &caller, &params))
 }
 
+/// [`list`]'s page.
 fn search(state: &AppState, caller: &Caller, params: &Params) -> Result<Value, Error> {
     let blur = match params.optional("search").unwrap_or("blur") {
         "accurate" => false,
@@ -499,7 +501,7 @@ fn clone_orders(body: &[u8]) -> Result<Vec<CloneOrder>, Error> {
 /// dataId, else its own), their content, type, application and description, as an
 /// import places them; `data`: `{succCount, skipCount, failData, skipData}`. For admins.
 #[tracing::instrument(skip_all)]
-async fn clone(
+async fn clone_items(
     State(state): State<AppState>,
     caller: Caller,
     source: Source,
