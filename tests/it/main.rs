@@ -32,6 +32,7 @@ mod nacos_v1;
 mod nacos_v2;
 mod nacos_v3_core;
 mod nacos_v3_naming;
+mod nacos_v3_config;
 mod observer;
 mod ops;
 mod overview;

@@ -576,6 +576,24 @@ impl ListenerList for Connections {
         all.sort_by(|a, b| a.address.cmp(&b.address));
         all
     }
+
+    fn listened_by(&self, ip: &str) -> Vec<(ConfigKey, String)> {
+        let mut all = Vec::new();
+        for conn in self.shared.by_remote.iter() {
+            let matches = {
+                let setup = conn.setup.lock();
+                match setup.client_ip.as_str() {
+                    "" => conn.remote.ip().to_string() == ip,
+                    own => own == ip,
+                }
+            };
+            if matches {
+                let listens = conn.listens.lock();
+                all.extend(listens.iter().map(|(k, l)| (k.clone(), l.md5.clone())));
+            }
+        }
+        all
+    }
 }
 
 #[cfg(test)]
@@ -647,5 +665,28 @@ mod tests {
         conn.listen(vec![(dev.clone(), listening(&reader))], 10)
             .unwrap();
         assert!(conn.listens_to(&dev).is_none());
+    }
+
+    #[test]
+    fn what_an_ip_listens_to_is_found_by_the_ip_the_client_gave_else_its_peer() {
+        let connections = Connections::new(2);
+        let (tx, _rx) = mpsc::channel(1);
+        let peer = connections.open("127.0.0.1:5000".parse().unwrap(), tx.clone());
+        let behind_nat = connections.open("127.0.0.1:5001".parse().unwrap(), tx);
+        behind_nat.setup.lock().client_ip = "10.0.0.7".into();
+        let key = ConfigKey::new("dev", "G", "a");
+        let listening = Listening {
+            tenant: "dev".into(),
+            md5: "m1".into(),
+            reader: None,
+        };
+        for conn in [&peer, &behind_nat] {
+            conn.listen(vec![(key.clone(), listening.clone())], 10)
+                .unwrap();
+        }
+        let by = |ip| ListenerList::listened_by(&connections, ip);
+        assert_eq!(by("127.0.0.1"), [(key.clone(), "m1".to_string())]);
+        assert_eq!(by("10.0.0.7"), [(key, "m1".to_string())]);
+        assert!(by("10.0.0.8").is_empty());
     }
 }

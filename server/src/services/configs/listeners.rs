@@ -29,6 +29,9 @@ pub struct ListenerView {
 pub trait ListenerList: Send + Sync {
     /// The listeners of `key` on this node.
     fn listeners(&self, key: &ConfigKey) -> Vec<ListenerView>;
+
+    /// What the clients at `ip` listen to on this node: each item and the md5 held.
+    fn listened_by(&self, ip: &str) -> Vec<(ConfigKey, String)>;
 }
 
 /// A long poll being held: who, and what it listens to with which md5.
@@ -108,6 +111,14 @@ impl ListenerList for LongPolls {
         out.sort_by(|a, b| a.address.cmp(&b.address));
         out
     }
+
+    fn listened_by(&self, ip: &str) -> Vec<(ConfigKey, String)> {
+        let held = self.0.held.lock();
+        held.values()
+            .filter(|h| h.address == ip)
+            .flat_map(|h| h.items.iter().cloned())
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +139,11 @@ mod tests {
         assert_eq!(seen.len(), 1);
         assert_eq!((seen[0].protocol, seen[0].md5.as_str()), ("http", "m1"));
         assert!(polls.listeners(&other).is_empty());
+        assert_eq!(
+            polls.listened_by("127.0.0.1:5000"),
+            [(key.clone(), "m1".into())]
+        );
+        assert!(polls.listened_by("127.0.0.2").is_empty());
         drop(held);
         assert!(polls.listeners(&key).is_empty());
         assert_eq!(polls.count(), 0);

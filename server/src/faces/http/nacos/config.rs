@@ -362,7 +362,11 @@ fn search(
 /// What `params` say to publish (the item aside), checked: `content` (required, at most
 /// `max_content` bytes), `type`, `appName`, `desc`, `config_tags` (or `configTags`), and
 /// `casMd5` as a parameter or a header.
-fn draft(params: &Params, headers: &HeaderMap, max_content: usize) -> Result<Draft, Error> {
+pub(crate) fn draft(
+    params: &Params,
+    headers: &HeaderMap,
+    max_content: usize,
+) -> Result<Draft, Error> {
     let content = params.get("content").unwrap_or_default();
     check_content("content", content, max_content)?;
     let r#type = params.optional("type");

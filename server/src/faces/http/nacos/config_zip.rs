@@ -50,8 +50,20 @@ pub fn is_import(params: &Params) -> bool {
 
 /// The export of the items `params` select that `caller` may read.
 pub fn export(state: &AppState, caller: &Caller, params: &Params) -> Result<Response, Error> {
-    let tenant = params.optional("tenant").unwrap_or("");
-    crate::services::configs::validate::check_tenant("tenant", tenant)?;
+    export_in(state, caller, params, "tenant", "group")
+}
+
+/// [`export`], the namespace in `tenant_field` and the group in `group_field` (v3:
+/// `namespaceId` and `groupName`).
+pub(crate) fn export_in(
+    state: &AppState,
+    caller: &Caller,
+    params: &Params,
+    tenant_field: &str,
+    group_field: &str,
+) -> Result<Response, Error> {
+    let tenant = params.optional(tenant_field).unwrap_or("");
+    crate::services::configs::validate::check_tenant(tenant_field, tenant)?;
     let ids: Option<Vec<&str>> = params.optional("ids").map(|ids| {
         ids.split(',')
             .map(str::trim)
@@ -61,7 +73,7 @@ pub fn export(state: &AppState, caller: &Caller, params: &Params) -> Result<Resp
     let search = Search {
         namespace: Some(namespace_of(tenant)),
         data_id: params.optional("dataId"),
-        group: params.optional("group"),
+        group: params.optional(group_field),
         app_name: params.optional("appName"),
         tags: Vec::new(),
         blur: true,
@@ -88,10 +100,28 @@ pub fn export(state: &AppState, caller: &Caller, params: &Params) -> Result<Resp
 
 /// What to do with an item that exists already.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Policy {
+pub(crate) enum Policy {
+    /// Place nothing when any exists.
     Abort,
+    /// Leave existing items alone.
     Skip,
+    /// Replace them.
     Overwrite,
+}
+
+impl Policy {
+    /// The policy in `policy` (any case; absent: `ABORT`).
+    pub(crate) fn of(params: &Params) -> Result<Policy, Error> {
+        match params.optional("policy").unwrap_or("ABORT") {
+            p if p.eq_ignore_ascii_case("abort") => Ok(Policy::Abort),
+            p if p.eq_ignore_ascii_case("skip") => Ok(Policy::Skip),
+            p if p.eq_ignore_ascii_case("overwrite") => Ok(Policy::Overwrite),
+            _ => Err(Error::illegal(
+                "policy",
+                "it should be ABORT, SKIP or OVERWRITE.",
+            )),
+        }
+    }
 }
 
 /// The archive in the request: the multipart field `file`, or the whole body.
@@ -167,17 +197,26 @@ pub async fn import(
     caller.require_admin()?;
     let tenant = params.optional_any(&["namespace", "tenant"]).unwrap_or("");
     crate::services::configs::validate::check_tenant("namespace", tenant)?;
-    let policy = match params.optional("policy").unwrap_or("ABORT") {
-        p if p.eq_ignore_ascii_case("abort") => Policy::Abort,
-        p if p.eq_ignore_ascii_case("skip") => Policy::Skip,
-        p if p.eq_ignore_ascii_case("overwrite") => Policy::Overwrite,
-        _ => {
-            return Err(Error::illegal(
-                "policy",
-                "it should be ABORT, SKIP or OVERWRITE.",
-            ))
-        }
-    };
+    let policy = Policy::of(params)?;
+    let data = import_into(state, caller, source, tenant, policy, headers, body).await?;
+    Ok(json_of(&json!({
+        "code": 200,
+        "message": "import succeeded",
+        "data": data,
+    })))
+}
+
+/// Imports the archive in `body` into `tenant` (checked already) as `policy` says;
+/// what was placed, as [`place`] answers it.
+pub(crate) async fn import_into(
+    state: &AppState,
+    caller: &Caller,
+    source: &Source,
+    tenant: &str,
+    policy: Policy,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Value, Error> {
     let bytes = to_bytes(body, MAX_ARCHIVE_BYTES).await.map_err(|_| {
         Error::new(
             crate::error::ErrorKind::TooLarge,
@@ -193,12 +232,29 @@ pub async fn import(
             "the archive holds no configuration items.",
         ));
     }
+    place(state, caller, source, tenant, &items, policy, "file").await
+}
+
+/// Publishes `items` into `tenant` as `policy` says, on behalf of `caller`: every item
+/// is checked first (a refusal is a 400 on `field` naming the item) and nothing is
+/// written unless all pass. Answers Nacos' `{succCount, skipCount, failData,
+/// skipData}`.
+pub(crate) async fn place(
+    state: &AppState,
+    caller: &Caller,
+    source: &Source,
+    tenant: &str,
+    items: &[ArchivedItem],
+    policy: Policy,
+    field: &str,
+) -> Result<Value, Error> {
+    let max_content = state.config_settings.max_content_bytes;
     let problems: Vec<String> = items
         .iter()
         .filter_map(|i| refusal(i, max_content).map(|p| format!("{}/{}: {p}", i.group, i.data_id)))
         .collect();
     if !problems.is_empty() {
-        return Err(Error::illegal("file", problems.join("; ")));
+        return Err(Error::illegal(field, problems.join("; ")));
     }
     let key_of = |i: &ArchivedItem| ConfigKey::new(tenant, &i.group, &i.data_id);
     // Which items exist decides the policy: as of the leader's commit when the import
@@ -223,7 +279,7 @@ pub async fn import(
     }
     let mut imported = 0;
     let mut skipped: Vec<Value> = Vec::new();
-    for item in &items {
+    for item in items {
         if policy == Policy::Skip && existing.iter().any(|e| std::ptr::eq(*e, item)) {
             skipped.push(named(&item));
             continue;
@@ -242,16 +298,12 @@ pub async fn import(
             .await?;
         imported += 1;
     }
-    Ok(json_of(&json!({
-        "code": 200,
-        "message": "import succeeded",
-        "data": {
-            "succCount": imported,
-            "skipCount": skipped.len(),
-            "failData": [],
-            "skipData": skipped,
-        },
-    })))
+    Ok(json!({
+        "succCount": imported,
+        "skipCount": skipped.len(),
+        "failData": [],
+        "skipData": skipped,
+    }))
 }
 
 #[cfg(test)]

@@ -1,13 +1,883 @@
-//! The v3 API: config (see the table in `super`).
+//! The v3 API's configuration operations (`/nacos/v3/admin/cs/...`, see the table in
+//! `super`), in Nacos 3's shapes: `ConfigDetailInfo`, `ConfigBasicInfo`,
+//! `ConfigHistoryBasicInfo`, `ConfigHistoryDetailInfo`, `ConfigListenerInfo`, Nacos'
+//! `Page`. They are v1's operations underneath (`nacos::config`, `config_zip`): one
+//! store, whichever face writes.
+//!
+//! Wire decisions where Nacos 3 is loose or roster differs:
+//! - An item is named by `dataId`, `groupName` (blank: `DEFAULT_GROUP`) and
+//!   `namespaceId` (blank or `public`: the public namespace, answered as `public`).
+//!   Ids are JSON strings, times epoch ms, as Nacos serializes them.
+//! - roster has no beta (gray) configurations: a publication with `betaIps` (header or
+//!   parameter) is a 501 that publishes nothing; an item's beta is never there (404,
+//!   code 20004); stopping it stops nothing (`true`, as Nacos answers with no beta).
+//! - The publisher recorded is the authenticated caller; `srcUser` is not taken.
+//! - Listeners are this node's (`aggregation` is not followed to other nodes);
+//!   `listenersStatus` of an item is keyed by the client's IP, that of an IP by
+//!   Nacos' group key (`dataId+group+namespaceId`, `+` and `%` escaped).
+//! - Import and clone with `ABORT` place nothing when any item exists already (409,
+//!   naming them); Nacos places those before the first.
+//! - The history's namespace listing holds the items that have versions, deleted ones
+//!   among them, as v1's does.
 
-use axum::extract::Request;
+use axum::body::to_bytes;
+use axum::extract::{Request, State};
+use axum::handler::Handler;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{json, Map, Value};
 
-use super::{answer_not_served, V3};
+use super::{answer_not_served, not_served, V3};
+use crate::error::Error;
 use crate::faces::http::endpoint::Answer;
+use crate::faces::http::guard::Caller;
+use crate::faces::http::nacos::config::{self, named_in, page_of, paging, tenant_of, Source};
+use crate::faces::http::nacos::config_zip::{self, Policy};
+use crate::faces::http::nacos_v2_envelope::{failure, success};
+use crate::faces::http::params::Params;
+use crate::services::configs::archive::ArchivedItem;
+use crate::services::configs::listeners::ListenerList;
+use crate::services::configs::validate::{check_config_group, check_data_id, check_tenant};
+use crate::services::configs::{namespace_of, ConfigItem, ConfigKey, Op, Search, Version};
 use crate::state::AppState;
+use roster_registry::wire::page;
+
+/// The parameter naming the namespace.
+const NAMESPACE: &str = "namespaceId";
+/// The parameter naming the group.
+const GROUP: &str = "groupName";
+/// Nacos 3's answer for an item that is not there.
+const NO_CONFIG: &str = "Config not exist, please publish Config first.";
+/// Nacos 3's answer for an item without a beta.
+const NO_BETA: &str = "Config is not in beta.";
+/// Why a beta publication is refused.
+const NO_BETA_PUBLISH: &str = "beta (gray) publishing is not served: roster has no beta \
+    configurations; publish without betaIps to publish for every client";
+/// The largest clone order read, bytes (an entry is about 100).
+const MAX_CLONE_BODY: usize = 1024 * 1024;
 
 /// Serves `op`, one of this area's operations.
 pub(super) fn serve(op: V3, req: Request, state: AppState) -> Answer {
-    let _ = (op, req, state);
-    answer_not_served("not yet")
+    match op {
+        V3::ConfigGet => Handler::call(get, req, state),
+        V3::ConfigPublish => Handler::call(publish, req, state),
+        V3::ConfigDelete => Handler::call(delete, req, state),
+        V3::ConfigBatchDelete => Handler::call(delete_by_ids, req, state),
+        V3::ConfigList => Handler::call(list, req, state),
+        V3::ConfigListeners => Handler::call(listeners, req, state),
+        V3::BetaGet => Handler::call(beta, req, state),
+        V3::BetaStop => Handler::call(stop_beta, req, state),
+        V3::ConfigImport => Handler::call(import, req, state),
+        V3::ConfigExport => Handler::call(export, req, state),
+        V3::ConfigClone => Handler::call(clone_items, req, state),
+        V3::HistoryList => Handler::call(history_list, req, state),
+        V3::HistoryGet => Handler::call(history_get, req, state),
+        V3::HistoryPrevious => Handler::call(history_previous, req, state),
+        V3::HistoryConfigs => Handler::call(history_configs, req, state),
+        V3::ListenerByIp => Handler::call(listened_by_ip, req, state),
+        V3::ConfigLocalCache => Handler::call(local_cache, req, state),
+        V3::ConfigLog => answer_not_served(
+            "log levels are set at start, with RUST_LOG or --log-level; \
+             roster does not change them at run time",
+        ),
+        _ => answer_not_served("not this area's"),
+    }
+}
+
+/// `data` on success, the envelope's failure otherwise.
+fn answer(result: Result<Value, Error>) -> Response {
+    match result {
+        Ok(data) => success(data),
+        Err(e) => failure(e),
+    }
+}
+
+/// The item `params` name, checked (400 naming the field).
+fn item_of(params: &Params) -> Result<ConfigKey, Error> {
+    named_in(params, NAMESPACE, GROUP)
+}
+
+/// `more`'s fields added to the object `to`.
+fn extend(to: &mut Value, more: Value) {
+    if let (Value::Object(to), Value::Object(more)) = (to, more) {
+        to.extend(more);
+    }
+}
+
+/// An item as Nacos 3's `ConfigBasicInfo`.
+fn basic(key: &ConfigKey, item: &ConfigItem) -> Value {
+    json!({
+        "id": item.id.to_string(),
+        "namespaceId": key.namespace,
+        "groupName": key.group,
+        "dataId": key.data_id,
+        "md5": item.md5,
+        "type": item.r#type,
+        "appName": item.app_name,
+        "createTime": item.created_ms,
+        "modifyTime": item.modified_ms,
+    })
+}
+
+/// An item as Nacos 3's `ConfigDetailInfo` (roster keeps where the last change came
+/// from: that is `createIp`).
+fn detail(key: &ConfigKey, item: &ConfigItem) -> Value {
+    let mut out = basic(key, item);
+    extend(
+        &mut out,
+        json!({
+            "content": &*item.content,
+            "desc": item.desc,
+            "encryptedDataKey": "",
+            "createUser": item.created_by,
+            "createIp": item.src_ip,
+            "configTags": item.tags,
+        }),
+    );
+    out
+}
+
+/// A version as Nacos 3's `ConfigHistoryBasicInfo`, or with its content as
+/// `ConfigHistoryDetailInfo`.
+fn version(key: &ConfigKey, v: &Version, with_content: bool) -> Value {
+    let mut out = json!({
+        "id": v.id.to_string(),
+        "namespaceId": key.namespace,
+        "groupName": key.group,
+        "dataId": key.data_id,
+        "md5": v.md5,
+        "type": v.r#type,
+        "appName": v.app_name,
+        "createTime": v.at_ms,
+        "modifyTime": v.at_ms,
+        "srcIp": v.src_ip,
+        "srcUser": v.by,
+        "opType": v.op.as_str(),
+        "publishType": "formal",
+    });
+    if with_content {
+        extend(
+            &mut out,
+            json!({ "content": &*v.content, "encryptedDataKey": "" }),
+        );
+    }
+    out
+}
+
+/// A removed item as `ConfigBasicInfo`, from its versions (newest first): its id is
+/// that of the version that created it, while that version is kept.
+fn removed(key: &ConfigKey, versions: &[Version]) -> Option<Value> {
+    let newest = versions.first()?;
+    let created = versions.iter().find(|v| v.op == Op::Insert);
+    let oldest = versions.last()?;
+    Some(json!({
+        "id": created.map(|v| v.id.to_string()),
+        "namespaceId": key.namespace,
+        "groupName": key.group,
+        "dataId": key.data_id,
+        "md5": newest.md5,
+        "type": newest.r#type,
+        "appName": newest.app_name,
+        "createTime": created.unwrap_or(oldest).at_ms,
+        "modifyTime": newest.at_ms,
+    }))
+}
+
+/// A number from `field` (required): an item or version id.
+fn id_of(params: &Params, field: &str) -> Result<u64, Error> {
+    let raw = params.required(field)?;
+    raw.parse()
+        .map_err(|_| Error::illegal(field, format!("'{raw}' is not an id.")))
+}
+
+/// The ids in `field`, comma-separated (required, at least one).
+fn ids_of(params: &Params, field: &str) -> Result<Vec<u64>, Error> {
+    let raw = params.required(field)?;
+    let ids = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(|id| {
+            id.parse()
+                .map_err(|_| Error::illegal(field, format!("'{id}' is not an id.")))
+        })
+        .collect::<Result<Vec<u64>, Error>>()?;
+    if ids.is_empty() {
+        return Err(Error::missing(field));
+    }
+    Ok(ids)
+}
+
+/// Whether a content matches `pattern`: it holds each `*`-separated part, in order.
+fn content_matches(pattern: &str, content: &str) -> bool {
+    let mut rest = content;
+    for part in pattern.split('*').filter(|p| !p.is_empty()) {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The IP of a listener's address (`ip:port` for gRPC, the IP for a long poll).
+fn ip_of(address: &str) -> String {
+    match address.parse::<std::net::SocketAddr>() {
+        Ok(addr) => addr.ip().to_string(),
+        Err(_) => address.to_string(),
+    }
+}
+
+/// Nacos' group key of an item: `dataId+group+namespace`, each `+` and `%` in them
+/// escaped (`%2B`, `%25`).
+fn group_key(key: &ConfigKey) -> String {
+    let escape = |s: &str| s.replace('%', "%25").replace('+', "%2B");
+    format!(
+        "{}+{}+{}",
+        escape(&key.data_id),
+        escape(&key.group),
+        escape(&key.namespace)
+    )
+}
+
+/// Whether a listen shows in the listing of an IP: every one with `all`, else those
+/// of the public namespace and of `namespace` when one is asked for (Nacos' rule).
+fn shown(key: &ConfigKey, all: bool, namespace: Option<&str>) -> bool {
+    all || key.namespace == namespace_of("") || namespace == Some(key.namespace.as_str())
+}
+
+/// `betaIps`, as a header (where Nacos' maintainer client puts it) or a parameter.
+fn beta_ips<'a>(headers: &'a HeaderMap, params: &'a Params) -> Option<&'a str> {
+    headers
+        .get("betaIps")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .or_else(|| params.optional("betaIps"))
+}
+
+/// `GET /nacos/v3/admin/cs/config`: the item, `ConfigDetailInfo` (404, code 20004,
+/// when it is not there).
+async fn get(State(state): State<AppState>, params: Params) -> Response {
+    answer(item_of(&params).and_then(|key| {
+        state
+            .configs
+            .with(&key, |item| detail(&key, item))
+            .ok_or_else(|| Error::not_found(NO_CONFIG))
+    }))
+}
+
+/// `POST`: publishes (`content`, `type`, `appName`, `desc`, `configTags`, `casMd5` as a
+/// parameter or header); `true`. With `betaIps`: 501, nothing published.
+#[tracing::instrument(skip_all)]
+async fn publish(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    headers: HeaderMap,
+    params: Params,
+) -> Response {
+    if beta_ips(&headers, &params).is_some() {
+        return not_served(NO_BETA_PUBLISH);
+    }
+    let published = async {
+        let key = item_of(&params)?;
+        let draft = config::draft(&params, &headers, state.config_settings.max_content_bytes)?;
+        state
+            .config_writes()
+            .publish(key, draft, &caller.0.username, &source.0)
+            .await
+    };
+    answer(published.await.map(|()| Value::Bool(true)))
+}
+
+/// `DELETE`: removes (what is not there too); `true`.
+#[tracing::instrument(skip_all)]
+async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    params: Params,
+) -> Response {
+    let removed = async {
+        let key = item_of(&params)?;
+        state
+            .config_writes()
+            .remove(key, &caller.0.username, &source.0)
+            .await
+    };
+    answer(removed.await.map(|()| Value::Bool(true)))
+}
+
+/// `DELETE /config/batch?ids=`: removes the items of those ids (the `id` listings
+/// show), wherever they are; ids of no item are passed over; `true`. For admins.
+#[tracing::instrument(skip_all)]
+async fn delete_by_ids(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    params: Params,
+) -> Response {
+    let removed = async {
+        let ids = ids_of(&params, "ids")?;
+        // Ids as the leader's commit has them when the call came.
+        state.store.read_barrier().await?;
+        let all = Search::default();
+        let found = state
+            .configs
+            .search(&all, |_, item| ids.contains(&item.id), 1, usize::MAX);
+        for (key, _) in found.items {
+            state
+                .config_writes()
+                .remove(key, &caller.0.username, &source.0)
+                .await?;
+        }
+        Ok(Value::Bool(true))
+    };
+    answer(removed.await)
+}
+
+/// `GET /config/list`: a page of the items of `namespaceId` that the caller may read,
+/// `search=blur` (default: `dataId` and `groupName` as patterns) or `accurate`,
+/// narrowed by `appName`, `configTags` (all of them), `type` (any of a comma-separated
+/// list) and `configDetail` (the content holds it; `*` any run); `Page<ConfigBasicInfo>`.
+async fn list(State(state): State<AppState>, caller: Caller, params: Params) -> Response {
+    answer(search(&state, &caller, &params))
+}
+
+/// [`list`]'s page.
+fn search(state: &AppState, caller: &Caller, params: &Params) -> Result<Value, Error> {
+    let blur = match params.optional("search").unwrap_or("blur") {
+        "accurate" => false,
+        "blur" => true,
+        _ => return Err(Error::illegal("search", "it should be accurate or blur.")),
+    };
+    let (page_no, page_size) = paging(params)?;
+    let tenant = tenant_of(params, NAMESPACE)?;
+    let listed = |field: &str| -> Vec<&str> {
+        params
+            .optional(field)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect()
+    };
+    let types = listed("type");
+    let content = params.optional("configDetail");
+    let search = Search {
+        namespace: Some(namespace_of(tenant)),
+        data_id: params.optional("dataId"),
+        group: params.optional(GROUP),
+        app_name: params.optional("appName"),
+        tags: listed("configTags"),
+        blur,
+    };
+    // Paged after leaving out what the caller may not read.
+    let page = state.configs.search(
+        &search,
+        |key, item| {
+            (types.is_empty() || types.contains(&item.r#type.as_str()))
+                && content.is_none_or(|c| content_matches(c, &item.content))
+                && caller.may_read_config(state, key)
+        },
+        page_no,
+        page_size,
+    );
+    let rows = page.items.iter().map(|(k, item)| basic(k, item)).collect();
+    Ok(page_of(page.total, page_no, page_size, rows))
+}
+
+/// `GET /config/listener`: who listens to the item on this node, `ConfigListenerInfo`
+/// (`listenersStatus`: client IP → md5 it holds).
+async fn listeners(State(state): State<AppState>, params: Params) -> Response {
+    answer(item_of(&params).map(|key| {
+        let mut all = state.long_polls.listeners(&key);
+        all.extend(state.grpc_listeners.listeners(&key));
+        let status: Map<String, Value> = all
+            .into_iter()
+            .map(|l| (ip_of(&l.address), Value::String(l.md5)))
+            .collect();
+        json!({ "queryType": "config", "listenersStatus": status })
+    }))
+}
+
+/// `GET /config/beta`: roster has no betas: 404, code 20004.
+async fn beta(params: Params) -> Response {
+    answer(item_of(&params).and_then(|_| Err(Error::not_found(NO_BETA))))
+}
+
+/// `DELETE /config/beta`: nothing to stop; `true`.
+async fn stop_beta(params: Params) -> Response {
+    answer(item_of(&params).map(|_| Value::Bool(true)))
+}
+
+/// `POST /config/import?namespaceId=&policy=ABORT|SKIP|OVERWRITE`: the archive (the
+/// multipart field `file`, or the whole body) imported as v1 imports it; `data`:
+/// `{succCount, skipCount, failData, skipData}`. For admins.
+#[tracing::instrument(skip_all)]
+async fn import(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    headers: HeaderMap,
+    params: Params,
+    request: Request,
+) -> Response {
+    let imported = async {
+        let tenant = tenant_of(&params, NAMESPACE)?;
+        let policy = Policy::of(&params)?;
+        let body = request.into_body();
+        config_zip::import_into(&state, &caller, &source, tenant, policy, &headers, body).await
+    };
+    answer(imported.await)
+}
+
+/// `GET /config/export?namespaceId=&dataId=&groupName=&appName=&ids=`: the items the
+/// caller may read, as a zip archive (an error in the envelope).
+async fn export(State(state): State<AppState>, caller: Caller, params: Params) -> Response {
+    config_zip::export_in(&state, &caller, &params, NAMESPACE, GROUP).unwrap_or_else(failure)
+}
+
+/// One entry of a clone order (Nacos' `ConfigCloneInfo`).
+#[derive(Debug, PartialEq, Eq)]
+struct CloneOrder {
+    /// The id of the item copied.
+    config_id: u64,
+    /// Its group in the target namespace (absent: its own).
+    group: Option<String>,
+    /// Its dataId there (absent: its own).
+    data_id: Option<String>,
+}
+
+/// A clone order: a JSON list of `{configId, targetGroupName, targetDataId}` (ids as
+/// numbers or strings; `null` entries passed over), each target name checked.
+fn clone_orders(body: &[u8]) -> Result<Vec<CloneOrder>, Error> {
+    const SHAPE: &str = "it should be a JSON list of {configId, targetGroupName, targetDataId}";
+    let orders: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::illegal("body", format!("{SHAPE}: {e}")))?;
+    let Value::Array(orders) = orders else {
+        return Err(Error::illegal("body", format!("{SHAPE}.")));
+    };
+    orders
+        .iter()
+        .filter(|o| !o.is_null())
+        .map(|o| {
+            let id = match &o["configId"] {
+                Value::Number(n) => n.as_u64(),
+                Value::String(s) => s.trim().parse().ok(),
+                _ => None,
+            };
+            let config_id = id.ok_or_else(|| {
+                Error::illegal("configId", format!("{} is not an item id.", o["configId"]))
+            })?;
+            let name = |field: &str| -> Result<Option<String>, Error> {
+                match &o[field] {
+                    Value::Null => Ok(None),
+                    Value::String(s) if s.trim().is_empty() => Ok(None),
+                    Value::String(s) => Ok(Some(s.clone())),
+                    _ => Err(Error::illegal(field, "it should be a string.")),
+                }
+            };
+            let group = name("targetGroupName")?;
+            if let Some(g) = &group {
+                check_config_group("targetGroupName", g)?;
+            }
+            let data_id = name("targetDataId")?;
+            if let Some(d) = &data_id {
+                check_data_id("targetDataId", d)?;
+            }
+            Ok(CloneOrder {
+                config_id,
+                group,
+                data_id,
+            })
+        })
+        .collect()
+}
+
+/// `POST /config/clone?namespaceId=&policy=`, the body a clone order ([`clone_orders`]):
+/// copies the items of those ids into `namespaceId` (each under its target group and
+/// dataId, else its own), their content, type, application and description, as an
+/// import places them; `data`: `{succCount, skipCount, failData, skipData}`. For admins.
+#[tracing::instrument(skip_all)]
+async fn clone_items(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    params: Params,
+    request: Request,
+) -> Response {
+    let cloned = async {
+        let tenant = params.required(NAMESPACE)?;
+        check_tenant(NAMESPACE, tenant)?;
+        let policy = Policy::of(&params)?;
+        let body = to_bytes(request.into_body(), MAX_CLONE_BODY)
+            .await
+            .map_err(|_| {
+                Error::new(
+                    crate::error::ErrorKind::TooLarge,
+                    format!("the clone order exceeds {MAX_CLONE_BODY} bytes"),
+                )
+            })?;
+        let orders = clone_orders(&body)?;
+        if orders.is_empty() {
+            return Err(Error::illegal("body", "no configuration item is selected."));
+        }
+        // The items as the leader's commit has them when the call came.
+        state.store.read_barrier().await?;
+        let order_of = |item: &ConfigItem| orders.iter().find(|o| o.config_id == item.id);
+        let found = state.configs.search(
+            &Search::default(),
+            |_, item| order_of(item).is_some(),
+            1,
+            usize::MAX,
+        );
+        if found.items.is_empty() {
+            return Err(Error::not_found("none of the selected items exists"));
+        }
+        let items: Vec<ArchivedItem> = found
+            .items
+            .iter()
+            .filter_map(|(key, item)| {
+                let order = order_of(item)?;
+                Some(ArchivedItem {
+                    group: order.group.clone().unwrap_or_else(|| key.group.clone()),
+                    data_id: order.data_id.clone().unwrap_or_else(|| key.data_id.clone()),
+                    content: item.content.to_string(),
+                    r#type: item.r#type.clone(),
+                    app_name: item.app_name.clone(),
+                    desc: item.desc.clone(),
+                })
+            })
+            .collect();
+        config_zip::place(&state, &caller, &source, tenant, &items, policy, "body").await
+    };
+    answer(cloned.await)
+}
+
+/// `GET /history/list`: a page of the item's versions, newest first,
+/// `Page<ConfigHistoryBasicInfo>`.
+async fn history_list(State(state): State<AppState>, params: Params) -> Response {
+    answer((|| {
+        let key = item_of(&params)?;
+        let (page_no, page_size) = paging(&params)?;
+        let versions = state.configs.history(&key);
+        let total = versions.len();
+        let rows = page(versions, page_no, page_size)
+            .iter()
+            .map(|v| version(&key, v, false))
+            .collect();
+        Ok(page_of(total, page_no, page_size, rows))
+    })())
+}
+
+/// `GET /history?nid=`: that version of the item, `ConfigHistoryDetailInfo` (404 when
+/// the item has no such version).
+async fn history_get(State(state): State<AppState>, params: Params) -> Response {
+    answer((|| {
+        let key = item_of(&params)?;
+        let id = id_of(&params, "nid")?;
+        let v = state.configs.version(&key, id).ok_or_else(|| {
+            Error::not_found(format!("certain config history for nid = {id} not exist"))
+        })?;
+        Ok(version(&key, &v, true))
+    })())
+}
+
+/// `GET /history/previous?id=`: the version before version `id`, in detail (404 when
+/// there is none).
+async fn history_previous(State(state): State<AppState>, params: Params) -> Response {
+    answer((|| {
+        let key = item_of(&params)?;
+        let id = id_of(&params, "id")?;
+        let v = state.configs.previous(&key, id).ok_or_else(|| {
+            Error::not_found(format!("previous config history for id = {id} not exist"))
+        })?;
+        Ok(version(&key, &v, true))
+    })())
+}
+
+/// `GET /history/configs?namespaceId=`: the items of the namespace that have versions
+/// (removed ones among them) that the caller may read, `[ConfigBasicInfo]`.
+async fn history_configs(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: Params,
+) -> Response {
+    answer(tenant_of(&params, NAMESPACE).map(|tenant| {
+        let rows: Vec<Value> = state
+            .configs
+            .keys_with_history(namespace_of(tenant))
+            .iter()
+            .filter(|key| caller.may_read_config(&state, key))
+            .filter_map(
+                |key| match state.configs.with(key, |item| basic(key, item)) {
+                    Some(row) => Some(row),
+                    None => removed(key, &state.configs.history(key)),
+                },
+            )
+            .collect();
+        Value::Array(rows)
+    }))
+}
+
+/// `GET /nacos/v3/admin/cs/listener?ip=&all=&namespaceId=`: what the clients at `ip`
+/// listen to on this node, `ConfigListenerInfo` (`listenersStatus`: group key → md5);
+/// the public namespace's and `namespaceId`'s, or with `all=true` every one. For admins.
+async fn listened_by_ip(State(state): State<AppState>, params: Params) -> Response {
+    answer((|| {
+        let ip = params.required("ip")?;
+        let all = params.boolean("all")?.unwrap_or(false);
+        let namespace = match params.optional(NAMESPACE) {
+            Some(tenant) => {
+                check_tenant(NAMESPACE, tenant)?;
+                Some(namespace_of(tenant))
+            }
+            None => None,
+        };
+        let mut listened = state.long_polls.listened_by(ip);
+        listened.extend(state.grpc_listeners.listened_by(ip));
+        let status: Map<String, Value> = listened
+            .into_iter()
+            .filter(|(key, _)| shown(key, all, namespace))
+            .map(|(key, md5)| (group_key(&key), Value::String(md5)))
+            .collect();
+        Ok(json!({ "queryType": "ip", "listenersStatus": status }))
+    })())
+}
+
+/// `POST /nacos/v3/admin/cs/ops/localCache`: roster reads from its replicated store;
+/// there is no cache to reload. Success, saying so.
+async fn local_cache() -> Response {
+    success(Value::from(
+        "Nothing to reload: roster serves configuration from its replicated store, \
+         which is its only copy.",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn params(query: &str) -> Params {
+        Params::parse(Some(query), None).unwrap()
+    }
+
+    fn item() -> ConfigItem {
+        ConfigItem {
+            id: 7,
+            content: Arc::from("a: 1\n"),
+            md5: "m".into(),
+            r#type: "yaml".into(),
+            app_name: "shop".into(),
+            desc: "d".into(),
+            tags: "x,y".into(),
+            created_ms: 1,
+            modified_ms: 2,
+            created_by: "ann".into(),
+            modified_by: "bob".into(),
+            src_ip: "10.0.0.1".into(),
+            owner: None,
+        }
+    }
+
+    #[test]
+    fn items_are_named_by_group_name_and_namespace_id() {
+        let key = item_of(&params("dataId=a&groupName=G&namespaceId=public")).unwrap();
+        assert_eq!(key, ConfigKey::new("", "G", "a"));
+        let key = item_of(&params("dataId=a&namespaceId=dev")).unwrap();
+        assert_eq!(key, ConfigKey::new("dev", "DEFAULT_GROUP", "a"));
+        for (query, field) in [
+            ("groupName=G", "dataId"),
+            ("dataId=a&groupName=g%2Fh", "groupName"),
+            ("dataId=a&namespaceId=..%2Fx", "namespaceId"),
+        ] {
+            let e = item_of(&params(query)).unwrap_err();
+            assert!(e.message.contains(&format!("'{field}'")), "{query}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_item_has_nacos_3_s_field_names_and_public_spelled_out() {
+        let key = ConfigKey::new("", "G", "a.yaml");
+        let basic = basic(&key, &item());
+        assert_eq!(
+            basic,
+            json!({
+                "id": "7", "namespaceId": "public", "groupName": "G", "dataId": "a.yaml",
+                "md5": "m", "type": "yaml", "appName": "shop", "createTime": 1, "modifyTime": 2,
+            })
+        );
+        let detail = detail(&key, &item());
+        for (field, want) in [
+            ("content", json!("a: 1\n")),
+            ("desc", json!("d")),
+            ("configTags", json!("x,y")),
+            ("createUser", json!("ann")),
+            ("createIp", json!("10.0.0.1")),
+            ("encryptedDataKey", json!("")),
+            ("groupName", json!("G")),
+        ] {
+            assert_eq!(detail[field], want, "{field}");
+        }
+    }
+
+    #[test]
+    fn versions_and_removed_items_read_as_nacos_3_s_history() {
+        let key = ConfigKey::new("dev", "G", "a");
+        let at = |id, op, at_ms| Version {
+            id,
+            op,
+            content: Arc::from("c"),
+            md5: format!("m{id}"),
+            r#type: "text".into(),
+            app_name: String::new(),
+            by: "ann".into(),
+            src_ip: "10.0.0.1".into(),
+            at_ms,
+        };
+        let v = version(&key, &at(3, Op::Update, 30), false);
+        assert_eq!(
+            (&v["id"], &v["opType"], &v["publishType"], &v["namespaceId"]),
+            (&json!("3"), &json!("U"), &json!("formal"), &json!("dev"))
+        );
+        assert_eq!(
+            (&v["createTime"], &v["srcUser"]),
+            (&json!(30), &json!("ann"))
+        );
+        assert!(v.get("content").is_none());
+        assert_eq!(version(&key, &at(3, Op::Update, 30), true)["content"], "c");
+        // Newest first: deleted at 50, created at 10 with id 1.
+        let versions = [
+            at(5, Op::Delete, 50),
+            at(3, Op::Update, 30),
+            at(1, Op::Insert, 10),
+        ];
+        let row = removed(&key, &versions).unwrap();
+        assert_eq!(
+            (
+                &row["id"],
+                &row["createTime"],
+                &row["modifyTime"],
+                &row["md5"]
+            ),
+            (&json!("1"), &json!(10), &json!(50), &json!("m5"))
+        );
+        // Its creation pruned: no id.
+        assert_eq!(removed(&key, &versions[..2]).unwrap()["id"], Value::Null);
+        assert_eq!(removed(&key, &[]), None);
+    }
+
+    #[test]
+    fn ids_are_numbers_and_at_least_one() {
+        assert_eq!(ids_of(&params("ids=1,%202,,3"), "ids").unwrap(), [1, 2, 3]);
+        for query in ["ids=", "ids=,", "other=1"] {
+            let e = ids_of(&params(query), "ids").unwrap_err();
+            assert_eq!(e.message, "Param 'ids' is required.", "{query}");
+        }
+        let e = ids_of(&params("ids=1,x"), "ids").unwrap_err();
+        assert!(
+            e.message.contains("'ids'") && e.message.contains("'x'"),
+            "{e}"
+        );
+        assert_eq!(id_of(&params("nid=12"), "nid").unwrap(), 12);
+        assert!(id_of(&params("nid=-1"), "nid").is_err());
+    }
+
+    #[test]
+    fn content_patterns_match_parts_in_order() {
+        assert!(content_matches("port", "server:\n  port: 80"));
+        assert!(content_matches("server*80", "server:\n  port: 80"));
+        assert!(content_matches("*", "anything"));
+        assert!(!content_matches("80*server", "server:\n  port: 80"));
+        assert!(!content_matches("host", "server:\n  port: 80"));
+    }
+
+    #[test]
+    fn listeners_are_keyed_by_ip_and_group_key() {
+        assert_eq!(ip_of("10.0.0.1:5000"), "10.0.0.1");
+        assert_eq!(ip_of("[::1]:5000"), "::1");
+        assert_eq!(ip_of("10.0.0.1"), "10.0.0.1");
+        assert_eq!(ip_of("::1"), "::1");
+        let key = ConfigKey::new("", "G+1", "a%b");
+        assert_eq!(group_key(&key), "a%25b+G%2B1+public");
+        let (public, dev) = (
+            ConfigKey::new("", "G", "a"),
+            ConfigKey::new("dev", "G", "a"),
+        );
+        assert!(shown(&public, false, None));
+        assert!(!shown(&dev, false, None));
+        assert!(shown(&dev, false, Some("dev")));
+        assert!(!shown(&dev, false, Some("test")));
+        assert!(shown(&dev, true, None));
+    }
+
+    #[test]
+    fn beta_ips_come_as_a_header_or_a_parameter() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(beta_ips(&headers, &params("dataId=a")), None);
+        assert_eq!(
+            beta_ips(&headers, &params("betaIps=10.0.0.1")),
+            Some("10.0.0.1")
+        );
+        headers.insert("betaips", "10.0.0.2".parse().unwrap());
+        assert_eq!(beta_ips(&headers, &params("")), Some("10.0.0.2"));
+        headers.insert("betaips", " ".parse().unwrap());
+        assert_eq!(beta_ips(&headers, &params("betaIps=")), None);
+    }
+
+    #[test]
+    fn a_clone_order_is_a_list_of_ids_and_checked_targets() {
+        let orders = clone_orders(
+            br#"[{"configId":7},null,{"configId":"8","targetGroupName":"G2","targetDataId":"b"},
+                {"configId":9,"targetGroupName":"","targetDataId":null}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            orders,
+            [
+                CloneOrder {
+                    config_id: 7,
+                    group: None,
+                    data_id: None
+                },
+                CloneOrder {
+                    config_id: 8,
+                    group: Some("G2".into()),
+                    data_id: Some("b".into())
+                },
+                CloneOrder {
+                    config_id: 9,
+                    group: None,
+                    data_id: None
+                },
+            ]
+        );
+        assert!(clone_orders(b"[]").unwrap().is_empty());
+        for (body, field) in [
+            (&br#"{"configId":7}"#[..], "body"),
+            (b"not json", "body"),
+            (br#"[{"configId":-1}]"#, "configId"),
+            (br#"[{"targetDataId":"b"}]"#, "configId"),
+            (br#"[{"configId":1,"targetDataId":"a b"}]"#, "targetDataId"),
+            (
+                br#"[{"configId":1,"targetGroupName":"g/h"}]"#,
+                "targetGroupName",
+            ),
+            (
+                br#"[{"configId":1,"targetGroupName":3}]"#,
+                "targetGroupName",
+            ),
+        ] {
+            let e = clone_orders(body).unwrap_err();
+            assert!(
+                e.message.contains(&format!("'{field}'")),
+                "{}: {e}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
 }
