@@ -9,10 +9,11 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::guard::Caller;
-use super::nacos::config::{self, named, Source, NOT_FOUND};
+use super::nacos::config::{self, gray_tag_of, named, Source, NOT_FOUND};
 use super::nacos_v2_envelope::{failure, success};
 use super::params::Params;
 use crate::error::Error;
+use crate::services::configs::gray::Client;
 use crate::state::AppState;
 
 /// The parameter that names the namespace in v2.
@@ -26,9 +27,16 @@ fn answer(result: Result<Value, Error>) -> Response {
     }
 }
 
-/// `GET`: the content of `dataId` in `group` of `namespaceId`; with `consistent=true`,
-/// as of the leader's commit when the call came (a read barrier first).
-pub(super) async fn get_config(State(state): State<AppState>, params: Params) -> Response {
+/// `GET`: the content of `dataId` in `group` of `namespaceId` as the caller's client
+/// reads it (a gray version it matches by its address, `tag` or `Vipserver-Tag`, else
+/// the formal content); with `consistent=true`, as of the leader's commit when the call
+/// came (a read barrier first).
+pub(super) async fn get_config(
+    State(state): State<AppState>,
+    Source(address): Source,
+    headers: HeaderMap,
+    params: Params,
+) -> Response {
     let consistent = match params.consistent() {
         Ok(consistent) => consistent,
         Err(e) => return failure(e),
@@ -39,11 +47,16 @@ pub(super) async fn get_config(State(state): State<AppState>, params: Params) ->
         }
     }
     answer(named(&params, NAMESPACE).and_then(|key| {
-        let item = state
+        let tag = gray_tag_of(&params, &headers)?;
+        let client = Client {
+            ip: &address,
+            tag: tag.as_deref(),
+        };
+        let served = state
             .configs
-            .get(&key)
+            .read_for(&key, &client)
             .ok_or_else(|| Error::not_found(NOT_FOUND))?;
-        Ok(Value::from(&*item.content))
+        Ok(Value::from(&*served.content))
     }))
 }
 

@@ -5,6 +5,7 @@
 
 use axum::extract::{Request, State};
 use axum::handler::Handler;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{json, Value};
 
@@ -12,11 +13,11 @@ use super::naming::{answer, done, host_list};
 use super::{answer_not_served, V3};
 use crate::error::Error;
 use crate::faces::http::endpoint::Answer;
-use crate::faces::http::nacos::config::{named_in, NOT_FOUND};
+use crate::faces::http::nacos::config::{gray_tag_of, named_in, Source, NOT_FOUND};
 use crate::faces::http::nacos::instance;
 use crate::faces::http::nacos_v2_envelope::failure;
 use crate::faces::http::params::Params;
-use crate::services::configs::ConfigItem;
+use crate::services::configs::gray::{Client, Served, BETA};
 use crate::services::naming::writes::BeatOutcome;
 use crate::state::AppState;
 use roster_registry::select::{select, Query};
@@ -107,32 +108,45 @@ async fn list(State(state): State<AppState>, params: Params) -> Response {
 /// Nacos' `ConfigQueryResponse`; 404 with code 20004 when there is none. roster keeps no
 /// encrypted items and serves no beta or tag to this API: `encryptedDataKey` is null,
 /// `beta` false, `tag` null.
-async fn config_get(State(state): State<AppState>, params: Params) -> Response {
+async fn config_get(
+    State(state): State<AppState>,
+    Source(address): Source,
+    headers: HeaderMap,
+    params: Params,
+) -> Response {
     answer((|| {
         params.required("groupName")?;
         let key = named_in(&params, "namespaceId", "groupName")?;
+        let tag = gray_tag_of(&params, &headers)?;
+        let client = Client {
+            ip: &address,
+            tag: tag.as_deref(),
+        };
         state
             .configs
-            .with(&key, query_response)
+            .read_for(&key, &client)
+            .map(|served| query_response(&served))
             .ok_or_else(|| Error::not_found(NOT_FOUND))
     })())
 }
 
-/// Nacos' `ConfigQueryResponse` of `item` (with the fields of its `Response` base).
-fn query_response(item: &ConfigItem) -> Value {
+/// Nacos' `ConfigQueryResponse` of what a client reads (with the fields of its
+/// `Response` base): `beta` when it is the item's beta, `tag` when a tag's version.
+fn query_response(served: &Served) -> Value {
+    let tag = served.gray.as_deref().and_then(|g| g.strip_prefix("tag_"));
     json!({
         "resultCode": 200,
         "errorCode": 0,
         "message": null,
         "requestId": null,
         "success": true,
-        "content": &*item.content,
-        "md5": item.md5,
-        "contentType": item.r#type,
+        "content": &*served.content,
+        "md5": served.md5,
+        "contentType": served.r#type,
         "encryptedDataKey": null,
-        "lastModified": item.modified_ms,
-        "beta": false,
-        "tag": null,
+        "lastModified": served.modified_ms,
+        "beta": served.gray.as_deref() == Some(BETA),
+        "tag": tag,
     })
 }
 
@@ -142,20 +156,12 @@ mod tests {
 
     #[test]
     fn a_query_response_carries_content_md5_and_type() {
-        let item = ConfigItem {
-            id: 1,
+        let item = Served {
             content: "a=1".into(),
             md5: "abc".into(),
             r#type: "properties".into(),
-            app_name: String::new(),
-            desc: String::new(),
-            tags: String::new(),
-            created_ms: 41,
             modified_ms: 42,
-            created_by: String::new(),
-            modified_by: String::new(),
-            src_ip: String::new(),
-            owner: None,
+            gray: None,
         };
         let v = query_response(&item);
         assert_eq!(v["content"], "a=1");
@@ -165,5 +171,18 @@ mod tests {
         assert_eq!(v["resultCode"], 200);
         assert_eq!(v["beta"], false);
         assert!(v["encryptedDataKey"].is_null());
+        let beta = query_response(&Served {
+            gray: Some("beta".into()),
+            ..item.clone()
+        });
+        assert_eq!((&beta["beta"], &beta["tag"]), (&json!(true), &Value::Null));
+        let tagged = query_response(&Served {
+            gray: Some("tag_canary".into()),
+            ..item
+        });
+        assert_eq!(
+            (&tagged["beta"], &tagged["tag"]),
+            (&json!(false), &json!("canary"))
+        );
     }
 }

@@ -8,9 +8,9 @@
 //! - An item is named by `dataId`, `groupName` (blank: `DEFAULT_GROUP`) and
 //!   `namespaceId` (blank or `public`: the public namespace, answered as `public`).
 //!   Ids are JSON strings, times epoch ms, as Nacos serializes them.
-//! - roster has no beta (gray) configurations: a publication with `betaIps` (header or
-//!   parameter) is a 501 that publishes nothing; an item's beta is never there (404,
-//!   code 20004); stopping it stops nothing (`true`, as Nacos answers with no beta).
+//! - A publication with `betaIps` (header or parameter) publishes the item's beta, one
+//!   with `tag` that tag's gray version (`configs::gray`); `/config/beta` shows (404,
+//!   code 20004, when there is none) and stops the beta.
 //! - The publisher recorded is the authenticated caller; `srcUser` is not taken.
 //! - Listeners are this node's (`aggregation` is not followed to other nodes);
 //!   `listenersStatus` of an item is keyed by the client's IP, that of an IP by
@@ -27,7 +27,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 
-use super::{answer_not_served, not_served, V3};
+use super::{answer_not_served, V3};
 use crate::error::Error;
 use crate::faces::http::endpoint::Answer;
 use crate::faces::http::guard::Caller;
@@ -36,6 +36,7 @@ use crate::faces::http::nacos::config_zip::{self, Policy};
 use crate::faces::http::nacos_v2_envelope::{failure, success};
 use crate::faces::http::params::Params;
 use crate::services::configs::archive::ArchivedItem;
+use crate::services::configs::gray::{Gray, BETA};
 use crate::services::configs::listeners::ListenerList;
 use crate::services::configs::validate::{check_config_group, check_data_id, check_tenant};
 use crate::services::configs::{namespace_of, ConfigItem, ConfigKey, Op, Search, Version};
@@ -50,9 +51,6 @@ const GROUP: &str = "groupName";
 const NO_CONFIG: &str = "Config not exist, please publish Config first.";
 /// Nacos 3's answer for an item without a beta.
 const NO_BETA: &str = "Config is not in beta.";
-/// Why a beta publication is refused.
-const NO_BETA_PUBLISH: &str = "beta (gray) publishing is not served: roster has no beta \
-    configurations; publish without betaIps to publish for every client";
 /// The largest clone order read, bytes (an entry is about 100).
 const MAX_CLONE_BODY: usize = 1024 * 1024;
 
@@ -153,7 +151,8 @@ fn version(key: &ConfigKey, v: &Version, with_content: bool) -> Value {
         "srcIp": v.src_ip,
         "srcUser": v.by,
         "opType": v.op.as_str(),
-        "publishType": "formal",
+        "publishType": if v.gray.is_some() { "gray" } else { "formal" },
+        "grayName": v.gray.as_deref().unwrap_or(""),
     });
     if with_content {
         extend(
@@ -246,16 +245,6 @@ fn shown(key: &ConfigKey, all: bool, namespace: Option<&str>) -> bool {
     all || key.namespace == namespace_of("") || namespace == Some(key.namespace.as_str())
 }
 
-/// `betaIps`, as a header (where Nacos' maintainer client puts it) or a parameter.
-fn beta_ips<'a>(headers: &'a HeaderMap, params: &'a Params) -> Option<&'a str> {
-    headers
-        .get("betaIps")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .or_else(|| params.optional("betaIps"))
-}
-
 /// `GET /nacos/v3/admin/cs/config`: the item, `ConfigDetailInfo` (404, code 20004,
 /// when it is not there).
 async fn get(State(state): State<AppState>, params: Params) -> Response {
@@ -268,7 +257,8 @@ async fn get(State(state): State<AppState>, params: Params) -> Response {
 }
 
 /// `POST`: publishes (`content`, `type`, `appName`, `desc`, `configTags`, `casMd5` as a
-/// parameter or header); `true`. With `betaIps`: 501, nothing published.
+/// parameter or header); `true`. With `betaIps` (a header, where Nacos' maintainer client
+/// puts it, or a parameter) the item's beta, with `tag` that tag's gray version.
 #[tracing::instrument(skip_all)]
 async fn publish(
     State(state): State<AppState>,
@@ -277,16 +267,20 @@ async fn publish(
     headers: HeaderMap,
     params: Params,
 ) -> Response {
-    if beta_ips(&headers, &params).is_some() {
-        return not_served(NO_BETA_PUBLISH);
-    }
     let published = async {
         let key = item_of(&params)?;
         let draft = config::draft(&params, &headers, state.config_settings.max_content_bytes)?;
-        state
-            .config_writes()
-            .publish(key, draft, &caller.0.username, &source.0)
-            .await
+        let writes = state.config_writes();
+        let by = &caller.0.username;
+        match config::gray_rule(&params, &headers)? {
+            Some(rule) => {
+                let (content, cas) = (draft.content, draft.cas_md5);
+                writes
+                    .publish_gray(key, rule, content, cas, by, &source.0)
+                    .await
+            }
+            None => writes.publish(key, draft, by, &source.0).await,
+        }
     };
     answer(published.await.map(|()| Value::Bool(true)))
 }
@@ -402,14 +396,66 @@ async fn listeners(State(state): State<AppState>, params: Params) -> Response {
     }))
 }
 
-/// `GET /config/beta`: roster has no betas: 404, code 20004.
-async fn beta(params: Params) -> Response {
-    answer(item_of(&params).and_then(|_| Err(Error::not_found(NO_BETA))))
+/// `GET /config/beta`: the item's beta as Nacos 3's `ConfigGrayInfo` (the item's
+/// detail with the beta's content, `grayName` and `grayRule`); 404, code 20004, when
+/// there is none.
+async fn beta(State(state): State<AppState>, params: Params) -> Response {
+    answer(item_of(&params).and_then(|key| {
+        let gray = state
+            .configs
+            .gray(&key, BETA)
+            .ok_or_else(|| Error::not_found(NO_BETA))?;
+        Ok(gray_info(&state, &key, &gray))
+    }))
 }
 
-/// `DELETE /config/beta`: nothing to stop; `true`.
-async fn stop_beta(params: Params) -> Response {
-    answer(item_of(&params).map(|_| Value::Bool(true)))
+/// A gray version as Nacos 3's `ConfigGrayInfo`.
+fn gray_info(state: &AppState, key: &ConfigKey, gray: &Gray) -> Value {
+    let item = state.configs.get(key);
+    let rule = json!({
+        "type": gray.rule.kind(),
+        "version": "1.0.0",
+        "expr": gray.rule.expr(),
+        "priority": gray.rule.priority(),
+    });
+    json!({
+        "id": item.as_ref().map(|i| i.id.to_string()),
+        "namespaceId": key.namespace,
+        "groupName": key.group,
+        "dataId": key.data_id,
+        "md5": gray.md5,
+        "type": item.as_ref().map_or("text", |i| i.r#type.as_str()),
+        "appName": item.as_ref().map_or("", |i| i.app_name.as_str()),
+        "createTime": gray.created_ms,
+        "modifyTime": gray.modified_ms,
+        "content": &*gray.content,
+        "desc": item.as_ref().map_or("", |i| i.desc.as_str()),
+        "encryptedDataKey": "",
+        "createUser": gray.by,
+        "createIp": gray.src_ip,
+        "configTags": item.as_ref().map_or("", |i| i.tags.as_str()),
+        "grayName": gray.name(),
+        "grayRule": rule.to_string(),
+    })
+}
+
+/// `DELETE /config/beta`: stops the item's beta (its clients read the formal content
+/// again); `true`, whether there was one or not, as Nacos answers.
+#[tracing::instrument(skip_all)]
+async fn stop_beta(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    params: Params,
+) -> Response {
+    let stopped = async {
+        let key = item_of(&params)?;
+        let writes = state.config_writes();
+        writes
+            .remove_gray(key, BETA.to_string(), &caller.0.username, &source.0)
+            .await
+    };
+    answer(stopped.await.map(|()| Value::Bool(true)))
 }
 
 /// `POST /config/import?namespaceId=&policy=ABORT|SKIP|OVERWRITE`: the archive (the
@@ -729,6 +775,7 @@ mod tests {
     fn versions_and_removed_items_read_as_nacos_3_s_history() {
         let key = ConfigKey::new("dev", "G", "a");
         let at = |id, op, at_ms| Version {
+            gray: None,
             id,
             op,
             content: Arc::from("c"),
@@ -816,17 +863,31 @@ mod tests {
     }
 
     #[test]
-    fn beta_ips_come_as_a_header_or_a_parameter() {
+    fn a_gray_rule_comes_from_beta_ips_as_a_header_or_a_parameter_or_from_a_tag() {
+        use crate::services::configs::gray::Rule;
+        let rule = |headers: &HeaderMap, query: &str| config::gray_rule(&params(query), headers);
         let mut headers = HeaderMap::new();
-        assert_eq!(beta_ips(&headers, &params("dataId=a")), None);
+        assert_eq!(rule(&headers, "dataId=a").unwrap(), None);
+        let beta = |ip: &str| {
+            Some(Rule::Beta {
+                ips: vec![ip.to_string()],
+            })
+        };
         assert_eq!(
-            beta_ips(&headers, &params("betaIps=10.0.0.1")),
-            Some("10.0.0.1")
+            rule(&headers, "betaIps=127.0.0.1").unwrap(),
+            beta("127.0.0.1")
         );
-        headers.insert("betaips", "10.0.0.2".parse().unwrap());
-        assert_eq!(beta_ips(&headers, &params("")), Some("10.0.0.2"));
-        headers.insert("betaips", " ".parse().unwrap());
-        assert_eq!(beta_ips(&headers, &params("betaIps=")), None);
+        assert_eq!(
+            rule(&headers, "tag=canary").unwrap(),
+            Some(Rule::Tag {
+                tag: "canary".into()
+            })
+        );
+        headers.insert("betaips", "127.0.0.2".parse().unwrap());
+        assert_eq!(rule(&headers, "").unwrap(), beta("127.0.0.2"));
+        headers.insert("betaips", "not-an-ip".parse().unwrap());
+        let e = rule(&headers, "").unwrap_err();
+        assert!(e.message.contains("'betaIps'"), "{e}");
     }
 
     #[test]
