@@ -419,7 +419,8 @@ impl GrpcServer {
         true
     }
 
-    /// Pushes configuration changes to the connections listening to them, until
+    /// Pushes configuration changes to the connections listening to them (and tells
+    /// fuzzy watchers of items come and gone), until
     /// `stopping`. The store's change feed has this one consumer. Drops the listens of
     /// those who may no longer read their items as soon as the auth data changes, and
     /// before pushing any change applied after it.
@@ -444,6 +445,8 @@ impl GrpcServer {
             if keys.is_empty() {
                 continue;
             }
+            // Items published first or removed, for the fuzzy watchers.
+            self.fuzzy_configs_changed(&keys);
             for conn in self.connections.all() {
                 for key in conn.listening(&keys) {
                     self.push_config(&conn, key, 1);

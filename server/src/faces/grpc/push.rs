@@ -89,8 +89,9 @@ impl GrpcServer {
         }
     }
 
-    /// Pushes changes to subscribers until `stopping`; drops the subscriptions of
-    /// those who may no longer read them as soon as the auth data changes.
+    /// Pushes changes to subscribers (and tells fuzzy watchers of services come and
+    /// gone) until `stopping`; drops the subscriptions of those who may no longer read
+    /// them as soon as the auth data changes.
     pub async fn run_push(
         self: Arc<Self>,
         changes: Arc<ChangeSet>,
@@ -113,6 +114,8 @@ impl GrpcServer {
                 self.connections.drop_unreadable();
             }
             let keys = changes.drain();
+            // Services come or gone, for the fuzzy watchers (whatever node made them).
+            self.fuzzy_services_changed(&keys);
             // One serialization per service and clusters string, whatever the number
             // of subscribers that want it.
             let mut infos: HashMap<(ServiceKey, String), Vec<u8>> = HashMap::new();
