@@ -445,13 +445,13 @@ impl GrpcServer {
             if keys.is_empty() {
                 continue;
             }
-            // Items published first or removed, for the fuzzy watchers.
-            self.fuzzy_configs_changed(&keys);
             for conn in self.connections.all() {
                 for key in conn.listening(&keys) {
                     self.push_config(&conn, key, 1);
                 }
             }
+            // Items published first or removed, for the fuzzy watchers.
+            self.fuzzy_configs_changed(&keys);
         }
     }
 }

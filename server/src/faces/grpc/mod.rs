@@ -249,8 +249,7 @@ impl GrpcServer {
                 }
             }
             // Acks: nacos-sdk-python 3.x answers config pushes as NotifySubscriberResponse;
-            // fuzzy watch messages are not tracked, and Java answers a naming sync as a
-            // change.
+            // Java answers a naming fuzzy sync as a change.
             "NotifySubscriberResponse"
             | "ConfigChangeNotifyResponse"
             | "NamingFuzzyWatchSyncResponse"

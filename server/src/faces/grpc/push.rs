@@ -114,8 +114,6 @@ impl GrpcServer {
                 self.connections.drop_unreadable();
             }
             let keys = changes.drain();
-            // Services come or gone, for the fuzzy watchers (whatever node made them).
-            self.fuzzy_services_changed(&keys);
             // One serialization per service and clusters string, whatever the number
             // of subscribers that want it.
             let mut infos: HashMap<(ServiceKey, String), Vec<u8>> = HashMap::new();
@@ -133,6 +131,9 @@ impl GrpcServer {
                     self.push_info(&conn, &key, info, 1);
                 }
             }
+            // Services come or gone, for the fuzzy watchers (whatever node made them),
+            // after the subscribers: a new pattern's scan may hold their lock a while.
+            self.fuzzy_services_changed(&keys);
         }
     }
 
@@ -162,6 +163,7 @@ impl GrpcServer {
                                     .is_some()
                             }
                             Pushed::Config(key) => self.push_config(&conn, key, attempt),
+                            Pushed::Fuzzy => false,
                         };
                     if !resent {
                         self.app.metrics.grpc_push("failed");

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::connection::Connection;
+use super::connection::{Connection, Pushed};
 use super::kind::RequestKind;
 use super::proto::Payload;
 use super::reply::{failure, refusal, respond};
@@ -367,19 +367,21 @@ impl GrpcServer {
         }
     }
 
-    /// Queues server request `kind` with `fields` to `conn`. Not tracked for
-    /// resending: a client that missed one learns it at its next re-watch (Nacos
-    /// clients re-watch every 3 minutes, with the keys they hold).
+    /// Queues server request `kind` with `fields` to `conn`, pending until
+    /// acknowledged. Never sent again: a client that missed one learns it at its next
+    /// re-watch (Nacos clients re-watch every 3 minutes, with the keys they hold).
     fn send_fuzzy(&self, conn: &Connection, domain: Domain, kind: &str, mut fields: Value) {
+        let request_id = self.connections.next_request_id();
         fields["headers"] = json!({});
-        fields["requestId"] = json!(self.connections.next_request_id());
+        fields["requestId"] = json!(request_id);
         fields["module"] = json!(domain.module());
-        let outcome = if conn.send(Payload::new(kind, &fields)) {
-            "sent"
+        conn.track(&request_id, Pushed::Fuzzy, 1);
+        if conn.send(Payload::new(kind, &fields)) {
+            self.app.metrics.grpc_push("sent");
         } else {
-            "failed"
-        };
-        self.app.metrics.grpc_push(outcome);
+            conn.acknowledge(&request_id);
+            self.app.metrics.grpc_push("failed");
+        }
     }
 
     /// Visits the present items of `domain` that `pattern` matches until `visit` says
