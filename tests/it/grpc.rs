@@ -1,6 +1,6 @@
 //! The Nacos 2.x gRPC protocol: a hand-rolled client that checks the wire (handshake,
-//! types, errors, push, oversized and malformed messages), the real Rust `nacos-sdk`
-//! client, and gRPC clients across a three-node cluster.
+//! types, errors, push, oversized and malformed messages, Nacos 3's fuzzy watch), the
+//! real Rust `nacos-sdk` client, and gRPC clients across a three-node cluster.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -767,4 +767,120 @@ fn grpc_registrations_follow_the_address_rules() {
         assert_eq!((kind.as_str(), body["errorCode"].clone()), ("ErrorResponse", json!(400)));
         c.close_stream();
     });
+}
+
+/// A fuzzy watch body (Nacos 3's `NamingFuzzyWatchRequest`).
+fn fuzzy_body(pattern: &str, watch_type: &str, initializing: bool, received: &[&str]) -> Value {
+    json!({"headers":{},"requestId":null,"module":"naming","namespace":"public","groupKeyPattern":pattern,
+           "receivedGroupKeys":received,"watchType":watch_type,"initializing":initializing})
+}
+
+/// The service keys of a `NamingFuzzyWatchSyncRequest`'s contexts with their change types, sorted.
+fn contexts(sync: &Value) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = sync["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["serviceKey"].as_str().unwrap().to_string(),
+                c["changedType"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn fuzzy_watches_sync_are_bounded_and_hear_changes_made_on_another_node() {
+    let c = Cluster::start(
+        2,
+        &[
+            "--naming-fuzzy-watch-max-patterns",
+            "2",
+            "--naming-fuzzy-watch-max-services",
+            "3",
+        ],
+    );
+    let (node, other) = (&c.nodes[0], &c.nodes[1]);
+    let token = node.token();
+    // Persistent instances through the other node (Raft), seen here once applied.
+    let add = |name: &str, ip: &str| {
+        other
+            .call(
+                "POST",
+                &format!(
+                    "/nacos/v1/ns/instance?serviceName={name}&ip={ip}&port=80&ephemeral=false"
+                ),
+            )
+            .expect(200);
+    };
+    add("fz-a1", "127.81.1.1");
+    add("fz-a2", "127.81.1.2");
+    eventually(Duration::from_secs(10), || {
+        let seen = (
+            http_ips(node, "serviceName=fz-a1").len(),
+            http_ips(node, "serviceName=fz-a2").len(),
+        );
+        if seen == (1, 1) {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    });
+    let key = |name: &str| format!("public@@DEFAULT_GROUP@@{name}");
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = RawClient::connect(&grpc_addr(node)).await;
+        c.open_stream().await;
+        c.send("ConnectionSetupRequest", json!({"clientVersion":"Nacos-Java-Client:v3.1.0","tenant":"","labels":{},"abilityTable":{"fuzzyWatch":true}})).await;
+        let ack = c.expect("SetupAckRequest", Duration::from_secs(5)).await;
+        assert_eq!(ack["abilityTable"]["fuzzyWatch"], true, "Nacos 3 clients watch only when told");
+        // A first watch: what matches, and what the client holds that is gone, then the end.
+        let watch = fuzzy_body("public>>DEFAULT_GROUP>>fz-a*", "WATCH", true, &["public@@DEFAULT_GROUP@@fz-gone"]);
+        let (kind, body) = c.unary("NamingFuzzyWatchRequest", watch, Some(&token)).await;
+        assert_eq!((kind.as_str(), body["success"].clone()), ("NamingFuzzyWatchResponse", json!(true)), "{body}");
+        let sync = c.expect("NamingFuzzyWatchSyncRequest", Duration::from_secs(5)).await;
+        assert_eq!((sync["syncType"].clone(), sync["totalBatch"].clone(), sync["currentBatch"].clone()), (json!("FUZZY_WATCH_INIT_NOTIFY"), json!(1), json!(1)));
+        assert_eq!(sync["groupKeyPattern"], "public>>DEFAULT_GROUP>>fz-a*");
+        let expected = [(key("fz-a1"), "ADD_SERVICE"), (key("fz-a2"), "ADD_SERVICE"), (key("fz-gone"), "DELETE_SERVICE")];
+        assert_eq!(contexts(&sync), expected.map(|(k, t)| (k, t.to_string())));
+        let finish = c.expect("NamingFuzzyWatchSyncRequest", Duration::from_secs(5)).await;
+        assert_eq!(finish["syncType"], "FINISH_FUZZY_WATCH_INIT_NOTIFY");
+        // A service come through the other node is told.
+        add("fz-a3", "127.81.1.3");
+        let change = c.expect("NamingFuzzyWatchChangeNotifyRequest", Duration::from_secs(10)).await;
+        assert_eq!((change["serviceKey"].clone(), change["changedType"].clone(), change["syncType"].clone()), (json!(key("fz-a3")), json!("ADD_SERVICE"), json!("FUZZY_WATCH_RESOURCE_CHANGED")));
+        // The pattern keeps 3: a fourth is not told, and a re-watch says the pattern is over its count.
+        add("fz-a4", "127.81.1.4");
+        let held = [key("fz-a1"), key("fz-a2"), key("fz-a3")];
+        let held: Vec<&str> = held.iter().map(String::as_str).collect();
+        let (kind, body) = c.unary("NamingFuzzyWatchRequest", fuzzy_body("public>>DEFAULT_GROUP>>fz-a*", "WATCH", false, &held), Some(&token)).await;
+        assert_eq!((kind.as_str(), body["errorCode"].clone()), ("NamingFuzzyWatchResponse", json!(50311)), "{body}");
+        // Two patterns on the node at most: a third is refused.
+        let (_, body) = c.unary("NamingFuzzyWatchRequest", fuzzy_body("public>>DEFAULT_GROUP>>fz-b*", "WATCH", true, &[]), Some(&token)).await;
+        assert_eq!(body["success"], true, "{body}");
+        let (kind, body) = c.unary("NamingFuzzyWatchRequest", fuzzy_body("public>>*>>fz-c*", "WATCH", true, &[]), Some(&token)).await;
+        assert_eq!((kind.as_str(), body["errorCode"].clone()), ("NamingFuzzyWatchResponse", json!(50310)), "{body}");
+        // A service gone from the full pattern is told, and the room it leaves filled.
+        other.call("DELETE", "/nacos/v1/ns/instance?serviceName=fz-a1&ip=127.81.1.1&port=80&ephemeral=false").expect(200);
+        let gone = c.expect("NamingFuzzyWatchChangeNotifyRequest", Duration::from_secs(10)).await;
+        assert_eq!((gone["serviceKey"].clone(), gone["changedType"].clone()), (json!(key("fz-a1")), json!("DELETE_SERVICE")));
+        let filled = c.expect("NamingFuzzyWatchChangeNotifyRequest", Duration::from_secs(10)).await;
+        assert_eq!((filled["serviceKey"].clone(), filled["changedType"].clone()), (json!(key("fz-a4")), json!("ADD_SERVICE")));
+        // A cancelled watch makes room for another pattern; a malformed pattern is a 400.
+        let (_, body) = c.unary("NamingFuzzyWatchRequest", fuzzy_body("public>>DEFAULT_GROUP>>fz-b*", "CANCEL_WATCH", false, &[]), Some(&token)).await;
+        assert_eq!(body["success"], true, "{body}");
+        let (_, body) = c.unary("NamingFuzzyWatchRequest", fuzzy_body("public>>*>>fz-c*", "WATCH", true, &[]), Some(&token)).await;
+        assert_eq!(body["success"], true, "{body}");
+        let (kind, body) = c.unary("NamingFuzzyWatchRequest", fuzzy_body("public>>fz", "WATCH", true, &[]), Some(&token)).await;
+        assert!(kind == "ErrorResponse" && body["errorCode"] == 400 && body["message"].as_str().unwrap().contains("groupKeyPattern"), "{body}");
+        c.close_stream();
+    });
+    assert!(
+        node.metric("roster_grpc_requests_total{kind=\"NamingFuzzyWatchRequest\"}")
+            .unwrap_or(0.0)
+            >= 7.0
+    );
 }

@@ -12,6 +12,7 @@ use super::build::{FaceParts, ServiceParts};
 use super::plan::ClusterPlan;
 use super::startup;
 use crate::faces::dns::DnsConfig;
+use crate::faces::grpc::fuzzy::{Bounds, FuzzyLimits};
 use crate::faces::grpc::{GrpcLimits, GrpcServer};
 use crate::faces::peer::PeerRoutes;
 use crate::services::backup::schedule::Schedule;
@@ -123,7 +124,17 @@ pub fn faces(
         max_per_ip: args.grpc_max_connections_per_ip as usize,
         setup_timeout: Duration::from_secs(args.grpc_setup_timeout_secs),
     };
-    let server = GrpcServer::new(state.clone(), parts.connections);
+    let fuzzy = FuzzyLimits {
+        naming: Bounds {
+            max_patterns: args.naming_fuzzy_watch_max_patterns as usize,
+            max_matches: args.naming_fuzzy_watch_max_services as usize,
+        },
+        config: Bounds {
+            max_patterns: args.config_fuzzy_watch_max_patterns as usize,
+            max_matches: args.config_fuzzy_watch_max_items as usize,
+        },
+    };
+    let server = GrpcServer::new(state.clone(), parts.connections, fuzzy);
     let changes = state.registry.watch();
     crate::faces::grpc::workers::spawn_workers(
         server,

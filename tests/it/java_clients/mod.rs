@@ -6,6 +6,7 @@
 
 mod dubbo;
 mod eureka;
+mod fuzzy;
 mod nacos_client;
 mod spring_cloud;
 

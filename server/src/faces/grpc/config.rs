@@ -472,7 +472,8 @@ impl GrpcServer {
         true
     }
 
-    /// Pushes configuration changes to the connections listening to them, until
+    /// Pushes configuration changes to the connections listening to them (and tells
+    /// fuzzy watchers of items come and gone), until
     /// `stopping`. The store's change feed has this one consumer. Drops the listens of
     /// those who may no longer read their items as soon as the auth data changes, and
     /// before pushing any change applied after it.
@@ -502,6 +503,8 @@ impl GrpcServer {
                     self.push_config(&conn, key, 1);
                 }
             }
+            // Items published first or removed, for the fuzzy watchers.
+            self.fuzzy_configs_changed(&keys);
         }
     }
 }

@@ -74,6 +74,10 @@ pub enum Pushed {
     Service(ServiceKey),
     /// A listened configuration item changed (`ConfigChangeNotifyRequest`).
     Config(ConfigKey),
+    /// A fuzzy watch's sync or change (`…FuzzyWatchSyncRequest`,
+    /// `…FuzzyWatchChangeNotifyRequest`): never sent again, as the client's next re-watch
+    /// repairs what it missed.
+    Fuzzy,
 }
 
 /// A push awaiting its ack.

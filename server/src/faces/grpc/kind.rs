@@ -34,6 +34,11 @@ pub enum RequestKind {
     ConfigRemove,
     /// `ConfigBatchListenRequest`: configuration items listened to (or no longer).
     ConfigBatchListen,
+    /// `NamingFuzzyWatchRequest`: the services a pattern matches watched (or no longer).
+    NamingFuzzyWatch,
+    /// `ConfigFuzzyWatchRequest`: the configuration items a pattern matches watched (or
+    /// no longer).
+    ConfigFuzzyWatch,
     /// Any other type: `RequestHandler Not Found`.
     Unknown,
 }
@@ -51,12 +56,15 @@ pub enum Access {
     /// This action on each configuration item the request names, checked by its
     /// handler.
     Config(Action),
+    /// Reading something of the namespace a fuzzy watch pattern names; each item it
+    /// matches is told only to watchers who may read it.
+    Watch,
 }
 
 impl RequestKind {
     /// Every kind but [`RequestKind::Unknown`] (for tests).
     #[cfg(test)]
-    const KNOWN: [RequestKind; 13] = [
+    const KNOWN: [RequestKind; 15] = [
         RequestKind::ServerCheck,
         RequestKind::HealthCheck,
         RequestKind::Instance,
@@ -70,6 +78,8 @@ impl RequestKind {
         RequestKind::ConfigPublish,
         RequestKind::ConfigRemove,
         RequestKind::ConfigBatchListen,
+        RequestKind::NamingFuzzyWatch,
+        RequestKind::ConfigFuzzyWatch,
     ];
 
     /// The kind of payload type `name`.
@@ -88,6 +98,8 @@ impl RequestKind {
             "ConnectionSetupRequest" => RequestKind::ConnectionSetup,
             "ConfigPublishRequest" => RequestKind::ConfigPublish,
             "ConfigRemoveRequest" => RequestKind::ConfigRemove,
+            "NamingFuzzyWatchRequest" => RequestKind::NamingFuzzyWatch,
+            "ConfigFuzzyWatchRequest" => RequestKind::ConfigFuzzyWatch,
             _ => RequestKind::Unknown,
         }
     }
@@ -109,6 +121,8 @@ impl RequestKind {
             RequestKind::ConfigPublish => "ConfigPublishRequest",
             RequestKind::ConfigRemove => "ConfigRemoveRequest",
             RequestKind::ConfigBatchListen => "ConfigBatchListenRequest",
+            RequestKind::NamingFuzzyWatch => "NamingFuzzyWatchRequest",
+            RequestKind::ConfigFuzzyWatch => "ConfigFuzzyWatchRequest",
             RequestKind::Unknown => "other",
         }
     }
@@ -131,6 +145,8 @@ impl RequestKind {
             RequestKind::ConfigPublish => "ConfigPublishResponse",
             RequestKind::ConfigRemove => "ConfigRemoveResponse",
             RequestKind::ConfigBatchListen => "ConfigChangeBatchListenResponse",
+            RequestKind::NamingFuzzyWatch => "NamingFuzzyWatchResponse",
+            RequestKind::ConfigFuzzyWatch => "ConfigFuzzyWatchResponse",
             RequestKind::ServerCheck
             | RequestKind::HealthCheck
             | RequestKind::ConnectionSetup
@@ -143,9 +159,16 @@ impl RequestKind {
         matches!(self.access(), Access::Config(_))
     }
 
+    /// Whether it is a fuzzy watch, services' or configuration items' (answered by
+    /// `fuzzy`).
+    pub fn is_fuzzy_watch(self) -> bool {
+        self.access() == Access::Watch
+    }
+
     /// What it needs of a caller who is not an admin: instance changes `w` on the
     /// service, queries and subscriptions `r`, a service list `r` on something of the
-    /// namespace; configuration reads `r` and writes `w` on each item.
+    /// namespace; configuration reads `r` and writes `w` on each item; a fuzzy watch
+    /// `r` on something of the namespace (what it tells is what the caller may read).
     pub fn access(self) -> Access {
         match self {
             RequestKind::ServerCheck
@@ -163,6 +186,7 @@ impl RequestKind {
                 Access::Config(Action::Read)
             }
             RequestKind::ConfigPublish | RequestKind::ConfigRemove => Access::Config(Action::Write),
+            RequestKind::NamingFuzzyWatch | RequestKind::ConfigFuzzyWatch => Access::Watch,
         }
     }
 
@@ -262,6 +286,18 @@ mod tests {
                 K::ConfigBatchListen,
                 Some("ConfigChangeBatchListenResponse"),
                 Access::Config(Action::Read),
+                false,
+            ),
+            (
+                K::NamingFuzzyWatch,
+                Some("NamingFuzzyWatchResponse"),
+                Access::Watch,
+                false,
+            ),
+            (
+                K::ConfigFuzzyWatch,
+                Some("ConfigFuzzyWatchResponse"),
+                Access::Watch,
                 false,
             ),
         ];

@@ -2,7 +2,8 @@
 //! and services, [`kind`] the table of request kinds (each request's type decoded once),
 //! [`connection`] the per-transport connections ([`transport`] the transports under
 //! them), [`naming`] the naming requests,
-//! [`config`] the configuration requests and their push, [`push`] the naming push and
+//! [`config`] the configuration requests and their push, [`fuzzy`] Nacos 3's fuzzy
+//! watches of services and configuration items, [`push`] the naming push and
 //! the connections' upkeep, and here the server itself: each unary request decoded,
 //! authenticated and dispatched, the stream's messages, the listener. Every request goes through the same registry (and
 //! configuration store) as HTTP, so what any protocol writes is listed, pushed and
@@ -11,6 +12,7 @@
 mod audited;
 pub mod config;
 pub mod connection;
+pub mod fuzzy;
 pub mod kind;
 mod naming;
 pub mod proto;
@@ -36,6 +38,7 @@ use crate::services::auth::permissions::DENIED;
 use crate::services::auth::{Credentials, Identity};
 use crate::state::AppState;
 use connection::{Connection, Connections};
+use fuzzy::{FuzzyLimits, FuzzyWatches};
 use kind::RequestKind;
 use naming::{parse_request, NamingRequest};
 use proto::{BiStreamServer, Handler, Outbound, Payload, RequestServer};
@@ -48,6 +51,8 @@ pub struct GrpcServer {
     app: AppState,
     /// Live connections.
     pub connections: Connections,
+    /// The fuzzy watches of this node's connections.
+    fuzzy: FuzzyWatches,
     /// Source of strictly increasing `lastRefTime` values (clients drop a push whose
     /// `lastRefTime` is not newer than what they hold).
     last_ref: AtomicU64,
@@ -68,11 +73,12 @@ fn header<'a>(payload: &'a Payload, name: &str) -> Option<&'a str> {
 }
 
 impl GrpcServer {
-    /// A gRPC server over the node's state.
-    pub fn new(app: AppState, connections: Connections) -> Arc<Self> {
+    /// A gRPC server over the node's state, its fuzzy watches bounded by `fuzzy`.
+    pub fn new(app: AppState, connections: Connections, fuzzy: FuzzyLimits) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             app,
             connections,
+            fuzzy: FuzzyWatches::new(fuzzy),
             last_ref: AtomicU64::new(0),
             me: me.clone(),
         })
@@ -139,6 +145,10 @@ impl GrpcServer {
                 return refusal(reply_type, "Validate Identity failed.");
             }
         };
+        if kind.is_fuzzy_watch() {
+            let body = payload.body_bytes();
+            return self.fuzzy_watch(&conn, &identity, kind, reply_type, body);
+        }
         if kind.is_config() {
             let body = payload.body_bytes();
             return self
@@ -228,15 +238,24 @@ impl GrpcServer {
                 if body.get("abilityTable").is_some_and(|t| !t.is_null()) {
                     let ack = json!({
                         "headers": {},
-                        "abilityTable": { "supportPersistentInstanceByGrpc": true },
+                        "abilityTable": {
+                            "supportPersistentInstanceByGrpc": true,
+                            // Nacos 3 clients refuse to fuzzy watch without it.
+                            "fuzzyWatch": true,
+                        },
                         "module": "internal",
                     });
                     conn.send(Payload::new("SetupAckRequest", &ack));
                 }
             }
-            // Acks: nacos-sdk-python 3.x answers config pushes as NotifySubscriberResponse.
+            // Acks: nacos-sdk-python 3.x answers config pushes as NotifySubscriberResponse;
+            // Java answers a naming fuzzy sync as a change.
             "NotifySubscriberResponse"
             | "ConfigChangeNotifyResponse"
+            | "NamingFuzzyWatchSyncResponse"
+            | "NamingFuzzyWatchChangeNotifyResponse"
+            | "ConfigFuzzyWatchSyncResponse"
+            | "ConfigFuzzyWatchChangeNotifyResponse"
             | "ClientDetectionResponse"
             | "ConnectResetResponse" => {
                 let id = match &body["requestId"] {
@@ -271,7 +290,7 @@ impl GrpcServer {
         self.disconnect(&conn);
     }
 
-    /// Forgets a connection: its instances and subscriptions go, and the removal
+    /// Forgets a connection: its instances, subscriptions and fuzzy watches go, and the removal
     /// replicates like any change.
     fn disconnect(&self, conn: &Arc<Connection>) {
         if self.connections.remove(conn) {
@@ -280,6 +299,7 @@ impl GrpcServer {
                 .grpc_connections
                 .set(self.connections.count() as i64);
             conn.listens.lock().clear();
+            self.fuzzy.forget(&conn.client);
             let removed = self.app.registry.remove_client(&conn.client, now_ms());
             tracing::info!(connection = %conn.id, instances = removed, "grpc client disconnected");
         }

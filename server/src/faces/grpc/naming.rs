@@ -150,7 +150,7 @@ impl GrpcServer {
             }
             Access::Service(action) => action,
             // Not naming requests: never asked here.
-            Access::Public | Access::Config(_) => Action::Write,
+            Access::Public | Access::Config(_) | Access::Watch => Action::Write,
         };
         let key = Self::service_key(request)?;
         let service = Resource::Service {

@@ -89,8 +89,9 @@ impl GrpcServer {
         }
     }
 
-    /// Pushes changes to subscribers until `stopping`; drops the subscriptions of
-    /// those who may no longer read them as soon as the auth data changes.
+    /// Pushes changes to subscribers (and tells fuzzy watchers of services come and
+    /// gone) until `stopping`; drops the subscriptions of those who may no longer read
+    /// them as soon as the auth data changes.
     pub async fn run_push(
         self: Arc<Self>,
         changes: Arc<ChangeSet>,
@@ -130,6 +131,9 @@ impl GrpcServer {
                     self.push_info(&conn, &key, info, 1);
                 }
             }
+            // Services come or gone, for the fuzzy watchers (whatever node made them),
+            // after the subscribers: a new pattern's scan may hold their lock a while.
+            self.fuzzy_services_changed(&keys);
         }
     }
 
@@ -159,6 +163,7 @@ impl GrpcServer {
                                     .is_some()
                             }
                             Pushed::Config(key) => self.push_config(&conn, key, attempt),
+                            Pushed::Fuzzy => false,
                         };
                     if !resent {
                         self.app.metrics.grpc_push("failed");

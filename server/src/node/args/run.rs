@@ -261,6 +261,26 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_CONFIG_MAX_LISTENERS", default_value_t = 10_000, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub config_max_listeners: u64,
 
+    /// Most distinct service patterns fuzzy watched (Nacos 3) on this node at once; a
+    /// watch of one more is refused (errorCode 50310). Nacos: 20.
+    #[arg(long, env = "ROSTER_NAMING_FUZZY_WATCH_MAX_PATTERNS", default_value_t = 20, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub naming_fuzzy_watch_max_patterns: u64,
+
+    /// Most services one fuzzy watched pattern keeps and tells of; past it, a watch
+    /// answers errorCode 50311 and new services are not told. Nacos: 500.
+    #[arg(long, env = "ROSTER_NAMING_FUZZY_WATCH_MAX_SERVICES", default_value_t = 500, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub naming_fuzzy_watch_max_services: u64,
+
+    /// Most distinct configuration patterns fuzzy watched on this node at once; a watch
+    /// of one more is refused (errorCode 50310). Nacos: 20.
+    #[arg(long, env = "ROSTER_CONFIG_FUZZY_WATCH_MAX_PATTERNS", default_value_t = 20, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub config_fuzzy_watch_max_patterns: u64,
+
+    /// Most configuration items one fuzzy watched pattern keeps and tells of; past it,
+    /// a watch answers errorCode 50311 and new items are not told. Nacos: 500.
+    #[arg(long, env = "ROSTER_CONFIG_FUZZY_WATCH_MAX_ITEMS", default_value_t = 500, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub config_fuzzy_watch_max_items: u64,
+
     /// Days a configuration item's previous versions are kept.
     #[arg(long, env = "ROSTER_CONFIG_HISTORY_DAYS", default_value_t = 30, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub config_history_days: u64,

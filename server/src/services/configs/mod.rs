@@ -327,6 +327,24 @@ impl Configs {
             .count()
     }
 
+    /// The keys of the items namespace `namespace` holds, in key order (what a fuzzy
+    /// watch of it matches against).
+    pub fn keys_in(&self, namespace: &str) -> Vec<ConfigKey> {
+        let first = ConfigKey {
+            namespace: namespace.to_string(),
+            group: String::new(),
+            data_id: String::new(),
+        };
+        let state = self.0.state.read();
+        state
+            .items
+            .range(first..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.namespace == namespace)
+            .cloned()
+            .collect()
+    }
+
     /// Publishes (applied by the state machine). Published through the API, an item
     /// belongs to no sync task from then on.
     pub fn publish(&self, p: &Publish, at_ms: u64) -> Result<(), ConfigRejection> {

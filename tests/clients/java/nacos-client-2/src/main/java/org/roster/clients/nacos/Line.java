@@ -5,6 +5,8 @@ import com.alibaba.nacos.api.exception.NacosException;
 import com.alibaba.nacos.api.naming.NamingService;
 import com.alibaba.nacos.api.naming.pojo.Instance;
 import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
 
 /** nacos-client 2.x: gRPC (HTTP port + 1000), with batch registration and CAS publish. */
 final class Line {
@@ -22,5 +24,18 @@ final class Line {
     static boolean publishCas(ConfigService config, String dataId, String group, String content, String md5)
             throws NacosException {
         return config.publishConfigCas(dataId, group, content, md5);
+    }
+
+    /** Whether the client can fuzzy watch (Nacos 3): not this line. */
+    static final boolean FUZZY = false;
+
+    static List<String> fuzzyWatchServices(NamingService naming, String servicePattern, String groupPattern,
+            Consumer<Map<String, String>> heard) {
+        throw new UnsupportedOperationException("nacos-client 2.x has no fuzzy watch (Nacos 3)");
+    }
+
+    static List<String> fuzzyWatchConfigs(ConfigService config, String dataIdPattern, String groupPattern,
+            Consumer<Map<String, String>> heard) {
+        throw new UnsupportedOperationException("nacos-client 2.x has no fuzzy watch (Nacos 3)");
     }
 }

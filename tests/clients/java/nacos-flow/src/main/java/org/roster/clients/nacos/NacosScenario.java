@@ -39,11 +39,15 @@ import org.roster.clients.Steps;
  *   <li>{@code flow}: naming and config on one node from start to end (auth on);
  *   <li>{@code stay}: registers, subscribes and listens, prints every list it is pushed
  *       ("pushed") and every config change ("config"), and answers a "check N" line on stdin
- *       with "healthy"; deregisters and ends when stdin closes.
+ *       with "healthy"; deregisters and ends when stdin closes;
+ *   <li>{@code fuzzy} (3.x only): fuzzy watches the services and configuration items named
+ *       {@code --service}* on {@code --server}, while another node ({@code --via}, over HTTP
+ *       v1) registers, publishes and removes them: prints the first sync ("naming_watch",
+ *       "config_watch") and each change heard.
  * </ul>
  *
  * <p>Arguments: {@code flow|stay --server host:port[,host:port] --username U --password P
- * --home DIR [--service S] [--data-id D] [--ips N]}. Everything the client writes (its logs,
+ * --home DIR [--service S] [--data-id D] [--ips N] [--via host:port]}. Everything the client writes (its logs,
  * naming cache and config snapshots, which it keeps under the user's home by default) goes
  * under {@code --home}; the address the client announces as its own is pinned to loopback.
  */
@@ -88,6 +92,12 @@ public final class NacosScenario {
             case "stay" -> {
                 Steps.watchdog(Duration.ofSeconds(300));
                 s.stay(Integer.parseInt(args.getOrDefault("ips", "1")));
+            }
+            case "fuzzy" -> {
+                Steps.watchdog(Duration.ofSeconds(120));
+                Steps.check("args", Line.FUZZY, Line.NAME + " has no fuzzy watch");
+                Steps.check("args", args.containsKey("via"), "--via is required");
+                s.fuzzy();
             }
             default -> throw Steps.fail("args", "unknown mode " + argv[0]);
         }
@@ -519,6 +529,147 @@ public final class NacosScenario {
         for (Instance i : mine) {
             naming.deregisterInstance(service, GROUP, i);
         }
+        naming.shutDown();
+        config.shutDown();
+        Steps.step("done");
+    }
+
+    // ---------------------------------------------------------------------------- fuzzy
+
+    /** What the fuzzy watchers heard, in order. */
+    private static final class Told {
+        private final List<Map<String, String>> events = new ArrayList<>();
+
+        synchronized void add(Map<String, String> event) {
+            events.add(event);
+        }
+
+        /** Whether an event of {@code name} with {@code change} (and {@code sync}) came. */
+        synchronized boolean has(String name, String change, String sync) {
+            return events.stream().anyMatch(e -> e.get("name").equals(name) && e.get("change").equals(change)
+                    && e.get("sync").equals(sync));
+        }
+
+        synchronized List<String> names() {
+            return events.stream().map(e -> e.get("name")).distinct().sorted().toList();
+        }
+
+        synchronized String all() {
+            return events.toString();
+        }
+    }
+
+    /** Fuzzy watches through a watch that may be refused until the client has the server's abilities. */
+    private interface Watch {
+        List<String> start() throws Exception;
+    }
+
+    private static List<String> watchWhenAble(String step, Watch watch) {
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (true) {
+            try {
+                return watch.start();
+            } catch (Exception e) {
+                // Abilities arrive with the setup ack, just after the connection.
+                if (System.nanoTime() > deadline || !String.valueOf(e.getMessage()).contains("too low")) {
+                    throw Steps.fail(step, e.toString());
+                }
+            }
+            try {
+                Thread.sleep(200);
+            } catch (InterruptedException e) {
+                throw Steps.fail(step, "interrupted");
+            }
+        }
+    }
+
+    private void fuzzy() throws Exception {
+        RosterHttp via = new RosterHttp(args.get("via"), args.get("username"), args.get("password"));
+        String prefix = args.getOrDefault("service", "java-fuzzy");
+        String pre = prefix + "-pre";
+        String live = prefix + "-live";
+        String other = "other-" + prefix;
+        String preYaml = prefix + "-pre.yaml";
+        String liveYaml = prefix + "-live.yaml";
+        connect();
+        Steps.step("connect", "client", Line.NAME, "version", VersionUtils.version);
+
+        // Before the watch, through the other node: a persistent instance (Raft) and an item.
+        via.must("seeded", "POST", "/nacos/v1/ns/instance", RosterHttp.params("serviceName", pre,
+                "groupName", GROUP, "ip", "127.61.0.1", "port", "8080", "ephemeral", "false"));
+        via.must("seeded", "POST", "/nacos/v1/cs/configs", RosterHttp.params("dataId", preYaml,
+                "group", GROUP, "content", "seeded: true"));
+        long took = waitFor("seeded", Duration.ofSeconds(10), () -> {
+            if (listed("seeded", pre).isEmpty()) {
+                return "the watcher's node does not list " + pre + " yet";
+            }
+            RosterHttp.Answer a = http.call("GET", "/nacos/v1/cs/configs",
+                    RosterHttp.params("dataId", preYaml, "group", GROUP));
+            return a.status() == 200 ? null : "the watcher's node answers " + a.status() + " for " + preYaml;
+        });
+        Steps.step("seeded", "ms", took);
+
+        Told services = new Told();
+        Told items = new Told();
+        List<String> serviceKeys = watchWhenAble("naming_watch",
+                () -> Line.fuzzyWatchServices(naming, prefix + "*", GROUP, services::add));
+        Steps.check("naming_watch", serviceKeys.stream().anyMatch(k -> k.endsWith("@@" + pre)),
+                "the first sync brought " + serviceKeys);
+        took = waitFor("naming_watch", Duration.ofSeconds(5), () -> services.has(pre, "ADD_SERVICE",
+                "FUZZY_WATCH_INIT_NOTIFY") ? null : "heard " + services.all());
+        Steps.step("naming_watch", "keys", serviceKeys, "events", services.names());
+        List<String> groupKeys = watchWhenAble("config_watch",
+                () -> Line.fuzzyWatchConfigs(config, prefix + "*", GROUP, items::add));
+        Steps.check("config_watch", groupKeys.stream().anyMatch(k -> k.startsWith(preYaml + "+")),
+                "the first sync brought " + groupKeys);
+        waitFor("config_watch", Duration.ofSeconds(5), () -> items.has(preYaml, "ADD_CONFIG",
+                "FUZZY_WATCH_INIT_NOTIFY") ? null : "heard " + items.all());
+        Steps.step("config_watch", "keys", groupKeys, "events", items.names());
+
+        // Changes through the other node: an ephemeral instance (Distro), a service the
+        // pattern does not match, the persistent one removed (Raft); items published and removed.
+        String changed = "FUZZY_WATCH_RESOURCE_CHANGED";
+        via.must("naming_added", "POST", "/nacos/v1/ns/instance", RosterHttp.params("serviceName", other,
+                "groupName", GROUP, "ip", "127.61.0.3", "port", "8080", "ephemeral", "true"));
+        via.must("naming_added", "POST", "/nacos/v1/ns/instance", RosterHttp.params("serviceName", live,
+                "groupName", GROUP, "ip", "127.61.0.2", "port", "8080", "ephemeral", "true"));
+        took = waitFor("naming_added", Duration.ofSeconds(10),
+                () -> services.has(live, "ADD_SERVICE", changed) ? null : "heard " + services.all());
+        Steps.step("naming_added", "ms", took);
+        via.must("naming_removed", "DELETE", "/nacos/v1/ns/instance", RosterHttp.params("serviceName", live,
+                "groupName", GROUP, "ip", "127.61.0.2", "port", "8080", "ephemeral", "true"));
+        took = waitFor("naming_removed", Duration.ofSeconds(10),
+                () -> services.has(live, "DELETE_SERVICE", changed) ? null : "heard " + services.all());
+        Steps.step("naming_removed", "ms", took);
+        via.must("naming_removed_persistent", "DELETE", "/nacos/v1/ns/instance", RosterHttp.params(
+                "serviceName", pre, "groupName", GROUP, "ip", "127.61.0.1", "port", "8080", "ephemeral", "false"));
+        took = waitFor("naming_removed_persistent", Duration.ofSeconds(10),
+                () -> services.has(pre, "DELETE_SERVICE", changed) ? null : "heard " + services.all());
+        Steps.step("naming_removed_persistent", "ms", took);
+
+        via.must("config_added", "POST", "/nacos/v1/cs/configs", RosterHttp.params("dataId", "other-" + liveYaml,
+                "group", GROUP, "content", "a: 1"));
+        via.must("config_added", "POST", "/nacos/v1/cs/configs", RosterHttp.params("dataId", liveYaml,
+                "group", GROUP, "content", "a: 1"));
+        took = waitFor("config_added", Duration.ofSeconds(10),
+                () -> items.has(liveYaml, "ADD_CONFIG", changed) ? null : "heard " + items.all());
+        Steps.step("config_added", "ms", took);
+        via.must("config_removed", "DELETE", "/nacos/v1/cs/configs", RosterHttp.params("dataId", liveYaml,
+                "group", GROUP));
+        took = waitFor("config_removed", Duration.ofSeconds(10),
+                () -> items.has(liveYaml, "DELETE_CONFIG", changed) ? null : "heard " + items.all());
+        Steps.step("config_removed", "ms", took);
+
+        // What the patterns do not match was never told.
+        List<String> heardNames = new ArrayList<>(services.names());
+        heardNames.addAll(items.names());
+        Steps.check("unmatched", !heardNames.contains(other) && !heardNames.contains("other-" + liveYaml),
+                "heard of " + heardNames);
+        Steps.step("unmatched", "heard", heardNames);
+        via.call("DELETE", "/nacos/v1/ns/instance", RosterHttp.params("serviceName", other,
+                "groupName", GROUP, "ip", "127.61.0.3", "port", "8080", "ephemeral", "true"));
+        via.call("DELETE", "/nacos/v1/cs/configs", RosterHttp.params("dataId", "other-" + liveYaml, "group", GROUP));
+        via.call("DELETE", "/nacos/v1/cs/configs", RosterHttp.params("dataId", preYaml, "group", GROUP));
         naming.shutDown();
         config.shutDown();
         Steps.step("done");
