@@ -262,33 +262,89 @@ fn bad_input_is_refused_by_field_and_changes_nothing() {
 }
 
 #[test]
-fn betas_and_log_levels_are_not_served_and_the_store_is_the_cache() {
+fn a_beta_is_read_by_its_addresses_shown_and_stopped_and_log_levels_are_not_served() {
     let node = Node::start();
     let id = unique("beta");
     let key = item(&id, "G", "");
     let token = node.token();
     let auth = format!("Bearer {token}");
+    let beta = |ips: &str, content: &str| {
+        node.raw(
+            "POST",
+            CONFIG,
+            &[("authorization", &auth), ("betaIps", ips)],
+            Some(&format!("{key}&content={content}")),
+        )
+    };
 
-    // A beta publication publishes nothing, for anyone.
-    let r = node.raw(
-        "POST",
-        CONFIG,
-        &[("authorization", &auth), ("betaIps", "127.0.0.1")],
-        Some(&format!("{key}&content=beta")),
+    // A beta before any formal content: its addresses read it, the others nothing.
+    assert_eq!(
+        beta("127.0.0.9", "beta-elsewhere").expect(200).json()["data"],
+        true
     );
-    assert_eq!(r.status, 501, "{}", r.body);
-    assert!(r.body.contains("betaIps"), "{}", r.body);
     assert_eq!(v1_read(&node, &id, "G", ""), None);
-
-    // No item has a beta: reading one is 404 (code 20004), stopping one stops nothing.
     publish(&node, &key, "formal", "");
-    let (status, code, detail) = failure(node.call("GET", &format!("{CONFIG}/beta?{key}")));
-    assert_eq!((status, code), (404, json!(20004)), "{detail}");
+    assert_eq!(v1_read(&node, &id, "G", "").as_deref(), Some("formal"));
+    // A beta to this test's address: read here, through v1 and the v3 client API.
+    assert_eq!(
+        beta("127.0.0.1,127.0.0.9", "beta-here").expect(200).json()["data"],
+        true
+    );
+    assert_eq!(v1_read(&node, &id, "G", "").as_deref(), Some("beta-here"));
+    let client = data(node.call("GET", &format!("/nacos/v3/client/cs/config?{key}")));
+    assert_eq!(
+        (&client["content"], &client["beta"]),
+        (&json!("beta-here"), &json!(true))
+    );
+    // The beta as ConfigGrayInfo.
+    let shown = data(node.call("GET", &format!("{CONFIG}/beta?{key}")));
+    assert_eq!(shown["content"], "beta-here", "{shown}");
+    assert_eq!(shown["grayName"], "beta", "{shown}");
+    let rule: Value = serde_json::from_str(shown["grayRule"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (&rule["type"], &rule["expr"]),
+        (&json!("beta"), &json!("127.0.0.1,127.0.0.9"))
+    );
+    // The formal content is the formal one still.
+    assert_eq!(
+        data(node.call("GET", &format!("{CONFIG}?{key}")))["content"],
+        "formal"
+    );
+    // A bad address is refused by name and changes nothing.
+    let (status, _, detail) = failure(beta("127.0.0.1,nowhere", "x"));
+    assert_eq!(status, 400, "{detail}");
+    assert!(detail.contains("'betaIps'"), "{detail}");
+    // Stopped: the formal content for everyone; no beta to show.
     assert_eq!(
         data(node.call("DELETE", &format!("{CONFIG}/beta?{key}"))),
         true
     );
     assert_eq!(v1_read(&node, &id, "G", "").as_deref(), Some("formal"));
+    let (status, code, detail) = failure(node.call("GET", &format!("{CONFIG}/beta?{key}")));
+    assert_eq!((status, code), (404, json!(20004)), "{detail}");
+    // Each gray publication and the stop are in the history, named.
+    let history = data(node.call(
+        "GET",
+        &format!("/nacos/v3/admin/cs/history/list?{key}&pageNo=1&pageSize=10"),
+    ));
+    let kinds: Vec<(String, String)> = history["pageItems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["publishType"].as_str().unwrap().to_string(),
+                v["grayName"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let gray = |n: &str| ("gray".to_string(), n.to_string());
+    let formal = ("formal".to_string(), String::new());
+    assert_eq!(
+        kinds,
+        [gray("beta"), gray("beta"), formal, gray("beta")],
+        "{history}"
+    );
 
     // Log levels are set at start.
     let r = node.call_form(

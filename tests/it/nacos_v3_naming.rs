@@ -284,7 +284,11 @@ fn services_are_created_read_listed_updated_and_deleted() {
     let hosts = detail["clusterMap"]["A"]["hosts"].as_array().unwrap();
     assert_eq!(hosts.len(), 1, "{detail}");
     assert_eq!(hosts[0]["port"], 7000);
-    names_field(node.call("GET", &format!("{list}&pageSize=0")), "pageSize");
+    let unpaged = format!("{SERVICE}/list?groupNameParam={group}");
+    names_field(
+        node.call("GET", &format!("{unpaged}&pageSize=0")),
+        "pageSize",
+    );
     names_field(
         node.call("GET", &format!("{list}&withInstances=perhaps")),
         "withInstances",
@@ -343,6 +347,10 @@ fn instances_are_managed_in_nacos_3_s_shapes() {
     let at = |port: u16, cluster: &str| {
         format!("{named}&ip=127.1.0.1&port={port}&clusterName={cluster}")
     };
+    // A service holds ephemeral or persistent instances, not both (roster's rule).
+    let kept = format!("serviceName={svc}-p&groupName=G1");
+    let pat =
+        |port: u16, cluster: &str| format!("{kept}&ip=127.1.0.1&port={port}&clusterName={cluster}");
 
     // Two ephemeral instances and a persistent one (through Raft).
     for (port, cluster) in [(8080, "A"), (8081, "B")] {
@@ -361,7 +369,7 @@ fn instances_are_managed_in_nacos_3_s_shapes() {
         data(node.call_form(
             "POST",
             INSTANCE,
-            &format!("{}&ephemeral=false", at(8082, "P"))
+            &format!("{}&ephemeral=false", pat(8082, "P"))
         )),
         "ok"
     );
@@ -382,7 +390,7 @@ fn instances_are_managed_in_nacos_3_s_shapes() {
     assert_eq!(one["weight"], 1.0);
     assert_eq!(one["ephemeral"], true);
     assert_eq!(one["metadata"], json!({"lane": "blue"}));
-    let persistent = data(node.call("GET", &format!("{INSTANCE}?{}", at(8082, "P"))));
+    let persistent = data(node.call("GET", &format!("{INSTANCE}?{}", pat(8082, "P"))));
     assert_eq!(persistent["ephemeral"], false);
     refused(
         node.call("GET", &format!("{INSTANCE}?{}", at(9999, "A"))),
@@ -396,7 +404,7 @@ fn instances_are_managed_in_nacos_3_s_shapes() {
 
     // The admin list: every instance, by cluster.
     let list = format!("{INSTANCE}/list?{named}");
-    assert_eq!(data(node.call("GET", &list)).as_array().unwrap().len(), 3);
+    assert_eq!(data(node.call("GET", &list)).as_array().unwrap().len(), 2);
     let only_a = data(node.call("GET", &format!("{list}&clusterName=A")));
     assert_eq!(only_a.as_array().unwrap().len(), 1);
     assert_eq!(only_a[0]["port"], 8080);
@@ -519,14 +527,14 @@ fn instances_are_managed_in_nacos_3_s_shapes() {
 
     // Cluster settings: P is not checked by the server, so its health is set by hand.
     let cluster = format!(
-        "{named}&clusterName=P&checkPort=80&useInstancePort4Check=true&healthChecker={}",
+        "{kept}&clusterName=P&checkPort=80&useInstancePort4Check=true&healthChecker={}",
         enc(r#"{"type":"NONE"}"#)
     );
     assert_eq!(
         data(node.call_form("PUT", "/nacos/v3/admin/ns/cluster", &cluster)),
         "ok"
     );
-    let detail = data(node.call("GET", &format!("{SERVICE}?{named}")));
+    let detail = data(node.call("GET", &format!("{SERVICE}?{kept}")));
     assert_eq!(
         detail["clusterMap"]["P"]["healthChecker"]["type"], "NONE",
         "{detail}"
@@ -537,7 +545,7 @@ fn instances_are_managed_in_nacos_3_s_shapes() {
             "PUT",
             "/nacos/v3/admin/ns/cluster",
             &format!(
-                "{named}&clusterName=P&useInstancePort4Check=true&healthChecker={}",
+                "{kept}&clusterName=P&useInstancePort4Check=true&healthChecker={}",
                 enc(r#"{"type":"NONE"}"#)
             ),
         ),
@@ -545,19 +553,15 @@ fn instances_are_managed_in_nacos_3_s_shapes() {
     );
     let health = "/nacos/v3/admin/ns/health/instance";
     assert_eq!(
-        data(node.call_form("PUT", health, &format!("{}&healthy=false", at(8082, "P")))),
+        data(node.call_form("PUT", health, &format!("{}&healthy=false", pat(8082, "P")))),
         "ok"
     );
-    let healthy = data(node.call("GET", &format!("{list}&healthyOnly=true")));
-    assert!(
-        healthy
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|h| h["port"] != 8082),
-        "{healthy}"
-    );
-    names_field(node.call_form("PUT", health, &at(8082, "P")), "healthy");
+    let healthy = data(node.call("GET", &format!("{INSTANCE}/list?{kept}&healthyOnly=true")));
+    assert_eq!(healthy, json!([]), "{healthy}");
+    let all = data(node.call("GET", &format!("{INSTANCE}/list?{kept}")));
+    assert_eq!(all[0]["port"], 8082, "{all}");
+    assert_eq!(all[0]["healthy"], false, "{all}");
+    names_field(node.call_form("PUT", health, &pat(8082, "P")), "healthy");
     // An ephemeral instance's health follows its beats.
     node.call_form("PUT", health, &format!("{}&healthy=false", at(8081, "B")))
         .expect(400);
