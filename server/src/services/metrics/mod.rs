@@ -580,7 +580,7 @@ impl Metrics {
 
     /// Counts a gRPC request of type `kind` (unknown types are counted together).
     pub fn grpc_request(&self, kind: &str) {
-        const KNOWN: [&str; 13] = [
+        const KNOWN: [&str; 15] = [
             "ServerCheckRequest",
             "HealthCheckRequest",
             "InstanceRequest",
@@ -594,6 +594,8 @@ impl Metrics {
             "ConfigPublishRequest",
             "ConfigRemoveRequest",
             "ConfigBatchListenRequest",
+            "NamingFuzzyWatchRequest",
+            "ConfigFuzzyWatchRequest",
         ];
         let kind = KNOWN
             .iter()
