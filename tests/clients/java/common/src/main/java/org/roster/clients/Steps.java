@@ -9,7 +9,8 @@ import java.util.function.Supplier;
 /**
  * A scenario's report: one JSON object per step on stdout ({"step":…,"ok":true,…}); a failed
  * step prints "ok":false with its reason, a "FAIL step: reason" line on stderr, and ends the
- * process with status 1. A watchdog ends it with status 3. The clients' own logs must not
+ * process with status 1 ({@link #fail}), or, for a scenario whose test judges every step,
+ * prints "ok":false and goes on ({@link #failed}). A watchdog ends it with status 3. The clients' own logs must not
  * go to stdout: {@link #capture()} keeps the real stdout for the steps and points
  * System.out at stderr.
  */
