@@ -7,6 +7,7 @@
 mod dubbo;
 mod eureka;
 mod fuzzy;
+mod maintainer;
 mod nacos_client;
 mod spring_cloud;
 

@@ -9,7 +9,8 @@ import java.util.function.Supplier;
 /**
  * A scenario's report: one JSON object per step on stdout ({"step":…,"ok":true,…}); a failed
  * step prints "ok":false with its reason, a "FAIL step: reason" line on stderr, and ends the
- * process with status 1. A watchdog ends it with status 3. The clients' own logs must not
+ * process with status 1 ({@link #fail}), or, for a scenario whose test judges every step,
+ * prints "ok":false and goes on ({@link #failed}). A watchdog ends it with status 3. The clients' own logs must not
  * go to stdout: {@link #capture()} keeps the real stdout for the steps and points
  * System.out at stderr.
  */
@@ -44,6 +45,20 @@ public final class Steps {
         Map<String, Object> line = new LinkedHashMap<>();
         line.put("step", name);
         line.put("ok", true);
+        for (int i = 0; i + 1 < fields.length; i += 2) {
+            line.put(String.valueOf(fields[i]), fields[i + 1]);
+        }
+        emit(line);
+    }
+
+    /**
+     * Prints a step that did not pass, "ok":false with its fields, and goes on: for a
+     * scenario whose every call is judged by the test, an error included.
+     */
+    public static void failed(String name, Object... fields) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("step", name);
+        line.put("ok", false);
         for (int i = 0; i + 1 < fields.length; i += 2) {
             line.put(String.valueOf(fields[i]), fields[i + 1]);
         }
