@@ -537,3 +537,75 @@ fn refused_grpc_writes_are_in_the_audit_trail() {
     let instance = "127.0.0.1#7070#DEFAULT#DEFAULT_GROUP@@refused";
     assert_eq!(entries[1]["resource"], instance);
 }
+
+#[test]
+fn v3_writes_and_refused_reads_are_in_the_audit_trail() {
+    let node = Node::start();
+    let ns = unique("audit-v3");
+    let ns = ns.as_str();
+    node.call_form(
+        "POST",
+        "/nacos/v3/admin/core/namespace",
+        &format!("namespaceId={ns}&namespaceName=audited"),
+    )
+    .expect(200);
+    let service = unique("v3-orders");
+    let instance = format!(
+        "namespaceId={ns}&groupName=DEFAULT_GROUP&serviceName={service}&ip=127.0.0.1&port=8080"
+    );
+    node.call_form("POST", "/nacos/v3/client/ns/instance", &instance)
+        .expect(200);
+    // Lists clients poll: not audited.
+    node.call(
+        "GET",
+        &format!("/nacos/v3/client/ns/instance/list?namespaceId={ns}&groupName=DEFAULT_GROUP&serviceName={service}"),
+    )
+    .expect(200);
+    node.call_form(
+        "POST",
+        "/nacos/v3/admin/cs/config",
+        &format!("namespaceId={ns}&groupName=G&dataId=app.yaml&content=a: 1"),
+    )
+    .expect(200);
+    // A reader refused: audited as forbidden, with its target.
+    create_user(&node, "v3-reader", "v3-reader-pass");
+    let token = node
+        .raw(
+            "POST",
+            "/nacos/v3/auth/user/login",
+            &[],
+            Some("username=v3-reader&password=v3-reader-pass"),
+        )
+        .expect(200)
+        .json()["accessToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refused = node.raw(
+        "GET",
+        &format!("/nacos/v3/admin/cs/config?namespaceId={ns}&groupName=G&dataId=app.yaml"),
+        &[("accesstoken", &token)],
+        None,
+    );
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let s = |a: &str, status: u64| (a.to_string(), status);
+    let trail = trail_of(
+        &node,
+        ns,
+        &[
+            s("/nacos/v3/admin/cs/config", 403),
+            s("/nacos/v3/admin/cs/config", 200),
+            s("/nacos/v3/client/ns/instance", 200),
+            s("/nacos/v3/admin/core/namespace", 200),
+        ],
+    );
+    let entries = trail["entries"].as_array().unwrap();
+    assert_eq!(entries[0]["user"], "v3-reader", "{trail}");
+    assert_eq!(entries[0]["resource"], "config:G/app.yaml", "{trail}");
+    assert_eq!(entries[1]["resource"], "config:G/app.yaml", "{trail}");
+    assert_eq!(
+        entries[2]["resource"],
+        format!("127.0.0.1#8080#DEFAULT#DEFAULT_GROUP@@{service}"),
+        "{trail}"
+    );
+}

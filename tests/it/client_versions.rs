@@ -135,6 +135,7 @@ fn the_readme_names_the_client_versions_the_tests_build() {
     // Every Java client line the Maven build pins has its row.
     for coordinate in [
         "com.alibaba.nacos:nacos-client",
+        "com.alibaba.nacos:nacos-maintainer-client",
         "com.alibaba.cloud:spring-cloud-alibaba-dependencies",
         "org.springframework.cloud:spring-cloud-dependencies",
         "org.apache.dubbo:dubbo",

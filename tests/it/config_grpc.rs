@@ -67,6 +67,7 @@ fn config_flow(server: &str, writer: &str, data_id: &str) -> Vec<Value> {
             "get",
             "push",
             "cas",
+            "gray",
             "bad_input",
             "remove",
             "sdk_log",
@@ -134,6 +135,16 @@ impl ConfigChangeListener for Heard {
 
 impl Heard {
     /// Waits up to `timeout` for `content`.
+    /// How many times `content` was heard.
+    fn count(&self, content: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| *c == content)
+            .count()
+    }
+
     async fn wait_for(&self, content: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
@@ -229,11 +240,43 @@ fn the_rust_nacos_sdk_publishes_reads_listens_and_compares_and_sets() {
         let got = reader.get_config(id(), group()).await.expect("get_config");
         assert_eq!(got.content(), "k=cas");
 
-        // What roster does not keep is refused, naming the field.
+        // A beta for another address: this reader still reads the formal content. Then
+        // one for this machine's (the reader's): it hears and reads the beta; stopping the
+        // beta gives it the formal content again.
+        let elsewhere = writer
+            .publish_config_beta(id(), group(), "k=far".into(), None, "127.0.0.9".into())
+            .await;
+        assert!(matches!(elsewhere, Ok(true)), "{elsewhere:?}");
+        let before = heard.count("k=cas");
         let beta = writer
             .publish_config_beta(id(), group(), "k=beta".into(), None, "127.0.0.1".into())
             .await;
-        assert!(format!("{beta:?}").contains("betaIps"), "{beta:?}");
+        assert!(matches!(beta, Ok(true)), "{beta:?}");
+        assert!(
+            heard.wait_for("k=beta", Duration::from_secs(5)).await,
+            "the beta was not heard: {:?}",
+            heard.0.lock().unwrap()
+        );
+        assert!(!heard.0.lock().unwrap().iter().any(|c| c == "k=far"));
+        let got = reader.get_config(id(), group()).await.expect("get_config");
+        assert_eq!(got.content(), "k=beta");
+        node.call(
+            "DELETE",
+            &format!("/nacos/v1/cs/configs?dataId={data_id}&group={GROUP}&beta=true"),
+        )
+        .expect(200);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while heard.count("k=cas") == before && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            heard.count("k=cas"),
+            before + 1,
+            "{:?}",
+            heard.0.lock().unwrap()
+        );
+
+        // What roster does not keep is refused, naming the field.
         let bad = writer
             .publish_config("a b".into(), group(), "k=1".into(), None)
             .await;

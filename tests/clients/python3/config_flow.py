@@ -29,6 +29,8 @@ Steps:
   cas          publish round 3 with the md5 of round 2 (the stored one): True; then
                round 4 with that now stale md5: refused (NacosException or False), and
                get_config still answers round 3
+  gray         a beta (beta_ips) for 127.0.0.9, then one for 127.0.0.1: the listener's
+               callback gets the second, never the first, and get_config answers it
   bad_input    a publish with dataId "a b": refused with errorCode 400 and a message
                naming 'dataId'
   remove       remove_config: True; get_config then answers "" (not found), and the
@@ -259,6 +261,23 @@ async def flow(args, state):
         raise CheckFailed(step, f"after the refused compare-and-set get_config answered {got!r}, "
                           "want round 3")
     emit(step, stale=refused)
+
+    step = "gray"
+    # A beta for another address leaves the listener with round 3; one for its own
+    # (127.0.0.1) reaches its callback and its reads (the removal below removes it too).
+    for ips, text in (("127.0.0.9", "gray=far"), ("127.0.0.1", "gray=near")):
+        ok = await call(step, f"publish_config (beta_ips={ips})", writer.publish_config(
+            ConfigParam(data_id=args.data_id, group=args.group, content=text, beta_ips=ips)))
+        if ok is not True:
+            raise CheckFailed(step, f"a beta publish to {ips} returned {ok!r}, want True")
+    waited = await callbacks.wait_for("gray=near", args.max_push_ms / 1000)
+    if waited is None:
+        raise CheckFailed(step, "the callback did not get the beta for its address",
+                          got=callbacks.contents)
+    got = await read_until(step, listener, item, "gray=near")
+    if got != "gray=near" or "gray=far" in callbacks.contents:
+        raise CheckFailed(step, f"get_config answered {got!r}; callbacks {callbacks.contents}")
+    emit(step, latency_ms=waited)
 
     step = "bad_input"
     try:

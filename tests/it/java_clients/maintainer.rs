@@ -635,6 +635,19 @@ fn config(steps: &[Value], data_id: &str, namespace: &str) {
     let ids = field_of(answer(steps, "history_configs"), "dataId");
     assert!(ids.contains(&data_id.to_string()), "{ids:?}");
 
+    // The description and tags changed, the content not.
+    assert_eq!(answer(steps, "config_metadata"), &json!(true));
+    let described = answer(steps, "config_get_metadata");
+    assert_eq!(
+        (
+            &described["desc"],
+            &described["configTags"],
+            &described["content"]
+        ),
+        (&json!("described"), &json!("t3"), &json!("k: v2")),
+        "{described}"
+    );
+
     // A beta for one address, read, stopped.
     assert_eq!(answer(steps, "beta_publish"), &json!(true));
     let beta = answer(steps, "beta_get");
@@ -698,9 +711,8 @@ fn unserved(node: &Node, steps: &[Value]) {
     );
     assert_eq!(r.status, 501, "{}", r.body);
     assert_eq!(r.json()["message"], json!("not served by roster"));
-    // Newer than roster's table: item metadata and plugins.
+    // Newer than roster's table: plugins.
     for name in [
-        "config_metadata",
         "plugin_list",
         "plugin_detail",
         "plugin_availability",

@@ -313,15 +313,19 @@ impl GrpcServer {
             .as_deref()
             .and_then(|g| g.strip_prefix("tag_"))
             .map(str::to_string);
-        Ok(json!({
+        let mut answer = json!({
             "content": &*served.content,
             "md5": served.md5,
             "contentType": served.r#type,
             "lastModified": served.modified_ms,
             "encryptedDataKey": "",
             "beta": served.gray.as_deref() == Some(BETA),
-            "tag": tag,
-        }))
+        });
+        // Nacos leaves out what is null (its Jackson `NON_NULL`); SDKs read `tag` as text.
+        if let Some(tag) = tag {
+            answer["tag"] = Value::String(tag);
+        }
+        Ok(answer)
     }
 
     /// Publishes what a `ConfigPublishRequest` carries, through Raft, as `by` from `from`.

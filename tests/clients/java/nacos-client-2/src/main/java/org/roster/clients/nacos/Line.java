@@ -28,6 +28,8 @@ final class Line {
 
     /** Whether the client can fuzzy watch (Nacos 3): not this line. */
     static final boolean FUZZY = false;
+    /** Whether the client carries Nacos 3's config gray label (`nacos.config.gray.label`). */
+    static final boolean GRAY_LABEL = false;
 
     static List<String> fuzzyWatchServices(NamingService naming, String servicePattern, String groupPattern,
             Consumer<Map<String, String>> heard) {

@@ -37,6 +37,8 @@ final class Line {
 
     /** Whether the client can fuzzy watch (Nacos 3). */
     static final boolean FUZZY = true;
+    /** Whether the client carries Nacos 3's config gray label (`nacos.config.gray.label`). */
+    static final boolean GRAY_LABEL = true;
 
     /**
      * Fuzzy watches the services {@code servicePattern} and {@code groupPattern} match; each

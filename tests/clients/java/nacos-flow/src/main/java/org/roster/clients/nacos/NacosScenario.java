@@ -93,6 +93,11 @@ public final class NacosScenario {
                 Steps.watchdog(Duration.ofSeconds(300));
                 s.stay(Integer.parseInt(args.getOrDefault("ips", "1")));
             }
+            case "gray" -> {
+                Steps.watchdog(Duration.ofSeconds(120));
+                Steps.check("args", args.containsKey("data-id"), "--data-id is required");
+                s.gray();
+            }
             case "fuzzy" -> {
                 Steps.watchdog(Duration.ofSeconds(120));
                 Steps.check("args", Line.FUZZY, Line.NAME + " has no fuzzy watch");
@@ -139,6 +144,10 @@ public final class NacosScenario {
         // fuzzy watch's request, submitted to that pool, never runs (the client's, not the
         // server's: the same against Nacos). Four threads leave room.
         p.setProperty("clientWorkerThreadCount", "4");
+        // Nacos 3's gray label: config gray versions tagged with it are this client's.
+        if (Line.GRAY_LABEL && args.containsKey("gray-label")) {
+            p.setProperty("nacos.config.gray.label", args.get("gray-label"));
+        }
         return p;
     }
 
@@ -678,5 +687,82 @@ public final class NacosScenario {
         naming.shutDown();
         config.shutDown();
         Steps.step("done");
+    }
+
+    /**
+     * Gray releases of one item, published over HTTP v1 while the client listens: a beta
+     * for another address leaves it the formal content; a beta for its own (127.0.0.1)
+     * reaches its listener and its reads, and stopping the beta brings the formal content
+     * back; with {@code --gray-label} (3.x), a tag version for that label the same way.
+     */
+    private void gray() throws Exception {
+        String dataId = args.get("data-id");
+        String formal = "stage: formal";
+        connect();
+        Steps.step("connect", "client", Line.NAME, "version", VersionUtils.version);
+        http.must("formal", "POST", "/nacos/v1/cs/configs",
+                RosterHttp.params("dataId", dataId, "group", GROUP, "content", formal));
+        List<String> heard = java.util.Collections.synchronizedList(new ArrayList<>());
+        String first = config.getConfigAndSignListener(dataId, GROUP, 5000, new Listener() {
+            @Override
+            public Executor getExecutor() {
+                return null;
+            }
+
+            @Override
+            public void receiveConfigInfo(String content) {
+                heard.add(content);
+            }
+        });
+        Steps.check("listening", formal.equals(first), "read " + first);
+        Steps.step("listening", "content", first);
+
+        // A beta for another address: this client reads and hears the formal content.
+        http.must("beta_elsewhere", "POST", "/nacos/v1/cs/configs", RosterHttp.params("dataId", dataId,
+                "group", GROUP, "content", "stage: far", "betaIps", "127.0.0.9"));
+        String read = config.getConfig(dataId, GROUP, 5000);
+        Steps.check("beta_elsewhere", formal.equals(read), "read " + read);
+        // A beta for this client's address: heard and read; stopped, the formal content again.
+        http.must("beta", "POST", "/nacos/v1/cs/configs", RosterHttp.params("dataId", dataId,
+                "group", GROUP, "content", "stage: beta", "betaIps", "127.0.0.1,127.0.0.9"));
+        long took = waitFor("beta", Duration.ofSeconds(15),
+                () -> heard.contains("stage: beta") ? null : "heard " + heard);
+        read = config.getConfig(dataId, GROUP, 5000);
+        Steps.check("beta", "stage: beta".equals(read), "read " + read);
+        Steps.check("beta_elsewhere", !heard.contains("stage: far"), "heard " + heard);
+        Steps.step("beta", "ms", took);
+        http.must("beta_stopped", "DELETE", "/nacos/v1/cs/configs",
+                RosterHttp.params("dataId", dataId, "group", GROUP, "beta", "true"));
+        took = waitFor("beta_stopped", Duration.ofSeconds(15),
+                () -> formal.equals(last(heard)) ? null : "heard " + heard);
+        read = config.getConfig(dataId, GROUP, 5000);
+        Steps.check("beta_stopped", formal.equals(read), "read " + read);
+        Steps.step("beta_stopped", "ms", took);
+
+        // A tag version for this client's gray label (3.x): the same.
+        if (Line.GRAY_LABEL && args.containsKey("gray-label")) {
+            String label = args.get("gray-label");
+            http.must("label", "POST", "/nacos/v1/cs/configs", RosterHttp.params("dataId", dataId,
+                    "group", GROUP, "content", "stage: " + label, "tag", label));
+            took = waitFor("label", Duration.ofSeconds(15),
+                    () -> heard.contains("stage: " + label) ? null : "heard " + heard);
+            read = config.getConfig(dataId, GROUP, 5000);
+            Steps.check("label", ("stage: " + label).equals(read), "read " + read);
+            Steps.step("label", "ms", took);
+            http.must("label_removed", "DELETE", "/nacos/v1/cs/configs",
+                    RosterHttp.params("dataId", dataId, "group", GROUP, "tag", label));
+            took = waitFor("label_removed", Duration.ofSeconds(15),
+                    () -> formal.equals(last(heard)) ? null : "heard " + heard);
+            Steps.step("label_removed", "ms", took);
+        }
+        config.shutDown();
+        Steps.step("done", "heard", heard);
+    }
+
+    /** The newest of {@code heard}, or null. */
+    private static String last(List<String> heard) {
+        synchronized (heard) {
+            return heard.isEmpty() ? null : heard.get(heard.size() - 1);
+        }
     }
 }

@@ -227,7 +227,6 @@ public final class MaintainerScenario {
         call("config_search_detail", () -> m.searchConfigs("", "", PUBLIC, "v2", null));
         call("config_listeners", () -> m.getListeners(dataId, GROUP, PUBLIC, true));
         call("listeners_by_ip", () -> m.getAllSubClientConfigByIp(IP, true, PUBLIC, true));
-        call("config_metadata", () -> m.updateConfigMetadata(dataId, GROUP, PUBLIC, "described", "t3"));
 
         Page<ConfigHistoryBasicInfo> history = call("history_list",
                 () -> m.listConfigHistory(dataId, GROUP, PUBLIC, 1, 10));
@@ -257,6 +256,9 @@ public final class MaintainerScenario {
         clone.setTargetDataId(dataId + ".clone");
         call("config_clone", () -> m.cloneConfig(namespace, List.of(clone), "maint-user", SameConfigPolicy.ABORT));
         ConfigDetailInfo cloned = call("config_get_clone", () -> m.getConfig(dataId + ".clone", GROUP, namespace));
+
+        call("config_metadata", () -> m.updateConfigMetadata(dataId, GROUP, PUBLIC, "described", "t3"));
+        call("config_get_metadata", () -> m.getConfig(dataId, GROUP, PUBLIC));
 
         // The item stays, for the test to read over v1; another one goes.
         call("config_publish_gone", () -> m.publishConfig(dataId + ".gone", GROUP, PUBLIC, "gone"));

@@ -20,6 +20,12 @@
 //! - The history's namespace listing holds the items that have versions, deleted ones
 //!   among them, as v1's does.
 
+mod history;
+mod moves;
+
+use history::{history_configs, history_get, history_list, history_previous};
+use moves::{clone_items, export, import};
+
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
 use axum::handler::Handler;
@@ -38,7 +44,10 @@ use crate::faces::http::params::Params;
 use crate::services::configs::archive::ArchivedItem;
 use crate::services::configs::gray::{Gray, BETA};
 use crate::services::configs::listeners::ListenerList;
-use crate::services::configs::validate::{check_config_group, check_data_id, check_tenant};
+use crate::services::configs::validate::{
+    check_config_group, check_data_id, check_tags, check_tenant, check_text, MAX_DESC,
+};
+use crate::services::configs::writes::Draft;
 use crate::services::configs::{namespace_of, ConfigItem, ConfigKey, Op, Search, Version};
 use crate::state::AppState;
 use roster_registry::wire::page;
@@ -60,6 +69,7 @@ pub(super) fn serve(op: V3, req: Request, state: AppState) -> Answer {
         V3::ConfigGet => Handler::call(get, req, state),
         V3::ConfigPublish => Handler::call(publish, req, state),
         V3::ConfigDelete => Handler::call(delete, req, state),
+        V3::ConfigMetadata => Handler::call(metadata, req, state),
         V3::ConfigBatchDelete => Handler::call(delete_by_ids, req, state),
         V3::ConfigList => Handler::call(list, req, state),
         V3::ConfigListeners => Handler::call(listeners, req, state),
@@ -285,6 +295,46 @@ async fn publish(
     answer(published.await.map(|()| Value::Bool(true)))
 }
 
+/// `PUT /config/metadata`: the item's description (`desc`) and tags (`configTags`), its
+/// content left as it is (a version in its history, as every write); `true`. 404 (code
+/// 20004) when there is no such item; 409 when its content changes meanwhile.
+#[tracing::instrument(skip_all)]
+async fn metadata(
+    State(state): State<AppState>,
+    caller: Caller,
+    source: Source,
+    params: Params,
+) -> Response {
+    let updated = async {
+        let key = item_of(&params)?;
+        let desc = params.get("desc");
+        if let Some(d) = desc {
+            check_text("desc", d, MAX_DESC)?;
+        }
+        let tags = params
+            .get("configTags")
+            .map(|raw| check_tags("configTags", raw))
+            .transpose()?;
+        let (content, md5) = state
+            .configs
+            .with(&key, |item| (item.content.to_string(), item.md5.clone()))
+            .ok_or_else(|| Error::not_found(NO_CONFIG))?;
+        let draft = Draft {
+            content,
+            desc: desc.map(str::to_string),
+            tags,
+            // Only over the content read here: a publication meanwhile is not undone.
+            cas_md5: Some(md5),
+            ..Draft::default()
+        };
+        state
+            .config_writes()
+            .publish(key, draft, &caller.0.username, &source.0)
+            .await
+    };
+    answer(updated.await.map(|()| Value::Bool(true)))
+}
+
 /// `DELETE`: removes (what is not there too); `true`.
 #[tracing::instrument(skip_all)]
 async fn delete(
@@ -456,216 +506,6 @@ async fn stop_beta(
             .await
     };
     answer(stopped.await.map(|()| Value::Bool(true)))
-}
-
-/// `POST /config/import?namespaceId=&policy=ABORT|SKIP|OVERWRITE`: the archive (the
-/// multipart field `file`, or the whole body) imported as v1 imports it; `data`:
-/// `{succCount, skipCount, failData, skipData}`. For admins.
-#[tracing::instrument(skip_all)]
-async fn import(
-    State(state): State<AppState>,
-    caller: Caller,
-    source: Source,
-    headers: HeaderMap,
-    params: Params,
-    request: Request,
-) -> Response {
-    let imported = async {
-        let tenant = tenant_of(&params, NAMESPACE)?;
-        let policy = Policy::of(&params)?;
-        let body = request.into_body();
-        config_zip::import_into(&state, &caller, &source, tenant, policy, &headers, body).await
-    };
-    answer(imported.await)
-}
-
-/// `GET /config/export?namespaceId=&dataId=&groupName=&appName=&ids=`: the items the
-/// caller may read, as a zip archive (an error in the envelope).
-async fn export(State(state): State<AppState>, caller: Caller, params: Params) -> Response {
-    config_zip::export_in(&state, &caller, &params, NAMESPACE, GROUP).unwrap_or_else(failure)
-}
-
-/// One entry of a clone order (Nacos' `ConfigCloneInfo`).
-#[derive(Debug, PartialEq, Eq)]
-struct CloneOrder {
-    /// The id of the item copied.
-    config_id: u64,
-    /// Its group in the target namespace (absent: its own).
-    group: Option<String>,
-    /// Its dataId there (absent: its own).
-    data_id: Option<String>,
-}
-
-/// A clone order: a JSON list of `{configId, targetGroupName, targetDataId}` (ids as
-/// numbers or strings; `null` entries passed over), each target name checked.
-fn clone_orders(body: &[u8]) -> Result<Vec<CloneOrder>, Error> {
-    const SHAPE: &str = "it should be a JSON list of {configId, targetGroupName, targetDataId}";
-    let orders: Value = serde_json::from_slice(body)
-        .map_err(|e| Error::illegal("body", format!("{SHAPE}: {e}")))?;
-    let Value::Array(orders) = orders else {
-        return Err(Error::illegal("body", format!("{SHAPE}.")));
-    };
-    orders
-        .iter()
-        .filter(|o| !o.is_null())
-        .map(|o| {
-            let id = match &o["configId"] {
-                Value::Number(n) => n.as_u64(),
-                Value::String(s) => s.trim().parse().ok(),
-                _ => None,
-            };
-            let config_id = id.ok_or_else(|| {
-                Error::illegal("configId", format!("{} is not an item id.", o["configId"]))
-            })?;
-            let name = |field: &str| -> Result<Option<String>, Error> {
-                match &o[field] {
-                    Value::Null => Ok(None),
-                    Value::String(s) if s.trim().is_empty() => Ok(None),
-                    Value::String(s) => Ok(Some(s.clone())),
-                    _ => Err(Error::illegal(field, "it should be a string.")),
-                }
-            };
-            let group = name("targetGroupName")?;
-            if let Some(g) = &group {
-                check_config_group("targetGroupName", g)?;
-            }
-            let data_id = name("targetDataId")?;
-            if let Some(d) = &data_id {
-                check_data_id("targetDataId", d)?;
-            }
-            Ok(CloneOrder {
-                config_id,
-                group,
-                data_id,
-            })
-        })
-        .collect()
-}
-
-/// `POST /config/clone?namespaceId=&policy=`, the body a clone order ([`clone_orders`]):
-/// copies the items of those ids into `namespaceId` (each under its target group and
-/// dataId, else its own), their content, type, application and description, as an
-/// import places them; `data`: `{succCount, skipCount, failData, skipData}`. For admins.
-#[tracing::instrument(skip_all)]
-async fn clone_items(
-    State(state): State<AppState>,
-    caller: Caller,
-    source: Source,
-    params: Params,
-    request: Request,
-) -> Response {
-    let cloned = async {
-        let tenant = params.required(NAMESPACE)?;
-        check_tenant(NAMESPACE, tenant)?;
-        let policy = Policy::of(&params)?;
-        let body = to_bytes(request.into_body(), MAX_CLONE_BODY)
-            .await
-            .map_err(|_| {
-                Error::new(
-                    crate::error::ErrorKind::TooLarge,
-                    format!("the clone order exceeds {MAX_CLONE_BODY} bytes"),
-                )
-            })?;
-        let orders = clone_orders(&body)?;
-        if orders.is_empty() {
-            return Err(Error::illegal("body", "no configuration item is selected."));
-        }
-        // The items as the leader's commit has them when the call came.
-        state.store.read_barrier().await?;
-        let order_of = |item: &ConfigItem| orders.iter().find(|o| o.config_id == item.id);
-        let found = state.configs.search(
-            &Search::default(),
-            |_, item| order_of(item).is_some(),
-            1,
-            usize::MAX,
-        );
-        if found.items.is_empty() {
-            return Err(Error::not_found("none of the selected items exists"));
-        }
-        let items: Vec<ArchivedItem> = found
-            .items
-            .iter()
-            .filter_map(|(key, item)| {
-                let order = order_of(item)?;
-                Some(ArchivedItem {
-                    group: order.group.clone().unwrap_or_else(|| key.group.clone()),
-                    data_id: order.data_id.clone().unwrap_or_else(|| key.data_id.clone()),
-                    content: item.content.to_string(),
-                    r#type: item.r#type.clone(),
-                    app_name: item.app_name.clone(),
-                    desc: item.desc.clone(),
-                })
-            })
-            .collect();
-        config_zip::place(&state, &caller, &source, tenant, &items, policy, "body").await
-    };
-    answer(cloned.await)
-}
-
-/// `GET /history/list`: a page of the item's versions, newest first,
-/// `Page<ConfigHistoryBasicInfo>`.
-async fn history_list(State(state): State<AppState>, params: Params) -> Response {
-    answer((|| {
-        let key = item_of(&params)?;
-        let (page_no, page_size) = paging(&params)?;
-        let versions = state.configs.history(&key);
-        let total = versions.len();
-        let rows = page(versions, page_no, page_size)
-            .iter()
-            .map(|v| version(&key, v, false))
-            .collect();
-        Ok(page_of(total, page_no, page_size, rows))
-    })())
-}
-
-/// `GET /history?nid=`: that version of the item, `ConfigHistoryDetailInfo` (404 when
-/// the item has no such version).
-async fn history_get(State(state): State<AppState>, params: Params) -> Response {
-    answer((|| {
-        let key = item_of(&params)?;
-        let id = id_of(&params, "nid")?;
-        let v = state.configs.version(&key, id).ok_or_else(|| {
-            Error::not_found(format!("certain config history for nid = {id} not exist"))
-        })?;
-        Ok(version(&key, &v, true))
-    })())
-}
-
-/// `GET /history/previous?id=`: the version before version `id`, in detail (404 when
-/// there is none).
-async fn history_previous(State(state): State<AppState>, params: Params) -> Response {
-    answer((|| {
-        let key = item_of(&params)?;
-        let id = id_of(&params, "id")?;
-        let v = state.configs.previous(&key, id).ok_or_else(|| {
-            Error::not_found(format!("previous config history for id = {id} not exist"))
-        })?;
-        Ok(version(&key, &v, true))
-    })())
-}
-
-/// `GET /history/configs?namespaceId=`: the items of the namespace that have versions
-/// (removed ones among them) that the caller may read, `[ConfigBasicInfo]`.
-async fn history_configs(
-    State(state): State<AppState>,
-    caller: Caller,
-    params: Params,
-) -> Response {
-    answer(tenant_of(&params, NAMESPACE).map(|tenant| {
-        let rows: Vec<Value> = state
-            .configs
-            .keys_with_history(namespace_of(tenant))
-            .iter()
-            .filter(|key| caller.may_read_config(&state, key))
-            .filter_map(
-                |key| match state.configs.with(key, |item| basic(key, item)) {
-                    Some(row) => Some(row),
-                    None => removed(key, &state.configs.history(key)),
-                },
-            )
-            .collect();
-        Value::Array(rows)
-    }))
 }
 
 /// `GET /nacos/v3/admin/cs/listener?ip=&all=&namespaceId=`: what the clients at `ip`
@@ -888,57 +728,5 @@ mod tests {
         headers.insert("betaips", "not-an-ip".parse().unwrap());
         let e = rule(&headers, "").unwrap_err();
         assert!(e.message.contains("'betaIps'"), "{e}");
-    }
-
-    #[test]
-    fn a_clone_order_is_a_list_of_ids_and_checked_targets() {
-        let orders = clone_orders(
-            br#"[{"configId":7},null,{"configId":"8","targetGroupName":"G2","targetDataId":"b"},
-                {"configId":9,"targetGroupName":"","targetDataId":null}]"#,
-        )
-        .unwrap();
-        assert_eq!(
-            orders,
-            [
-                CloneOrder {
-                    config_id: 7,
-                    group: None,
-                    data_id: None
-                },
-                CloneOrder {
-                    config_id: 8,
-                    group: Some("G2".into()),
-                    data_id: Some("b".into())
-                },
-                CloneOrder {
-                    config_id: 9,
-                    group: None,
-                    data_id: None
-                },
-            ]
-        );
-        assert!(clone_orders(b"[]").unwrap().is_empty());
-        for (body, field) in [
-            (&br#"{"configId":7}"#[..], "body"),
-            (b"not json", "body"),
-            (br#"[{"configId":-1}]"#, "configId"),
-            (br#"[{"targetDataId":"b"}]"#, "configId"),
-            (br#"[{"configId":1,"targetDataId":"a b"}]"#, "targetDataId"),
-            (
-                br#"[{"configId":1,"targetGroupName":"g/h"}]"#,
-                "targetGroupName",
-            ),
-            (
-                br#"[{"configId":1,"targetGroupName":3}]"#,
-                "targetGroupName",
-            ),
-        ] {
-            let e = clone_orders(body).unwrap_err();
-            assert!(
-                e.message.contains(&format!("'{field}'")),
-                "{}: {e}",
-                String::from_utf8_lossy(body)
-            );
-        }
     }
 }
