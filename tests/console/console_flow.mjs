@@ -11,6 +11,7 @@
 //   2 unexpected error (same report)
 //   3 the whole-run watchdog fired
 import { chromium } from 'playwright-core';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -74,6 +75,11 @@ const SVC = args.service;
 // A service whose one instance is unhealthy (127.0.0.1:1, a closed port), for the
 // services page's "unhealthy instances" filter.
 const SVC_SICK = `${args.service}-sick`;
+// The clients page: an ephemeral instance of it registered over v1 HTTP (an address
+// client), and a v1 UDP subscriber of it, both at CLIENT_IP.
+const SVC_CLIENTS = `${args.service}-clients`;
+const CLIENT_IP = '127.0.0.3';
+const CLIENT_APP = `${args.namespace}-app`;
 const GROUP = 'DEFAULT_GROUP';
 const PORT = Number(args.server.split(':').pop());
 const ADDR = `127.0.0.1:${PORT}`;
@@ -1575,6 +1581,115 @@ async function main() {
     check(shown === r.json.truncated, `the page ${shown ? 'says' : 'does not say'} truncated; the API says ${r.json.truncated}`);
     await shot('audit');
     return { rowsOnFirstPage: rows.length, entriesOfUser: r.json.entries.length, truncated: shown };
+  });
+
+  await step('clients', async () => {
+    // An address client publishing an instance (v1, ephemeral, beating), and another
+    // subscribed over UDP (a push-capable agent, at a socket of this process).
+    await api('POST', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC_CLIENTS, ip: CLIENT_IP, port: PORT, ephemeral: true });
+    const beat = () =>
+      api('PUT', '/nacos/v1/ns/instance/beat', {
+        namespaceId: NS,
+        serviceName: `${GROUP}@@${SVC_CLIENTS}`,
+        beat: JSON.stringify({ ip: CLIENT_IP, port: PORT, serviceName: `${GROUP}@@${SVC_CLIENTS}`, cluster: 'DEFAULT' }),
+      });
+    const udp = dgram.createSocket('udp4');
+    await new Promise((resolve, reject) => {
+      udp.once('error', reject);
+      udp.bind(0, CLIENT_IP, resolve);
+    });
+    const udpPort = udp.address().port;
+    try {
+      const qs = new URLSearchParams({ namespaceId: NS, serviceName: SVC_CLIENTS, udpPort: String(udpPort), clientIP: CLIENT_IP, app: CLIENT_APP });
+      const sub = await fetch(`${BASE}/nacos/v1/ns/instance/list?${qs}`, {
+        headers: { Authorization: `Bearer ${apiToken}`, 'User-Agent': 'Nacos-Java-Client:v1.4.8' },
+        signal: AbortSignal.timeout(ACTION_MS),
+      });
+      check(sub.ok, `the UDP subscription answered ${sub.status}: ${await sub.text()}`);
+      const publisher = `${CLIENT_IP}:${PORT}#true`;
+      const subscriber = `${CLIENT_IP}:${udpPort}#true`;
+      const listed = (await api('GET', '/api/v1/clients', { ip: CLIENT_IP })).json.clients.map((c) => c.clientId).sort();
+      check(JSON.stringify(listed) === JSON.stringify([publisher, subscriber].sort()), `/api/v1/clients?ip=${CLIENT_IP} lists ${JSON.stringify(listed)}`);
+
+      // The page: searched by IP, both; by app name, the subscriber only.
+      await tid('nav-clients').click();
+      await expectUrl(/#\/clients$/, 'the clients menu');
+      await expectVisible(tid('clients-table'), 'the clients table');
+      const search = tid('clients-search');
+      const shown = () => page.locator('[data-testid="clients-table"] [data-testid="client-row"]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-client')).sort());
+      const expectRows = async (wanted, what) => {
+        const deadline = Date.now() + ACTION_MS;
+        let rows = [];
+        while (Date.now() < deadline) {
+          rows = await shown();
+          if (JSON.stringify(rows) === JSON.stringify([...wanted].sort())) return;
+          await page.waitForTimeout(200);
+        }
+        check(false, `${what}: the clients page shows ${JSON.stringify(rows)}, expected ${JSON.stringify(wanted)}`);
+      };
+      await search.fill(CLIENT_IP);
+      await expectRows([publisher, subscriber], `searching ${CLIENT_IP}`);
+      await search.fill(CLIENT_APP);
+      await expectRows([subscriber], `searching ${CLIENT_APP}`);
+      const subRow = page.locator(`[data-testid="client-row"][data-client="${subscriber}"]`);
+      await expectText(subRow.locator('[data-testid="client-app"]'), CLIENT_APP, 'the subscriber\'s app');
+      await expectText(subRow.locator('[data-testid="client-subscribed-count"]'), '1', 'the subscriber\'s subscriptions');
+      await search.fill(CLIENT_IP);
+      await expectRows([publisher, subscriber], `searching ${CLIENT_IP} again`);
+      await shot('clients');
+
+      // The publisher's detail: its instance, linked to its service's page.
+      await page.locator(`[data-testid="client-row"][data-client="${publisher}"] [data-testid="client-open"]`).click();
+      const detail = tid('client-detail');
+      // the drawer slides in: measured once it is all on the screen
+      const slidIn = () =>
+        page.waitForFunction(
+          () => {
+            const d = document.querySelector('.ant-drawer-content-wrapper');
+            return d !== null && Math.round(d.getBoundingClientRect().right) <= window.innerWidth;
+          },
+          null,
+          { timeout: ACTION_MS },
+        );
+      await expectVisible(detail, 'the client detail');
+      await slidIn();
+      await expectText(detail.locator('[data-testid="client-detail-id"]'), publisher, 'the client detail\'s id');
+      const link = detail.locator(`[data-testid="client-published"] [data-testid="client-service-link"][data-service="${SVC_CLIENTS}"]`);
+      await expectVisible(link, `service ${SVC_CLIENTS} among the published instances`);
+      await expectText(detail.locator('[data-testid="client-published"]'), new RegExp(`${CLIENT_IP.replace(/\./g, '\\.')}:${PORT}`), 'the published instance\'s address');
+      await beat();
+      await shot('client-detail');
+      // In Chinese (the drawer's mask covers the language switch: closed meanwhile).
+      const openPublisher = async () => {
+        await page.locator(`[data-testid="client-row"][data-client="${publisher}"] [data-testid="client-open"]`).click();
+        await expectVisible(detail, 'the client detail');
+        await slidIn();
+      };
+      await page.keyboard.press('Escape');
+      await expectHidden(detail, 'the client detail, closed');
+      await tid('lang-zh').click();
+      // the language switch's tooltip out of the picture
+      await page.mouse.move(0, VIEWPORT.height - 1);
+      await expectText(page.locator('.page-title h3'), '客户端', 'the clients page in Chinese');
+      await shot('clients-zh');
+      await openPublisher();
+      await expectText(page.locator('.ant-drawer-title'), '客户端', 'the client detail in Chinese');
+      await expectText(detail, /发布的实例（1）/, 'the published instances in Chinese');
+      await shot('client-detail-zh');
+      await page.keyboard.press('Escape');
+      await expectHidden(detail, 'the client detail, closed');
+      await tid('lang-en').click();
+      // The service link leads to the service's page.
+      await openPublisher();
+      await link.click();
+      await expectUrl(new RegExp(`#/service/${NS}/${GROUP}/${SVC_CLIENTS}$`), 'the published service\'s link');
+      await expectVisible(row(`${CLIENT_IP}:${PORT}`), `the instance ${CLIENT_IP}:${PORT} on its service's page`);
+      return { clients: listed, udpPort };
+    } finally {
+      udp.close();
+      await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC_CLIENTS, ip: CLIENT_IP, port: PORT, ephemeral: true }, { allowError: true });
+      await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_CLIENTS, groupName: GROUP }, { allowError: true });
+    }
   });
 
   await step('layout', async () => {

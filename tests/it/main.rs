@@ -11,6 +11,7 @@ mod calls;
 mod cli;
 mod client_versions;
 mod clients;
+mod clients_view;
 mod cluster;
 mod config_cluster;
 mod config_grpc;

@@ -4,6 +4,7 @@ import enUS from 'antd/locale/en_US';
 import zhCN from 'antd/locale/zh_CN';
 import {
   AppstoreOutlined,
+  ApiOutlined,
   AuditOutlined,
   ClusterOutlined,
   CloudServerOutlined,
@@ -38,6 +39,7 @@ import { PasswordDialog, UsersPage } from './pages/Users';
 import { RolesPage } from './pages/Roles';
 import { PermissionsPage } from './pages/Permissions';
 import { AuditPage } from './pages/Audit';
+import { ClientsPage } from './pages/Clients';
 import { NavRefresh, useDialog, useInterval } from './hooks';
 
 // The overview and its chart library load when first opened, so the login page stays small.
@@ -67,7 +69,7 @@ export function App() {
 }
 
 /** Pages only admins may open: their menu items are hidden from everyone else. */
-const ADMIN_PAGES = new Set(['sync', 'users', 'roles', 'permissions', 'audit']);
+const ADMIN_PAGES = new Set(['sync', 'clients', 'users', 'roles', 'permissions', 'audit']);
 
 /** Pages of one namespace: their menu items open the namespace last shown. */
 const PER_NAMESPACE = new Set(['services', 'configs']);
@@ -107,6 +109,7 @@ const titles: Record<string, MessageKey> = {
   configs: 'nav.configs',
   sync: 'nav.sync',
   cluster: 'nav.cluster',
+  clients: 'nav.clients',
   users: 'nav.users',
   roles: 'nav.roles',
   permissions: 'nav.permissions',
@@ -153,6 +156,7 @@ function Shell({ route }: { route: Route }) {
     item('configs', <FileTextOutlined />, 'nav.configs'),
     item('sync', <SyncOutlined />, 'nav.sync'),
     item('cluster', <ClusterOutlined />, 'nav.cluster'),
+    item('clients', <ApiOutlined />, 'nav.clients'),
     item('users', <TeamOutlined />, 'nav.users'),
     item('roles', <IdcardOutlined />, 'nav.roles'),
     item('permissions', <LockOutlined />, 'nav.permissions'),
@@ -284,6 +288,8 @@ function pageOf(top: string, route: Route): ReactNode {
       return <SyncPage />;
     case 'cluster':
       return <ClusterPage />;
+    case 'clients':
+      return <ClientsPage />;
     case 'users':
       return <UsersPage />;
     case 'roles':

@@ -391,6 +391,46 @@ export interface AuditAnswer {
   truncated: boolean;
 }
 
+/** A service a client publishes an instance of, as `GET /api/v1/clients` lists it. */
+export interface ClientPublished {
+  namespaceId: string;
+  groupName: string;
+  serviceName: string;
+  ip: string;
+  port: number;
+  clusterName: string;
+}
+
+/** A service a client subscribes to. */
+export interface ClientSubscribed {
+  namespaceId: string;
+  groupName: string;
+  serviceName: string;
+}
+
+/** A naming client of a node, as `GET /api/v1/clients` lists it. */
+export interface NamingClient {
+  clientId: string;
+  /** `connection` (gRPC) or `ipPort` (v1 beats, v1 UDP subscriptions) */
+  clientType: 'connection' | 'ipPort';
+  connectType?: string;
+  clientIp?: string;
+  clientPort?: number;
+  appName?: string | null;
+  version?: string | null;
+  lastUpdatedTime: number;
+  /** this node's own connection (or an address client it is responsible for), not a copy */
+  here: boolean;
+  published: ClientPublished[];
+  subscribed: ClientSubscribed[];
+}
+
+/** `GET /api/v1/clients`: the clients of the node that answers. */
+export interface ClientsAnswer {
+  node: number;
+  clients: NamingClient[];
+}
+
 /** An instant as the config API writes it: Unix milliseconds, or an ISO 8601 text. */
 export type Instant = number | string;
 

@@ -12,6 +12,7 @@
 //! so are the [`cors`] answers to the other members' consoles.
 
 pub mod audit;
+pub mod clients;
 pub mod cluster;
 pub mod cors;
 pub mod endpoint;

@@ -203,6 +203,8 @@ pub enum Endpoint {
     Snapshot,
     /// `GET /api/v1/overview`.
     Overview,
+    /// `GET /api/v1/clients`.
+    Clients,
     /// `GET /api/v1/sync/tasks`.
     SyncTaskList,
     /// `POST /api/v1/sync/tasks`.
@@ -364,6 +366,7 @@ impl Endpoint {
             (R::Audit, Get) => E::Audit,
             (R::Snapshot, Get) => E::Snapshot,
             (R::Overview, Get) => E::Overview,
+            (R::Clients, Get) => E::Clients,
             (R::SyncTasks, Get) => E::SyncTaskList,
             (R::SyncTasks, Post) => E::SyncTaskCreate,
             // The task routes' patterns, asked for as literal paths, name the task
@@ -531,6 +534,7 @@ impl Endpoint {
             E::Audit => R::Audit,
             E::Snapshot => R::Snapshot,
             E::Overview => R::Overview,
+            E::Clients => R::Clients,
             E::SyncTaskList | E::SyncTaskCreate => R::SyncTasks,
             E::SyncTaskShow(_) | E::SyncTaskDelete(_) => R::SyncTask,
             E::SyncTaskPause(_) => R::SyncTaskPause,

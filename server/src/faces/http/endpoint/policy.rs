@@ -166,6 +166,7 @@ impl Endpoint {
             | E::ClusterRemoveMember
             | E::RotateKey
             | E::Audit
+            | E::Clients
             | E::Snapshot
             | E::SyncTaskList
             | E::SyncTaskCreate
@@ -253,6 +254,7 @@ impl Endpoint {
                 | E::Audit
                 | E::Snapshot
                 | E::Overview
+                | E::Clients
                 | E::SyncTaskList
                 | E::SyncTaskShow(_)
         )
@@ -335,6 +337,7 @@ impl Route {
             | R::ClusterMembers
             | R::RotateKey
             | R::Audit
+            | R::Clients
             | R::Snapshot
             | R::SyncTasks
             | R::SyncTask

@@ -146,6 +146,8 @@ routes! {
     Snapshot => "/api/v1/snapshot", "GET,HEAD";
     /// roster's overview samples.
     Overview => "/api/v1/overview", "GET,HEAD";
+    /// roster's view of the naming clients of a node.
+    Clients => "/api/v1/clients", "GET,HEAD";
     /// roster's sync tasks.
     SyncTasks => "/api/v1/sync/tasks", "GET,HEAD,POST";
     /// A sync task (parsed apart: the segment is its name).

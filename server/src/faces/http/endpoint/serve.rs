@@ -13,7 +13,9 @@ use axum::response::{IntoResponse, Response};
 use super::super::guard::Caller;
 use super::super::nacos::{auth, catalog, config, config_history, instance, namespace, operator};
 use super::super::nacos::{permissions, service};
-use super::super::{audit, cluster, events, nacos, nacos_v2, nacos_v2_config, ops, overview, pick};
+use super::super::{
+    audit, clients, cluster, events, nacos, nacos_v2, nacos_v2_config, ops, overview, pick,
+};
 use super::super::{signing_key, snapshot, sync};
 use super::Endpoint;
 use crate::state::AppState;
@@ -107,6 +109,7 @@ impl Endpoint {
             E::Audit => Handler::call(audit::list, req, state),
             E::Snapshot => Handler::call(snapshot::download, req, state),
             E::Overview => Handler::call(overview::overview, req, state),
+            E::Clients => Handler::call(clients::list, req, state),
             E::SyncTaskList => Handler::call(sync::list, req, state),
             E::SyncTaskCreate => Handler::call(sync::create, req, state),
             // A task's name, as axum's `Path` extractor gave it.

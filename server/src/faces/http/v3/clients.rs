@@ -8,6 +8,8 @@
 //! instances (Nacos' `ip:port#false` clients) belong to no client in roster: they show
 //! as publishers of their service only.
 
+use std::collections::{BTreeSet, HashSet};
+
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::response::Response;
@@ -59,9 +61,10 @@ fn nacos_id(id: &str) -> String {
     }
 }
 
-/// A client named by its Nacos id.
+/// A naming client this node knows, as Nacos 3 shows it (shared with roster's
+/// `/api/v1/clients`).
 #[derive(Debug)]
-enum Client {
+pub(crate) enum Client {
     /// A connection of this node.
     Here(ConnectionView),
     /// A connection of another node, whose instances this node holds a copy of: its
@@ -76,7 +79,7 @@ impl Client {
     fn find(state: &AppState, id: &str) -> Option<Client> {
         if let Some(addr) = id.strip_suffix(EPHEMERAL) {
             let held = state.registry.clients().get(addr).is_some_and(held);
-            return (held || !udp_subscriptions(state, addr).is_empty())
+            return (held || UdpSubscriptions::of_node(state).of(addr).next().is_some())
                 .then(|| Client::Address(addr.to_string()));
         }
         if let Some(conn) = state
@@ -93,6 +96,40 @@ impl Client {
             .into_iter()
             .find(|c| is_connection(c) && nacos_id(c) == id && clients.get(c).is_some_and(held))
             .map(|c| Client::Elsewhere(c.to_string()))
+    }
+
+    /// Every client this node knows, by Nacos id: its connections, the clients whose
+    /// instances it holds, the addresses subscribed over UDP here.
+    pub(crate) fn all(state: &AppState, udp: &UdpSubscriptions) -> Vec<Client> {
+        let connections = state.grpc_connections.connections();
+        let mine: HashSet<&str> = connections.iter().map(|c| c.client.as_str()).collect();
+        let registry = state.registry.clients();
+        let mut held: BTreeSet<String> = registry
+            .ids()
+            .into_iter()
+            .filter(|id| !mine.contains(&**id) && registry.get(id).is_some_and(held))
+            .map(|id| id.to_string())
+            .collect();
+        held.extend(udp.addresses().map(str::to_string));
+        let others = held.into_iter().map(|id| match is_connection(&id) {
+            true => Client::Elsewhere(id),
+            false => Client::Address(id),
+        });
+        let mut all: Vec<Client> = connections
+            .into_iter()
+            .map(Client::Here)
+            .chain(others)
+            .collect();
+        all.sort_by_key(Client::nacos_id);
+        all
+    }
+
+    /// Its id, as Nacos names it.
+    pub(crate) fn nacos_id(&self) -> String {
+        match self {
+            Client::Here(conn) => conn.id.clone(),
+            Client::Elsewhere(id) | Client::Address(id) => nacos_id(id),
+        }
     }
 
     /// The registry's id of it.
@@ -115,24 +152,13 @@ fn client_param(state: &AppState, params: &Params) -> Result<Client, Error> {
     Client::find(state, id).ok_or_else(|| Error::not_found(format!("clientId [ {id} ] not exist")))
 }
 
-/// `GET .../client/list`: the ids of the clients this node knows: its connections and
-/// the clients whose instances it holds.
+/// `GET .../client/list`: the ids of the clients this node knows.
 async fn clients_list(State(state): State<AppState>) -> Response {
-    let clients = state.registry.clients();
-    let mut ids: Vec<String> = clients
-        .ids()
-        .into_iter()
-        .filter(|id| clients.get(id).is_some_and(held))
-        .map(|id| nacos_id(&id))
-        .chain(
-            state
-                .grpc_connections
-                .connections()
-                .into_iter()
-                .map(|c| c.id),
-        )
+    let udp = UdpSubscriptions::of_node(&state);
+    let mut ids: Vec<String> = Client::all(&state, &udp)
+        .iter()
+        .map(Client::nacos_id)
         .collect();
-    ids.sort();
     ids.dedup();
     success(json!(ids))
 }
@@ -149,7 +175,9 @@ async fn client_detail(State(state): State<AppState>, params: Params) -> Respons
     answer(client_param(&state, &params).map(|client| summary(&state, &client)))
 }
 
-fn summary(state: &AppState, client: &Client) -> Value {
+/// Nacos' `ClientSummaryInfo` of `client` (an address client: its type, not its
+/// address, as Nacos).
+pub(crate) fn summary(state: &AppState, client: &Client) -> Value {
     match client {
         Client::Here(conn) => json!({
             "clientId": conn.id,
@@ -206,62 +234,97 @@ fn service_info(key: &ServiceKey, field: &str, info: Value) -> Value {
     })
 }
 
+/// The instances `client` publishes: each one's service and its
+/// `{ip, port, clusterName}`.
+pub(crate) fn published(state: &AppState, client: &Client) -> Vec<(ServiceKey, Value)> {
+    let share = state.registry.client_share(client.registry_id());
+    share
+        .map(|s| s.instances)
+        .unwrap_or_default()
+        .iter()
+        .map(|(key, inst)| {
+            let publisher = json!({
+                "ip": inst.ip(),
+                "port": inst.port,
+                "clusterName": &*inst.cluster,
+            });
+            (ServiceKey::clone(key), publisher)
+        })
+        .collect()
+}
+
 /// `GET .../client/publish/list?clientId=`: the instances the client publishes, one
 /// `ClientServiceInfo` each.
 async fn client_published(State(state): State<AppState>, params: Params) -> Response {
     answer(client_param(&state, &params).map(|client| {
-        let share = state.registry.client_share(client.registry_id());
-        let published: Vec<Value> = share
-            .map(|s| s.instances)
-            .unwrap_or_default()
-            .iter()
-            .map(|(key, inst)| {
-                let publisher = json!({
-                    "ip": inst.ip(),
-                    "port": inst.port,
-                    "clusterName": &*inst.cluster,
-                });
-                service_info(key, "publisherInfo", publisher)
-            })
+        let rows = published(&state, &client)
+            .into_iter()
+            .map(|(key, publisher)| service_info(&key, "publisherInfo", publisher))
             .collect();
-        Value::Array(published)
+        Value::Array(rows)
     }))
 }
 
-/// The v1 UDP subscriptions of address `addr`: every service it subscribes to, with
-/// what it said of itself.
-fn udp_subscriptions(state: &AppState, addr: &str) -> Vec<(ServiceKey, Value)> {
-    let mut found = Vec::new();
-    for ns in state.registry.namespaces() {
-        for svc in ns.services.iter() {
-            let key = ServiceKey::clone(&svc.key);
-            for s in state.push.subscribers(&key) {
-                if s.addr_str == addr {
-                    let info = json!({ "appName": s.app, "agent": s.agent, "address": s.addr_str });
-                    found.push((key.clone(), info));
+/// The v1 UDP subscriptions of this node: each subscribed service with its
+/// subscriber's address and what it said of itself (`ClientSubscriberInfo`), read
+/// once per request.
+pub(crate) struct UdpSubscriptions(Vec<(String, ServiceKey, Value)>);
+
+impl UdpSubscriptions {
+    /// Every UDP subscription this node holds.
+    pub(crate) fn of_node(state: &AppState) -> Self {
+        let mut found = Vec::new();
+        for ns in state.registry.namespaces() {
+            for svc in ns.services.iter() {
+                let key = ServiceKey::clone(&svc.key);
+                for s in state.push.subscribers(&key) {
+                    let info =
+                        json!({ "appName": s.app, "agent": s.agent, "address": &s.addr_str });
+                    found.push((s.addr_str, key.clone(), info));
                 }
             }
         }
+        UdpSubscriptions(found)
     }
-    found
+
+    /// The subscriptions of address `addr`.
+    fn of<'a>(&'a self, addr: &'a str) -> impl Iterator<Item = (&'a ServiceKey, &'a Value)> {
+        self.0
+            .iter()
+            .filter(move |(a, _, _)| a == addr)
+            .map(|(_, key, info)| (key, info))
+    }
+
+    /// The addresses subscribed.
+    fn addresses(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(addr, _, _)| addr.as_str())
+    }
 }
 
-/// `GET .../client/subscribe/list?clientId=`: the services the client subscribes to
-/// (a connection of another node: none known here).
+/// The services `client` subscribes to, each with its `ClientSubscriberInfo` (a
+/// connection of another node: none known here).
+pub(crate) fn subscribed(client: &Client, udp: &UdpSubscriptions) -> Vec<(ServiceKey, Value)> {
+    match client {
+        Client::Here(conn) => conn
+            .subscriptions
+            .iter()
+            .map(|(key, _)| (key.clone(), subscriber_info(conn)))
+            .collect(),
+        Client::Elsewhere(_) => Vec::new(),
+        Client::Address(addr) => udp
+            .of(addr)
+            .map(|(key, info)| (key.clone(), info.clone()))
+            .collect(),
+    }
+}
+
+/// `GET .../client/subscribe/list?clientId=`: the services the client subscribes to.
 async fn client_subscribed(State(state): State<AppState>, params: Params) -> Response {
     answer(client_param(&state, &params).map(|client| {
-        let subscribed: Vec<(ServiceKey, Value)> = match &client {
-            Client::Here(conn) => conn
-                .subscriptions
-                .iter()
-                .map(|(key, _)| (key.clone(), subscriber_info(conn)))
-                .collect(),
-            Client::Elsewhere(_) => Vec::new(),
-            Client::Address(addr) => udp_subscriptions(&state, addr),
-        };
-        let rows = subscribed
-            .iter()
-            .map(|(key, info)| service_info(key, "subscriberInfo", info.clone()))
+        let udp = UdpSubscriptions::of_node(&state);
+        let rows = subscribed(&client, &udp)
+            .into_iter()
+            .map(|(key, info)| service_info(&key, "subscriberInfo", info))
             .collect();
         Value::Array(rows)
     }))
