@@ -593,10 +593,10 @@ fn v3_writes_and_refused_reads_are_in_the_audit_trail() {
         &node,
         ns,
         &[
-            s("/nacos/v3/admin/cs/config", 403),
-            s("/nacos/v3/admin/cs/config", 200),
-            s("/nacos/v3/client/ns/instance", 200),
-            s("/nacos/v3/admin/core/namespace", 200),
+            s("GET /nacos/v3/admin/cs/config", 403),
+            s("POST /nacos/v3/admin/cs/config", 200),
+            s("POST /nacos/v3/client/ns/instance", 200),
+            s("POST /nacos/v3/admin/core/namespace", 200),
         ],
     );
     let entries = trail["entries"].as_array().unwrap();

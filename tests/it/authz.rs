@@ -442,6 +442,7 @@ fn http_faces_allow_only_what_the_grants_say() {
         ),
         ("POST", "/api/v1/cluster/members?id=9&peer=127.0.0.1:1"),
         ("GET", "/api/v1/sync/tasks"),
+        ("GET", "/api/v1/clients"),
         ("POST", "/api/v1/auth/rotate-key"),
     ] {
         let r = with(&node, t, method, path);
