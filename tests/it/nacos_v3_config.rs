@@ -346,6 +346,35 @@ fn a_beta_is_read_by_its_addresses_shown_and_stopped_and_log_levels_are_not_serv
         "{history}"
     );
 
+    // Every gray version at once (roster's `grays=true`), the beta first; removing the
+    // item removes them.
+    beta("127.0.0.9", "beta-again").expect(200);
+    node.call_form("POST", CONFIG, &format!("{key}&tag=canary&content=tagged"))
+        .expect(200);
+    let grays_of = || {
+        node.call(
+            "GET",
+            &format!("/nacos/v1/cs/configs?dataId={id}&group=G&grays=true"),
+        )
+        .expect(200)
+        .json()["data"]
+            .clone()
+    };
+    let grays = grays_of();
+    let names: Vec<&str> = grays
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["grayName"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["beta", "tag_canary"], "{grays}");
+    assert_eq!(
+        (&grays[1]["type"], &grays[1]["expr"], &grays[1]["content"]),
+        (&json!("tag"), &json!("canary"), &json!("tagged"))
+    );
+    node.call("DELETE", &format!("{CONFIG}?{key}")).expect(200);
+    assert_eq!(grays_of(), json!([]));
+
     // Log levels are set at start.
     let r = node.call_form(
         "PUT",

@@ -25,16 +25,18 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
+use super::config_gray::{beta_answer, grays_answer};
+pub use super::config_gray::{gray_rule, gray_tag_of};
 use super::json_of;
 use crate::error::Error;
 use crate::faces::http::guard::{forbidden, Caller};
 use crate::faces::http::params::Params;
-use crate::services::configs::gray::{Client, Gray, Rule, BETA};
+use crate::services::configs::gray::{Client, BETA};
 use crate::services::configs::listen::{self, Listened};
 use crate::services::configs::listeners::ListenerList;
 use crate::services::configs::validate::{
-    check_beta_ips, check_config_group, check_content, check_data_id, check_gray_tag, check_tags,
-    check_tenant, check_text, check_type, MAX_APP_NAME, MAX_DESC,
+    check_config_group, check_content, check_data_id, check_gray_tag, check_tags, check_tenant,
+    check_text, check_type, MAX_APP_NAME, MAX_DESC,
 };
 use crate::services::configs::writes::Draft;
 use crate::services::configs::{namespace_of, ConfigItem, ConfigKey, Search};
@@ -107,7 +109,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Source {
 /// `GET /nacos/v1/cs/configs`: an item's content (`dataId`, `group`, `tenant`) as the
 /// caller's client reads it (a gray version it matches by its address, its `tag`
 /// parameter or its `Vipserver-Tag` header, with `isBeta: true` for the beta; else the
-/// formal content), its detail (`show=all`), its beta (`beta=true`), or a listing
+/// formal content), its detail (`show=all`), its beta (`beta=true`), every gray version
+/// (`grays=true`, roster's), or a listing
 /// (`search=accurate|blur`). With `consistent=true` the read waits for a read barrier
 /// first: it sees every write acknowledged before it was sent, through any node (a
 /// client that reads, then compares and sets, needs that).
@@ -130,6 +133,9 @@ pub async fn get(
     }
     if params.optional("beta") == Some("true") {
         return Ok(beta_answer(&state, &key));
+    }
+    if params.optional("grays") == Some("true") {
+        return Ok(grays_answer(&state, &key));
     }
     if params.optional("show") == Some("all") {
         let detail = state
@@ -154,55 +160,6 @@ pub async fn get(
         served.modified_ms,
         beta,
     ))
-}
-
-/// The tag a client reads gray versions by: its `tag` parameter, else its
-/// `Vipserver-Tag` header (checked when given).
-pub fn gray_tag_of(params: &Params, headers: &HeaderMap) -> Result<Option<String>, Error> {
-    let header = || {
-        headers
-            .get("vipserver-tag")
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-    };
-    match params.optional("tag") {
-        Some(tag) => {
-            check_gray_tag("tag", tag)?;
-            Ok(Some(tag.to_string()))
-        }
-        None => Ok(header().map(str::to_string)),
-    }
-}
-
-/// `GET ...?beta=true`: the item's beta as Nacos 2 answers it (`ConfigInfo4Beta` in
-/// `{code, message, data}`; `data` null when there is none).
-fn beta_answer(state: &AppState, key: &ConfigKey) -> Response {
-    let data = state
-        .configs
-        .gray(key, BETA)
-        .map(|gray| beta_info(state, key, &gray));
-    json_of(&json!({ "code": 200, "message": "query beta ok", "data": data }))
-}
-
-/// A beta as Nacos shows it (`ConfigInfo4Beta`).
-pub fn beta_info(state: &AppState, key: &ConfigKey, gray: &Gray) -> Value {
-    let item = state.configs.get(key);
-    json!({
-        "id": item.as_ref().map(|i| i.id.to_string()),
-        "dataId": key.data_id,
-        "group": key.group,
-        "tenant": key.tenant(),
-        "content": &*gray.content,
-        "md5": gray.md5,
-        "encryptedDataKey": "",
-        "appName": item.as_ref().map(|i| i.app_name.clone()).unwrap_or_default(),
-        "type": item.as_ref().map(|i| i.r#type.clone()).unwrap_or_else(|| "text".into()),
-        "betaIps": gray.rule.expr(),
-        "lastModified": gray.modified_ms,
-        "createUser": gray.by,
-        "modifyTime": gray.modified_ms,
-    })
 }
 
 /// An item's content as a body, sharing the stored text rather than copying it.
@@ -426,24 +383,6 @@ pub async fn publish(
                 .await
         }
         None => writes.publish(key, draft, by, &source.0).await,
-    }
-}
-
-/// The gray rule a publication names: a beta to the addresses of the `betaIps` header
-/// (or parameter), else a tag (`tag`); `None`: the formal content.
-pub fn gray_rule(params: &Params, headers: &HeaderMap) -> Result<Option<Rule>, Error> {
-    let beta = headers
-        .get("betaips")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .or_else(|| params.optional("betaIps"));
-    if let Some(ips) = beta {
-        return Ok(Some(check_beta_ips("betaIps", ips)?));
-    }
-    match params.optional("tag") {
-        Some(tag) => Ok(Some(check_gray_tag("tag", tag)?)),
-        None => Ok(None),
     }
 }
 

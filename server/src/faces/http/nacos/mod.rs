@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod config_gray;
 pub mod config_history;
 pub mod config_zip;
 pub mod instance;
