@@ -97,6 +97,14 @@ const CFG_V1 = 'server:\n  port: 8080\nfeature:\n  search: false\n';
 const CFG_V2 = 'server:\n  port: 9090\nfeature:\n  search: false\n  cart: true\n';
 const CFG_API = 'server:\n  port: 7070\nfeature:\n  search: false\n';
 const CFG_V3 = 'server:\n  port: 6060\nfeature:\n  search: true\n';
+// Gray releases: an item of NSID given a tag version and a beta for 127.0.0.1 (where
+// this script reads from) in the UI, read back as clients read them, then the tag
+// version removed, the beta promoted, another beta stopped, in the UI.
+const CFG_GRAY = `${NS}-gray.properties`;
+const CFG_GRAY_KEY = `${GROUP}/${CFG_GRAY}`;
+const GRAY_FORMAL = 'timeout=30\nretries=3\n';
+const GRAY_TAG = 'timeout=20\nretries=3\n';
+const GRAY_BETA = 'timeout=10\nretries=3\nfast=true\n';
 // The user agents of the long polls the listeners dialog lists.
 const POLL_AGENTS = ['console-test-poll-1', 'console-test-poll-2'];
 const STATE_MS = 30_000;
@@ -296,6 +304,77 @@ function holdLongPoll(md5, agent) {
       await done;
     },
   };
+}
+
+/** CFG_GRAY of NSID as a client at 127.0.0.1 reads it (`params`: a `tag`, `show=all`). */
+async function grayRead(params = {}) {
+  return api('GET', '/nacos/v1/cs/configs', { dataId: CFG_GRAY, group: GROUP, tenant: NS, ...params }, { allowError: true });
+}
+
+/** Checks that a client at 127.0.0.1 reading CFG_GRAY (with `params`) gets `content`. */
+async function expectGrayRead(params, content, what) {
+  const r = await grayRead(params);
+  check(r.status === 200 && r.text === content, `${what}: a client reading ${JSON.stringify(params)} gets ${r.status} ${JSON.stringify(r.text)}, expected ${JSON.stringify(content)}`);
+}
+
+/** The beta of CFG_GRAY as `beta=true` answers it (`data`), or null. */
+async function grayBeta() {
+  const r = await api('GET', '/nacos/v1/cs/configs', { dataId: CFG_GRAY, group: GROUP, tenant: NS, beta: true });
+  check(r.json?.code === 200 && r.json.message === 'query beta ok', `beta=true answered ${r.text}`);
+  return r.json.data ?? null;
+}
+
+/** The history of CFG_GRAY through the API, newest first: `op` and gray name. */
+async function grayHistory() {
+  const r = await api('GET', '/nacos/v1/cs/history', { search: 'accurate', dataId: CFG_GRAY, group: GROUP, tenant: NS, pageNo: 1, pageSize: 100 });
+  return (r.json?.pageItems ?? []).map((v) => `${v.opType}${v.publishType === 'gray' ? ' ' + v.grayName : ''}`);
+}
+
+/** Opens the editor of CFG_GRAY on its gray release tab (the list page is shown). */
+async function openGrayTab() {
+  await tid(`cfg-edit-${CFG_GRAY_KEY}`).click();
+  await expectVisible(tid('cfg-tab-gray'), `the tabs of the editor of ${CFG_GRAY}`);
+  await clickInDialog(tid('cfg-tab-gray'));
+  await expectVisible(page.locator('[data-testid="cfg-gray"][data-pane="list"][data-count]'), `the gray versions of ${CFG_GRAY}`);
+}
+
+/** Submits the open gray publication form; resolves to the message under a field, the
+ *  refusal shown, or null once the list shows again. */
+async function submitGrayForm() {
+  await clickInDialog(tid('cfg-gray-form-submit'));
+  const explain = page.locator('[data-testid="cfg-gray-form"] .ant-form-item-explain-error');
+  const outcome = await Promise.race([
+    page
+      .locator('[data-testid="cfg-gray"][data-pane="list"]')
+      .waitFor({ state: 'visible', timeout: ACTION_MS })
+      .then(() => 'list')
+      .catch(() => 'timeout'),
+    explain
+      .first()
+      .waitFor({ state: 'visible', timeout: ACTION_MS })
+      .then(() => 'field')
+      .catch(() => 'timeout'),
+    tid('cfg-gray-error')
+      .waitFor({ state: 'visible', timeout: ACTION_MS })
+      .then(() => 'error')
+      .catch(() => 'timeout'),
+  ]);
+  check(outcome !== 'timeout', 'the gray publication neither went through nor showed why not');
+  if (outcome === 'field') return ((await explain.first().textContent()) ?? '').trim();
+  if (outcome === 'error') return ((await tid('cfg-gray-error').textContent()) ?? '').trim();
+  return null;
+}
+
+/** The versions the history dialog lists, top down: op, gray name, current mark. */
+async function historyGrayRows() {
+  return page.locator('[data-testid="cfg-history-table"] tbody tr.ant-table-row').evaluateAll((rows) =>
+    rows.map((r) => {
+      const op = r.querySelector('[data-testid="cfg-op"]')?.getAttribute('data-op');
+      const gray = r.querySelector('[data-testid="cfg-history-gray"]')?.getAttribute('data-gray');
+      const current = r.querySelector('[data-testid="cfg-history-current"]') ? ' current' : '';
+      return `${op}${gray ? ' ' + gray : ''}${current}`;
+    }),
+  );
 }
 
 /** The clients listening to CFG of NSID, as the listener query lists them. */
@@ -721,6 +800,10 @@ async function main() {
     if (ids.includes(NS) && (await storedConfig())) {
       await api('DELETE', '/nacos/v1/cs/configs', { dataId: CFG, group: GROUP, tenant: NS });
       removed.push(`configuration ${CFG}`);
+    }
+    if (ids.includes(NS) && (await grayRead()).status === 200) {
+      await api('DELETE', '/nacos/v1/cs/configs', { dataId: CFG_GRAY, group: GROUP, tenant: NS });
+      removed.push(`configuration ${CFG_GRAY}`);
     }
     if (ids.includes(NS)) {
       const r = await api('GET', '/nacos/v1/ns/instance/list', { namespaceId: NS, serviceName: SVC }, { allowError: true });
@@ -1992,6 +2075,137 @@ async function main() {
     await api('DELETE', '/nacos/v1/auth/users', { username: RBAC_USER });
     await removeReadOnlyNamespace();
     return { lastAdminRefusal: lastAdmin };
+  });
+
+  // Gray releases, in the configuration editor's gray release tab.
+  await step('gray', async () => {
+    await api('POST', '/nacos/v1/cs/configs', { dataId: CFG_GRAY, group: GROUP, tenant: NS, content: GRAY_FORMAL, type: 'properties' });
+    await visit(`#/configs?namespaceId=${NS}`, row(CFG_GRAY_KEY), `configuration ${CFG_GRAY} in the list`);
+    await openGrayTab();
+    await expectVisible(tid('cfg-gray-beta-none'), 'the gray tab without a beta');
+    await expectVisible(tid('cfg-gray-tags-none'), 'the gray tab without tag versions');
+
+    // A tag version: the form checks the tag; a client carrying the tag reads it.
+    await clickInDialog(tid('cfg-gray-publish-tag'));
+    await expectVisible(tid('cfg-gray-form-tag'), 'the publish-to-tag form');
+    const prefilled = await tid('cfg-gray-form-content').inputValue();
+    check(prefilled === GRAY_FORMAL, `the publish-to-tag form starts from ${JSON.stringify(prefilled)}, not the formal content`);
+    await tid('cfg-gray-form-tag').fill('bad tag!');
+    await tid('cfg-gray-form-content').fill(GRAY_TAG);
+    const badTag = await submitGrayForm();
+    check(badTag && /1 to 64 letters/.test(badTag), `a bad tag: expected the form's refusal, saw ${badTag}`);
+    await tid('cfg-gray-form-tag').fill('canary');
+    await expectHidden(page.locator('[data-testid="cfg-gray-form"] .ant-form-item-explain-error'), 'the refusal of the tag, once fixed');
+    let refused = await submitGrayForm();
+    check(refused === null, `publishing to tag canary was refused: ${refused}`);
+    await expectVisible(tid('cfg-gray-tag-canary'), 'the tag version canary');
+    const tagShown = await tid('cfg-gray-tag-canary-content').textContent();
+    check(tagShown === GRAY_TAG, `the tag version shows ${JSON.stringify(tagShown)}`);
+    await expectGrayRead({ tag: 'canary' }, GRAY_TAG, 'the tag version');
+    await expectGrayRead({}, GRAY_FORMAL, 'without a beta');
+
+    // A beta for 127.0.0.1: the form checks the addresses; then the console and a client
+    // at that address see it.
+    await clickInDialog(tid('cfg-gray-publish-beta'));
+    await expectVisible(tid('cfg-gray-form-ips'), 'the publish-beta form');
+    await tid('cfg-gray-form-ips').fill('127.0.0.1, not-an-ip');
+    await tid('cfg-gray-form-content').fill(GRAY_BETA);
+    const badIp = await submitGrayForm();
+    check(badIp && /"not-an-ip" is not an IP address/.test(badIp), `a bad address: expected the form's refusal, saw ${badIp}`);
+    check((await grayBeta()) === null, 'a beta was published with a bad address');
+    await tid('cfg-gray-form-ips').fill('127.0.0.1');
+    await expectHidden(page.locator('[data-testid="cfg-gray-form"] .ant-form-item-explain-error'), 'the refusal of the addresses, once fixed');
+    refused = await submitGrayForm();
+    check(refused === null, `publishing the beta was refused: ${refused}`);
+    await expectVisible(tid('cfg-gray-beta'), 'the beta');
+    const ips = await page.locator('[data-testid="cfg-gray-beta"] [data-testid="cfg-gray-beta-ip"]').allTextContents();
+    check(JSON.stringify(ips) === JSON.stringify(['127.0.0.1']), `the beta shows addresses ${JSON.stringify(ips)}`);
+    const betaShown = await tid('cfg-gray-beta-content').textContent();
+    check(betaShown === GRAY_BETA, `the beta shows ${JSON.stringify(betaShown)}`);
+    const beta = await grayBeta();
+    check(beta?.betaIps === '127.0.0.1' && beta.content === GRAY_BETA, `beta=true answers ${JSON.stringify(beta)}`);
+    await expectGrayRead({}, GRAY_BETA, 'a client at 127.0.0.1 with the beta');
+    check((await grayRead({ show: 'all' })).json?.content === GRAY_FORMAL, 'the formal content changed with the beta');
+    await tid('cfg-gray-beta-show-diff').click();
+    await expectVisible(tid('cfg-gray-beta-diff'), "the beta's changes");
+    const betaDiff = await diffLinesOf('cfg-gray-beta-diff');
+    const expectedDiff = JSON.stringify({ added: ['timeout=10', 'fast=true'], removed: ['timeout=30'] });
+    check(JSON.stringify(betaDiff) === expectedDiff, `the beta's changes show ${JSON.stringify(betaDiff)}`);
+    await shot('config-gray');
+    await clickInDialog(tid('cfg-gray-close'));
+    await expectHidden(tid('cfg-editor'), 'the editor');
+
+    // 中文
+    await tid('lang-zh').click();
+    await expectText(tid('nav-configs'), '配置管理', 'the configurations menu item in Chinese');
+    await page.mouse.move(0, 600);
+    await openGrayTab();
+    await expectText(tid('cfg-tab-gray'), '灰度发布', 'the gray release tab in Chinese');
+    await expectText(tid('cfg-gray-beta-remove'), /停止 Beta/, 'the stop-beta button in Chinese');
+    await expectVisible(tid('cfg-gray-tag-canary'), 'the tag version canary in Chinese');
+    await shot('config-gray-zh');
+    await clickInDialog(tid('cfg-gray-close'));
+    await expectHidden(tid('cfg-editor'), 'the editor');
+    await tid('lang-en').click();
+    await expectText(tid('nav-configs'), 'Configurations', 'the configurations menu item back in English');
+
+    // The tag version removed, through the confirmation.
+    await openGrayTab();
+    await tid('cfg-gray-tag-canary-remove').click();
+    refused = await confirmInUi('removing the tag version canary');
+    check(refused === null, `removing the tag version was refused: ${refused}`);
+    await expectVisible(tid('cfg-gray-tags-none'), 'the gray tab once the tag version is removed');
+    const removedTag = await grayHistory();
+    check(removedTag[0] === 'D tag_canary', `the history after the removal: ${JSON.stringify(removedTag)}`);
+
+    // The beta promoted: the diff first, then its content is the formal content, for
+    // every client, and the beta is gone; the editor's content tab shows it.
+    await tid('cfg-gray-beta-promote').click();
+    await expectVisible(tid('cfg-gray-promote-diff'), 'the changes of the promotion');
+    const promoteDiff = await diffLinesOf('cfg-gray-promote-diff');
+    check(JSON.stringify(promoteDiff) === expectedDiff, `the promotion shows ${JSON.stringify(promoteDiff)}`);
+    check((await grayRead({ show: 'all' })).json?.content === GRAY_FORMAL, 'the beta was promoted before it was confirmed');
+    await shot('config-gray-promote');
+    await clickInDialog(tid('cfg-gray-promote-ok'));
+    await expectVisible(tid('cfg-gray-beta-none'), 'the gray tab once the beta is promoted');
+    const formal = (await grayRead({ show: 'all' })).json;
+    check(formal?.content === GRAY_BETA && formal.type === 'properties', `after the promotion the item is ${JSON.stringify(formal)}`);
+    check((await grayBeta()) === null, 'the beta is still there after the promotion');
+    await expectGrayRead({}, GRAY_BETA, 'after the promotion');
+    await clickInDialog(tid('cfg-tab-content'));
+    await expectEditorContent(GRAY_BETA, 'the content tab after the promotion');
+
+    // Another beta, through the API, stopped in the UI: the client reads the formal again.
+    await api('POST', '/nacos/v1/cs/configs', { dataId: CFG_GRAY, group: GROUP, tenant: NS, content: GRAY_FORMAL, betaIps: '127.0.0.1' });
+    await expectGrayRead({}, GRAY_FORMAL, 'with the second beta');
+    await clickInDialog(tid('cfg-tab-gray'));
+    await expectVisible(tid('cfg-gray-beta'), 'the second beta');
+    await tid('cfg-gray-beta-remove').click();
+    await expectText(tid('confirm-dialog'), /127\.0\.0\.1 read the formal content again/, 'the confirmation to stop the beta');
+    refused = await confirmInUi('stopping the beta');
+    check(refused === null, `stopping the beta was refused: ${refused}`);
+    await expectVisible(tid('cfg-gray-beta-none'), 'the gray tab once the beta is stopped');
+    check((await grayBeta()) === null, 'the beta is still there after stopping it');
+    await expectGrayRead({}, GRAY_BETA, 'once the beta is stopped');
+    await clickInDialog(tid('cfg-gray-close'));
+    await expectHidden(tid('cfg-editor'), 'the editor');
+
+    // The history marks the gray versions; the current one is the promotion's. (An
+    // earlier run against the same server left older versions.)
+    const expectedHistory = ['D beta', 'I beta', 'D beta', 'U', 'D tag_canary', 'I beta', 'I tag_canary', 'I'];
+    const apiHistory = (await grayHistory()).slice(0, expectedHistory.length);
+    check(JSON.stringify(apiHistory) === JSON.stringify(expectedHistory), `the history API lists ${JSON.stringify(apiHistory)}`);
+    await tid(`cfg-history-${CFG_GRAY_KEY}`).click();
+    await expectVisible(tid('cfg-history-current'), 'the current version in the history');
+    const marked = (await historyGrayRows()).slice(0, expectedHistory.length);
+    const expectedMarks = expectedHistory.map((v) => (v === 'U' ? 'U current' : v));
+    check(JSON.stringify(marked) === JSON.stringify(expectedMarks), `the history dialog shows ${JSON.stringify(marked)}`);
+    await shot('config-gray-history');
+    await clickInDialog(tid('cfg-history-close'));
+    await expectHidden(tid('cfg-history'), 'the history dialog');
+
+    await api('DELETE', '/nacos/v1/cs/configs', { dataId: CFG_GRAY, group: GROUP, tenant: NS });
+    return { ips, betaDiff, history: marked };
   });
 
   emit({ step: 'done', ok: true, totalMs: Date.now() - started, shots: path.resolve(args.shots) });

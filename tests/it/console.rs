@@ -770,6 +770,10 @@ fn the_console_works_in_a_real_browser() {
         "audit-zh",
         "error-zh",
         "login-zh",
+        "config-gray",
+        "config-gray-zh",
+        "config-gray-promote",
+        "config-gray-history",
     ] {
         let shot = shots.join(format!("{page}.png"));
         assert!(

@@ -478,6 +478,10 @@ export interface ConfigVersion {
   srcIp?: string;
   srcUser?: string;
   opType: ConfigOp | string;
+  /** `gray` for a version of a gray release (Nacos 2.3+), else `formal` */
+  publishType?: 'formal' | 'gray' | string;
+  /** the gray release's name: `beta`, or `tag_<tag>`; empty for the formal content */
+  grayName?: string;
   createdTime?: Instant;
   lastModifiedTime?: Instant;
 }
@@ -510,4 +514,16 @@ export interface ConfigImportResult {
   skipCount: number;
   /** the items left alone (policy SKIP) */
   skipData?: { dataId: string; group: string }[];
+}
+
+/** An item's beta, from `GET /nacos/v1/cs/configs?beta=true` (Nacos' `ConfigInfo4Beta`). */
+export interface ConfigBeta {
+  content: string;
+  md5: string;
+  /** the client IPs it is for, comma-separated */
+  betaIps: string;
+  type?: string;
+  createUser?: string;
+  lastModified?: Instant;
+  modifyTime?: Instant;
 }

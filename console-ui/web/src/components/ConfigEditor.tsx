@@ -2,8 +2,9 @@
 // "Publish" first shows the line diff from it to the edited content, then publishes
 // with `casMd5` = the md5 opened, so a change made meanwhile (by anyone, anywhere) is
 // refused with a 409 shown here, never overwritten. "Compare with the current version"
-// then takes the newer version as the base, keeping the edits.
-import { Alert, App, Button, Form, Input, Modal, Select, Skeleton, Typography } from 'antd';
+// then takes the newer version as the base, keeping the edits. A stored item's gray
+// releases (beta, tag versions) are a tab of their own (`ConfigGray.tsx`).
+import { Alert, App, Button, Form, Input, Modal, Select, Skeleton, Tabs, Typography } from 'antd';
 import { useEffect, useState, type ReactNode } from 'react';
 import type { ConfigDetail } from '../api';
 import { useT } from '../i18n';
@@ -24,6 +25,7 @@ import {
   type ConfigRef,
 } from '../configs';
 import { LineDiff } from './LineDiff';
+import { useConfigGray } from './ConfigGray';
 
 /** What the dialog opens: a new item, or a stored one. */
 export type EditorTarget = { mode: 'create' } | { mode: 'edit'; group: string; dataId: string };
@@ -82,6 +84,7 @@ export function ConfigEditor({ open, namespaceId, target, onClose, onPublished }
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [conflict, setConflict] = useState(false);
+  const [tab, setTab] = useState<'content' | 'gray'>('content');
 
   const ref = (v?: { group: string; dataId: string }): ConfigRef | null => {
     if (v) return { namespaceId, group: v.group.trim() || DEFAULT_GROUP, dataId: v.dataId.trim() };
@@ -98,6 +101,7 @@ export function ConfigEditor({ open, namespaceId, target, onClose, onPublished }
     setError(null);
     setConflict(false);
     setLoadError(null);
+    setTab('content');
     if (target.mode === 'create') {
       setBase(null);
       return;
@@ -173,11 +177,36 @@ export function ConfigEditor({ open, namespaceId, target, onClose, onPublished }
       setConflict(false);
     });
 
+  // A promotion in the gray tab published the formal content: it becomes the base, and
+  // the form shows it unless it holds edits (publishing those then meets the 409).
+  const formalChanged = () => {
+    onPublished();
+    const at = ref();
+    if (!at) return;
+    void fetchConfig(at)
+      .then((latest) => {
+        if (!latest) return;
+        setBase(latest);
+        if (!form.isFieldsTouched()) form.setFieldsValue(valuesOf(latest));
+      })
+      .catch(() => undefined);
+  };
+  const gray = useConfigGray({
+    item: target?.mode === 'edit' ? ref() : null,
+    active: open && !creating && tab === 'gray',
+    onClose,
+    onFormalChanged: formalChanged,
+  });
+  const onGray = !creating && !loadError && tab === 'gray';
+
   let title: ReactNode = creating ? t('cfg.create') : t('cfg.edit', { dataId: target?.mode === 'edit' ? target.dataId : '' });
   if (phase === 'review') title = t('cfg.reviewTitle', { dataId: base?.dataId ?? '' });
+  if (onGray) title = gray.title;
 
   let footer: ReactNode[];
-  if (loadError) {
+  if (onGray) {
+    footer = gray.footer;
+  } else if (loadError) {
     footer = [
       <Button key="close" data-testid="cfg-form-cancel" onClick={onClose}>
         {t('common.cancel')}
@@ -209,38 +238,51 @@ export function ConfigEditor({ open, namespaceId, target, onClose, onPublished }
   }
 
   const ready = creating || base;
+  const content = (
+    <>
+      <Form<Values>
+        form={form}
+        layout="vertical"
+        preserve={false}
+        initialValues={base ? valuesOf(base) : { group: DEFAULT_GROUP, type: 'text', content: '' }}
+        style={phase === 'review' ? { display: 'none' } : undefined}
+        data-testid="cfg-form-form"
+      >
+        <ConfigFormFields creating={creating} stored={base ?? undefined} />
+      </Form>
+      {phase === 'review' && draft && base && <Review base={base} draft={draft} />}
+      {error && <Alert type="error" showIcon message={error} data-testid="cfg-form-error" style={{ marginTop: 12 }} />}
+    </>
+  );
   return (
     <Modal
       open={open}
       title={title}
       width={phase === 'review' ? 960 : 820}
-      onCancel={busy ? undefined : onClose}
+      onCancel={busy || gray.busy ? undefined : onClose}
       maskClosable={false}
       destroyOnHidden
       footer={footer}
     >
-      <div data-testid="cfg-editor" data-phase={phase}>
+      <div data-testid="cfg-editor" data-phase={phase} data-tab={creating ? 'content' : tab}>
         {loadError ? (
           <Alert type="error" showIcon message={loadError} data-testid="cfg-form-error" />
         ) : !ready ? (
           <Skeleton active />
+        ) : creating ? (
+          content
         ) : (
-          <>
-            <Form<Values>
-              form={form}
-              layout="vertical"
-              preserve={false}
-              initialValues={base ? valuesOf(base) : { group: DEFAULT_GROUP, type: 'text', content: '' }}
-              style={phase === 'review' ? { display: 'none' } : undefined}
-              data-testid="cfg-form-form"
-            >
-              <ConfigFormFields creating={creating} stored={base ?? undefined} />
-            </Form>
-            {phase === 'review' && draft && base && <Review base={base} draft={draft} />}
-          </>
-        )}
-        {error && !loadError && (
-          <Alert type="error" showIcon message={error} data-testid="cfg-form-error" style={{ marginTop: 12 }} />
+          // the tabs stay while reviewing, publishing a gray version or promoting one, out
+          // of sight: those belong to their tab
+          <Tabs
+            activeKey={phase === 'review' ? 'content' : tab}
+            onChange={(k) => setTab(k === 'gray' ? 'gray' : 'content')}
+            tabBarStyle={phase === 'review' || (tab === 'gray' && !gray.listing) ? { display: 'none' } : undefined}
+            items={[
+              { key: 'content', label: <span data-testid="cfg-tab-content">{t('gray.tabContent')}</span>, children: content },
+              { key: 'gray', label: <span data-testid="cfg-tab-gray">{t('gray.tab')}</span>, children: gray.body },
+            ]}
+          />
         )}
       </div>
     </Modal>

@@ -2,7 +2,8 @@
 // the current content restorable. "Roll back" shows the diff from the content stored
 // now to the version's, then publishes the version's content (and format) with
 // `casMd5` = the md5 it compared against, so a change made meanwhile is refused (409)
-// and shown here rather than overwritten.
+// and shown here rather than overwritten. A version of a gray release (a beta or a tag
+// version: `publishType` gray) is marked with its name.
 import { Alert, App, Button, Descriptions, Modal, Skeleton, Space, Table, Tag, Tooltip, Typography } from 'antd';
 import { EyeOutlined, RollbackOutlined } from '@ant-design/icons';
 import { useEffect, useState, type ReactNode } from 'react';
@@ -12,6 +13,7 @@ import { usePaging, useResource } from '../hooks';
 import { dateTime, errorMessage } from '../format';
 import { fetchConfig, fetchHistory, fetchVersion, instant, isConflict, normalizeTags, publishConfig, type ConfigRef } from '../configs';
 import { EmptyState, LoadError } from './bits';
+import { tagOfGrayName } from '../grays';
 import { LineDiff } from './LineDiff';
 
 const OPS: Record<string, [string, MessageKey]> = {
@@ -26,6 +28,18 @@ export function OpTag({ op }: { op: string }) {
   return (
     <Tag color={color} bordered={false} data-testid="cfg-op" data-op={op}>
       {label ? t(label) : op}
+    </Tag>
+  );
+}
+
+/** The gray release a version belongs to (a beta, a tag version); nothing for a formal one. */
+export function GrayMark({ v }: { v: ConfigVersion }) {
+  const t = useT();
+  if (v.publishType !== 'gray') return null;
+  const tag = tagOfGrayName(v.grayName);
+  return (
+    <Tag color={tag === null ? 'orange' : 'purple'} bordered={false} data-testid="cfg-history-gray" data-gray={v.grayName ?? ''}>
+      {tag === null ? t('gray.beta') : t('gray.tagNamed', { tag })}
     </Tag>
   );
 }
@@ -99,7 +113,8 @@ export function ConfigHistory({ open, item, onClose, onChanged }: Props) {
         {
           content: v.content,
           type: v.type || now?.type || 'text',
-          appName: v.appName ?? now?.appName ?? '',
+          // a gray version records no application: the item keeps its own
+          appName: (v.publishType === 'gray' ? undefined : v.appName) ?? now?.appName ?? '',
           desc: now?.desc ?? '',
           tags: normalizeTags(now?.configTags),
         },
@@ -129,6 +144,8 @@ export function ConfigHistory({ open, item, onClose, onChanged }: Props) {
   };
 
   const currentMd5 = current.data?.md5;
+  // the current formal version: the newest one not of a gray release
+  const newestFormal = list.data?.pageItems.find((v) => v.publishType !== 'gray');
   const columns = [
     {
       title: t('cfg.time'),
@@ -140,11 +157,12 @@ export function ConfigHistory({ open, item, onClose, onChanged }: Props) {
       title: t('cfg.op'),
       dataIndex: 'opType',
       key: 'op',
-      width: 100,
+      width: 175,
       render: (op: string, v: ConfigVersion) => (
-        <Space size={4}>
+        <Space size={4} wrap>
           <OpTag op={op} />
-          {page === 1 && v === list.data?.pageItems[0] && op !== 'D' && v.md5 === currentMd5 && (
+          {v.publishType === 'gray' && <GrayMark v={v} />}
+          {page === 1 && v === newestFormal && op !== 'D' && v.md5 === currentMd5 && (
             <Tag bordered={false} data-testid="cfg-history-current">
               {t('cfg.current')}
             </Tag>
@@ -246,6 +264,7 @@ export function ConfigHistory({ open, item, onClose, onChanged }: Props) {
           <Descriptions.Item label={t('cfg.time')}>{versionTime(v)}</Descriptions.Item>
           <Descriptions.Item label={t('cfg.op')}>
             <OpTag op={v.opType} />
+            <GrayMark v={v} />
           </Descriptions.Item>
           <Descriptions.Item label={t('cfg.by')}>{v.srcUser || '—'}</Descriptions.Item>
           <Descriptions.Item label={t('cfg.srcIp')}>{v.srcIp || '—'}</Descriptions.Item>
