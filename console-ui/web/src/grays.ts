@@ -2,11 +2,10 @@
 // config API: a version of the content for some clients only, beside the formal one —
 // a beta for listed client IPs, or a version for the clients carrying a tag.
 //
-// The API reads the beta (`beta=true`) but lists no tag versions: they come from the
-// item's history, whose rows name their gray release (`grayName`: `beta`, `tag_<tag>`).
-// A tag whose newest row is not a removal (D) is live, with that row's content.
-import { call, type ConfigBeta, type ConfigVersion } from './api';
-import { fetchHistory, fetchVersion, instant, tenantOf, type ConfigRef } from './configs';
+// The API lists every gray version of an item (roster's `grays=true`), the beta first;
+// the item's history names each gray publication (`grayName`: `beta`, `tag_<tag>`).
+import { call, type ConfigBeta } from './api';
+import { instant, tenantOf, type ConfigRef } from './configs';
 import type { Translate } from './i18n';
 
 const CONFIGS = '/nacos/v1/cs/configs';
@@ -58,39 +57,34 @@ export async function fetchBeta(ref: ConfigRef): Promise<GrayVersion | null> {
   };
 }
 
-/** Pages of history read at most to find the tag versions (100 versions each). */
-const HISTORY_PAGES = 20;
+/** A gray version as `grays=true` lists it. */
+interface GrayRow {
+  grayName: string;
+  type: string;
+  expr: string;
+  content: string;
+  md5: string;
+  modifyTime?: number;
+  modifyUser?: string;
+}
 
-/**
- * The item's live tag versions, by tag: each tag's newest history row, unless it records
- * the version's removal, with that version's content.
- */
+/** The item's live tag versions, by tag, from the server's list of its gray versions. */
 export async function fetchTagVersions(ref: ConfigRef): Promise<GrayVersion[]> {
-  const newest = new Map<string, ConfigVersion>();
-  for (let pageNo = 1; pageNo <= HISTORY_PAGES; pageNo++) {
-    const page = await fetchHistory(ref, pageNo, 100);
-    for (const v of page.pageItems) {
-      const tag = tagOfGrayName(v.grayName);
-      if (v.publishType === 'gray' && tag !== null && !newest.has(tag)) newest.set(tag, v);
-    }
-    if (page.pageItems.length < 100 || pageNo * 100 >= page.totalCount) break;
-  }
-  const live = [...newest.entries()].filter(([, v]) => v.opType !== 'D').sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return Promise.all(
-    live.map(async ([tag, row]) => {
-      const v = await fetchVersion(ref, row.id);
-      return {
-        name: `tag_${tag}`,
-        kind: 'tag' as const,
-        ips: [],
-        tag,
-        content: v.content ?? '',
-        md5: v.md5,
-        modified: instant(v.lastModifiedTime ?? v.createdTime),
-        by: v.srcUser ?? '',
-      };
-    }),
-  );
+  const r = await call<{ data?: GrayRow[] | null }>('GET', CONFIGS, { ...keyParams(ref), grays: true });
+  const rows = r && typeof r === 'object' && Array.isArray(r.data) ? r.data : [];
+  return rows
+    .filter((g) => g.type === 'tag')
+    .map((g) => ({
+      name: g.grayName,
+      kind: 'tag' as const,
+      ips: [],
+      tag: g.expr,
+      content: g.content ?? '',
+      md5: g.md5,
+      modified: instant(g.modifyTime),
+      by: g.modifyUser ?? '',
+    }))
+    .sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
 }
 
 /** Where a gray version goes: a beta for client IPs, or a tag. */
