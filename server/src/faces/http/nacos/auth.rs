@@ -12,7 +12,6 @@ use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
 use crate::state::AppState;
 use roster_registry::clock::now_secs;
-use roster_registry::wire::page;
 
 /// Shortest password accepted for new users and password changes.
 pub const MIN_PASSWORD_LEN: usize = 8;
@@ -87,13 +86,7 @@ pub async fn list_users(
         })
         .map(|(name, user)| json!({ "username": name, "admin": user.admin }))
         .collect();
-    let total = users.len();
-    Ok(json_of(&json!({
-        "totalCount": total,
-        "pageNumber": page_no,
-        "pagesAvailable": total.div_ceil(page_size),
-        "pageItems": page(users, page_no, page_size),
-    })))
+    Ok(json_of(&super::page_json(users, page_no, page_size)))
 }
 
 /// `POST /nacos/v1/auth/users`: create a (non-admin) user.

@@ -28,6 +28,7 @@ use serde_json::{json, Value};
 use super::config_gray::{beta_answer, grays_answer};
 pub use super::config_gray::{gray_rule, gray_tag_of};
 use super::json_of;
+pub use super::page_of;
 use crate::error::Error;
 use crate::faces::http::guard::{forbidden, Caller};
 use crate::faces::http::params::Params;
@@ -263,16 +264,6 @@ pub fn paging(params: &Params) -> Result<(usize, usize), Error> {
         .page("pageSize", Some(DEFAULT_PAGE_SIZE))?
         .min(MAX_PAGE_SIZE);
     Ok((page_no, page_size))
-}
-
-/// Nacos' page: `{totalCount, pageNumber, pagesAvailable, pageItems}`.
-pub fn page_of(total: usize, page_no: usize, page_size: usize, items: Vec<Value>) -> Value {
-    json!({
-        "totalCount": total,
-        "pageNumber": page_no,
-        "pagesAvailable": total.div_ceil(page_size),
-        "pageItems": items,
-    })
 }
 
 /// `search=accurate|blur`: the items of `tenant` matching `dataId`, `group` (blank:

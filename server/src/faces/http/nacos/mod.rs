@@ -40,6 +40,37 @@ pub fn json(body: impl Into<axum::body::Body>) -> axum::response::Response {
 }
 
 /// Serializes `value` as a JSON response.
+/// Nacos' `Page` of `total` items, `items` being page `page_no` of them:
+/// `{totalCount, pageNumber, pagesAvailable, pageItems}`.
+pub fn page_of<T: serde::Serialize>(
+    total: usize,
+    page_no: usize,
+    page_size: usize,
+    items: Vec<T>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "totalCount": total,
+        "pageNumber": page_no,
+        "pagesAvailable": total.div_ceil(page_size),
+        "pageItems": items,
+    })
+}
+
+/// [`page_of`] page `page_no` of all of `items`.
+pub fn page_json<T: serde::Serialize>(
+    items: Vec<T>,
+    page_no: usize,
+    page_size: usize,
+) -> serde_json::Value {
+    let total = items.len();
+    page_of(
+        total,
+        page_no,
+        page_size,
+        roster_registry::wire::page(items, page_no, page_size),
+    )
+}
+
 pub fn json_of<T: serde::Serialize>(value: &T) -> axum::response::Response {
     json(serde_json::to_vec(value).expect("response serializes"))
 }

@@ -20,7 +20,6 @@ use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
 use crate::services::auth::permissions::{resource_problem, valid_role, Granted};
 use crate::state::AppState;
-use roster_registry::wire::page;
 
 /// `search=accurate` (the default) matches a filter exactly, `blur` as a substring; an
 /// absent or empty filter matches everything.
@@ -50,13 +49,7 @@ impl<'p> Filter<'p> {
 fn page_of(params: &Params, rows: Vec<serde_json::Value>) -> Result<Response, Error> {
     let page_no = params.page("pageNo", Some(1))?;
     let page_size = params.page("pageSize", Some(100))?;
-    let total = rows.len();
-    Ok(json_of(&json!({
-        "totalCount": total,
-        "pageNumber": page_no,
-        "pagesAvailable": total.div_ceil(page_size),
-        "pageItems": page(rows, page_no, page_size),
-    })))
+    Ok(json_of(&super::page_json(rows, page_no, page_size)))
 }
 
 fn role_param(params: &Params) -> Result<&str, Error> {

@@ -17,11 +17,11 @@ use super::{answer_not_served, V3};
 use crate::error::Error;
 use crate::faces::http::endpoint::Answer;
 use crate::faces::http::guard::Caller;
+use crate::faces::http::nacos::page_json;
 use crate::faces::http::nacos::{auth, permissions};
 use crate::faces::http::nacos_v2_envelope::{failure, success};
 use crate::faces::http::params::Params;
 use crate::state::AppState;
-use roster_registry::wire::page;
 
 /// Serves `op`, one of this area's operations.
 pub(super) fn serve(op: V3, req: Request, state: AppState) -> Answer {
@@ -120,13 +120,7 @@ async fn user_list(State(state): State<AppState>, caller: Caller, params: Params
             .filter(|(name, _)| filter.is_empty() || matches(name, filter, blur))
             .map(|(name, user)| json!({ "username": name, "admin": user.admin }))
             .collect();
-        let total = users.len();
-        Ok::<_, Error>(json!({
-            "totalCount": total,
-            "pageNumber": page_no,
-            "pagesAvailable": total.div_ceil(page_size),
-            "pageItems": page(users, page_no, page_size),
-        }))
+        Ok::<_, Error>(page_json(users, page_no, page_size))
     })();
     match listed {
         Ok(data) => success(data),

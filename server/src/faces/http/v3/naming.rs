@@ -14,7 +14,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{answer_not_served, V3};
@@ -23,6 +23,7 @@ use crate::faces::http::endpoint::Answer;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::nacos::service::checker_json;
 use crate::faces::http::nacos::{instance, operator, service};
+use crate::faces::http::nacos::{page_json, page_of};
 use crate::faces::http::nacos_v2_envelope::{failure, success};
 use crate::faces::http::params::Params;
 use crate::services::push::SubscriberView;
@@ -91,28 +92,6 @@ pub(super) fn host_list<'a>(
 ) -> Value {
     let hosts: Vec<Host<'a>> = hosts.map(|(i, h)| Host::new(i, grouped, h)).collect();
     serde_json::to_value(hosts).expect("hosts serialize")
-}
-
-/// Nacos' `Page`: `{totalCount, pageNumber, pagesAvailable, pageItems}` of page
-/// `page_no` of `items`.
-fn page_of<T: Serialize>(items: Vec<T>, page_no: usize, page_size: usize) -> Value {
-    let total = items.len();
-    nacos_page(total, page_no, page_size, page(items, page_no, page_size))
-}
-
-/// Nacos' `Page` of `total` items, `items` the page's.
-fn nacos_page<T: Serialize>(
-    total: usize,
-    page_no: usize,
-    page_size: usize,
-    items: Vec<T>,
-) -> Value {
-    json!({
-        "totalCount": total,
-        "pageNumber": page_no,
-        "pagesAvailable": total.div_ceil(page_size),
-        "pageItems": items,
-    })
 }
 
 /// `pageNo` and `pageSize` (defaults 1 and 100).
@@ -283,7 +262,7 @@ async fn service_list(State(state): State<AppState>, caller: Caller, params: Par
                 false => service_row(key, view),
             })
             .collect();
-        Ok(nacos_page(total, page_no, page_size, items))
+        Ok(page_of(total, page_no, page_size, items))
     })())
 }
 
@@ -313,7 +292,7 @@ async fn service_subscribers(State(state): State<AppState>, params: Params) -> R
         let mut all = state.push.subscribers(&key);
         all.extend(state.grpc_subscribers.subscribers(&key));
         let rows: Vec<Value> = all.iter().map(subscriber_info).collect();
-        Ok(page_of(rows, page_no, page_size))
+        Ok(page_json(rows, page_no, page_size))
     })())
 }
 
@@ -795,7 +774,7 @@ mod tests {
 
     #[test]
     fn pages_are_nacos_pages() {
-        let p = page_of(vec![1, 2, 3], 2, 2);
+        let p = page_json(vec![1, 2, 3], 2, 2);
         assert_eq!(
             p,
             json!({"totalCount": 3, "pageNumber": 2, "pagesAvailable": 2, "pageItems": [3]})
