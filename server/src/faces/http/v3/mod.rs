@@ -157,14 +157,31 @@ pub enum Parsed {
     Unknown,
 }
 
+/// Which handlers' file serves an operation (and what the guard and the audit make of
+/// it: [`V3::is_config`], [`V3::is_users`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Area {
+    /// The client API's instances and configuration query (`client.rs`).
+    Client,
+    /// Login, users, roles, permissions (`auth.rs`).
+    Auth,
+    /// Namespaces, members, state, the loader (`core.rs`).
+    Core,
+    /// The view of clients (`clients.rs`).
+    Clients,
+    /// Naming admin (`naming.rs`).
+    Naming,
+    /// Configuration admin (`config/`).
+    Config,
+}
+
 impl V3 {
-    /// Its handler, called with the request (its parameters and caller in its
-    /// extensions).
-    pub fn serve(self, req: Request, state: AppState) -> Answer {
+    /// The handlers' file it is served by.
+    pub fn area(self) -> Area {
         use V3 as O;
         match self {
             O::ClientRegister | O::ClientDeregister | O::ClientList | O::ClientConfigGet => {
-                client::serve(self, req, state)
+                Area::Client
             }
             O::Login
             | O::UserCreate
@@ -180,7 +197,7 @@ impl V3 {
             | O::PermissionExists
             | O::PermissionCreate
             | O::PermissionDelete
-            | O::PermissionList => auth::serve(self, req, state),
+            | O::PermissionList => Area::Auth,
             O::NamespaceList
             | O::NamespaceGet
             | O::NamespaceCreate
@@ -201,14 +218,14 @@ impl V3 {
             | O::LoaderCluster
             | O::LoaderReloadCurrent
             | O::LoaderSmartReload
-            | O::LoaderReloadClient => core::serve(self, req, state),
+            | O::LoaderReloadClient => Area::Core,
             O::ClientsList
             | O::ClientDetail
             | O::ClientPublished
             | O::ClientSubscribed
             | O::ServicePublishers
             | O::ServiceSubscriberClients
-            | O::ClientDistro => clients::serve(self, req, state),
+            | O::ClientDistro => Area::Clients,
             O::ServiceGet
             | O::ServiceCreate
             | O::ServiceUpdate
@@ -230,7 +247,7 @@ impl V3 {
             | O::Switches
             | O::SwitchesUpdate
             | O::NamingMetrics
-            | O::NamingLog => naming::serve(self, req, state),
+            | O::NamingLog => Area::Naming,
             O::ConfigGet
             | O::ConfigPublish
             | O::ConfigDelete
@@ -249,7 +266,20 @@ impl V3 {
             | O::HistoryConfigs
             | O::ListenerByIp
             | O::ConfigLocalCache
-            | O::ConfigLog => config::serve(self, req, state),
+            | O::ConfigLog => Area::Config,
+        }
+    }
+
+    /// Its handler, called with the request (its parameters and caller in its
+    /// extensions).
+    pub fn serve(self, req: Request, state: AppState) -> Answer {
+        match self.area() {
+            Area::Client => client::serve(self, req, state),
+            Area::Auth => auth::serve(self, req, state),
+            Area::Core => core::serve(self, req, state),
+            Area::Clients => clients::serve(self, req, state),
+            Area::Naming => naming::serve(self, req, state),
+            Area::Config => config::serve(self, req, state),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What each v3 operation is to the guard, the audit and the body limit: matches on
 //! [`V3`].
 
-use super::V3;
+use super::{Area, V3};
 use crate::faces::http::endpoint::{Access, AuditRule};
 use crate::services::auth::permissions::Action;
 
@@ -60,52 +60,15 @@ impl V3 {
     }
 
     /// Whether it is the configuration API's (a larger body; the audit's target is an
-    /// item).
+    /// item): the config admin's, and the client API's config query.
     pub fn is_config(self) -> bool {
-        use V3 as O;
-        matches!(
-            self,
-            O::ClientConfigGet
-                | O::ConfigGet
-                | O::ConfigPublish
-                | O::ConfigDelete
-                | O::ConfigMetadata
-                | O::ConfigBatchDelete
-                | O::ConfigList
-                | O::ConfigListeners
-                | O::BetaGet
-                | O::BetaStop
-                | O::ConfigImport
-                | O::ConfigExport
-                | O::ConfigClone
-                | O::HistoryList
-                | O::HistoryGet
-                | O::HistoryPrevious
-                | O::HistoryConfigs
-        )
+        self.area() == Area::Config || self == V3::ClientConfigGet
     }
 
     /// Whether it is the auth API's users, roles and permissions (the audit's target is
     /// a user or a role).
     pub fn is_users(self) -> bool {
-        use V3 as O;
-        matches!(
-            self,
-            O::UserCreate
-                | O::UserPassword
-                | O::UserDelete
-                | O::UserAdmin
-                | O::UserList
-                | O::UserSearch
-                | O::RoleCreate
-                | O::RoleDelete
-                | O::RoleList
-                | O::RoleSearch
-                | O::PermissionExists
-                | O::PermissionCreate
-                | O::PermissionDelete
-                | O::PermissionList
-        )
+        self.area() == Area::Auth && self != V3::Login
     }
 
     /// What it needs of a caller who is not an admin: `r` or `w` on the service or item
