@@ -176,29 +176,21 @@ fn gray_rule(request: &ConfigRequest) -> Result<Option<Rule>, Error> {
     }
 }
 
-/// What a connection is to the gray rules: its address, and the tag a request names,
-/// else the one it carries: its `Vipserver-Tag` label, else Nacos 3's gray label
-/// (`nacos.config.gray.label`, sent as `app_nacos.config.gray.label`).
-fn gray_client<'a>(
-    remote: &'a str,
-    request_tag: Option<&'a str>,
-    labels: &'a HashMap<String, String>,
-) -> Client<'a> {
-    let label = || {
-        [
-            "Vipserver-Tag",
-            "app_nacos.config.gray.label",
-            "nacos.config.gray.label",
-        ]
-        .iter()
-        .find_map(|k| labels.get(*k))
-        .map(|v| v.trim())
-        .filter(|v| !v.is_empty())
-    };
-    Client {
-        ip: remote,
-        tag: request_tag.or_else(label),
-    }
+/// The tag a connection carries to the gray rules: its `Vipserver-Tag` label, else
+/// Nacos 3's gray label (`nacos.config.gray.label`, sent as `app_nacos.config.gray.label`).
+/// Read once per request, with the connection's set-up lock held only for it.
+fn gray_label(conn: &Connection) -> Option<String> {
+    let setup = conn.setup.lock();
+    [
+        "Vipserver-Tag",
+        "app_nacos.config.gray.label",
+        "nacos.config.gray.label",
+    ]
+    .iter()
+    .find_map(|k| setup.labels.get(*k))
+    .map(|v| v.trim())
+    .filter(|v| !v.is_empty())
+    .map(str::to_string)
 }
 
 /// A failed `reply_type` with `code` and `message`.
@@ -302,11 +294,17 @@ impl GrpcServer {
     ) -> Result<Value, Error> {
         let key = request_key(request)?;
         self.permit(identity, &key, Action::Read)?;
+        // The request's tag, else the connection's.
         let ip = conn.remote.ip().to_string();
-        let setup = conn.setup.lock();
-        let client = gray_client(&ip, request.tag(), &setup.labels);
+        let label = match request.tag() {
+            Some(_) => None,
+            None => gray_label(conn),
+        };
+        let client = Client {
+            ip: &ip,
+            tag: request.tag().or(label.as_deref()),
+        };
         let served = self.app.configs.read_for(&key, &client);
-        drop(setup);
         let served = served.ok_or_else(|| Error::not_found(NOT_FOUND_MESSAGE))?;
         let tag = served
             .gray
@@ -433,8 +431,11 @@ impl GrpcServer {
         conn.listen(items, max).map_err(too_many)?;
         let configs = &self.app.configs;
         let ip = conn.remote.ip().to_string();
-        let setup = conn.setup.lock().clone();
-        let client = gray_client(&ip, None, &setup.labels);
+        let label = gray_label(conn);
+        let client = Client {
+            ip: &ip,
+            tag: label.as_deref(),
+        };
         let changed: Vec<Value> = keys
             .iter()
             .zip(contexts)

@@ -363,13 +363,14 @@ async fn loader_reload_current(State(state): State<AppState>, params: Params) ->
         })?;
         let target = redirect(&params)?;
         let mut all = state.grpc_connections.connections();
-        // Ids start with the time the connection was set up: the oldest stay.
-        all.sort_by_key(|c| (c.created_ms, c.id.clone()));
-        let asked = all
-            .iter()
-            .skip(keep)
-            .filter(|c| state.grpc_connections.reset(&c.id, target))
-            .count();
+        // The oldest connections stay; the newest are asked to move.
+        all.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        let mut asked = 0;
+        for conn in all.iter().skip(keep) {
+            if state.grpc_connections.reset(&conn.id, target) {
+                asked += 1;
+            }
+        }
         tracing::info!(
             kept = keep,
             asked,
