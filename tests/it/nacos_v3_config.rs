@@ -291,6 +291,11 @@ fn a_beta_is_read_by_its_addresses_shown_and_stopped_and_log_levels_are_not_serv
         true
     );
     assert_eq!(v1_read(&node, &id, "G", "").as_deref(), Some("beta-here"));
+    let v2 = node
+        .call("GET", &format!("/nacos/v2/cs/config?dataId={id}&group=G"))
+        .expect(200)
+        .json();
+    assert_eq!(v2["data"], "beta-here", "v2: {v2}");
     let client = data(node.call("GET", &format!("/nacos/v3/client/cs/config?{key}")));
     assert_eq!(
         (&client["content"], &client["beta"]),
