@@ -15,6 +15,7 @@ use crate::services::configs::{self, Configs};
 use crate::services::distro::Distro;
 use crate::services::metrics::{Metrics, NodeFigures};
 use crate::services::naming::writes::Writes;
+use crate::services::push::balance::Balancer;
 use crate::services::push::connections::ConnectionList;
 use crate::services::push::events::Events;
 use crate::services::push::udp::UdpPush;
@@ -94,6 +95,8 @@ pub struct Shared {
     pub grpc_listeners: Arc<dyn configs::listeners::ListenerList>,
     /// The gRPC connections on this node, as the admin API lists and moves them.
     pub grpc_connections: Arc<dyn ConnectionList>,
+    /// Spreads those connections over the members (`loader/smartReloadCluster` asks).
+    pub balance: Balancer,
 }
 
 impl AppState {

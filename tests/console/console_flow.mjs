@@ -1234,6 +1234,8 @@ async function main() {
     await expectUrl(/#\/cluster$/, 'the cluster menu');
     await expectVisible(page.locator('[data-testid="cluster-table"] tbody tr.ant-table-row'), 'a cluster member row');
     await expectText(page.locator('[data-testid^="member-live-"]'), /live/, 'the liveness of a member');
+    // the gRPC clients this node holds (none: the flow speaks HTTP), as it counts them
+    await expectText(page.locator('[data-testid^="member-grpc-"]').first(), /^0$/, 'the gRPC clients of a member');
     const before = await tid('cluster-updated').textContent();
     await expectText(tid('cluster-updated'), new RegExp(`^(?!${before}$)`), 'the cluster page refreshing itself', 5000);
     await shot('cluster');

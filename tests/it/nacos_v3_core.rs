@@ -221,7 +221,6 @@ fn the_members_and_what_roster_does_not_serve() {
         ("POST", "/nacos/v3/admin/core/ops/raft"),
         ("GET", "/nacos/v3/admin/core/ops/ids"),
         ("PUT", "/nacos/v3/admin/core/ops/log"),
-        ("POST", "/nacos/v3/admin/core/loader/smartReloadCluster"),
         ("POST", "/nacos/v3/auth/user/admin"),
     ] {
         let r = node.call(method, path);
@@ -514,6 +513,13 @@ fn the_clients_and_connections_of_a_grpc_client_that_registers_and_subscribes() 
     names_field(
         node.call("POST", &format!("{loader}/reloadClient")),
         "connectionId",
+    );
+    names_field(
+        node.call(
+            "POST",
+            &format!("{loader}/smartReloadCluster?loaderFactor=lots"),
+        ),
+        "loaderFactor",
     );
     names_field(
         node.call(

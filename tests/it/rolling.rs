@@ -1,7 +1,7 @@
 //! A rolling restart of three nodes under load (issue 21, item 3): a thousand ephemeral
-//! gRPC clients that behave as Nacos 2.x clients do (each holds one connection, registers
-//! its instance, and when its node goes away connects to the next server and registers
-//! again), some of them subscribed; persistent writes through every node; readers listing
+//! gRPC clients that behave as Nacos 2.x clients do (`grpc_load`: each holds one
+//! connection, registers its instance, and when its node goes away connects to the next
+//! server and registers again), some of them subscribed; persistent writes through every node; readers listing
 //! both services on every node. Each node in turn is stopped (SIGTERM), started again and
 //! waited for until it holds everything. No acknowledged persistent write may be lost, and
 //! no read or push may show an empty list for either service, which is never empty.
@@ -12,12 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use roster_tests::{enc, eventually, Cluster, Value};
-use serde_json::json;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::codegen::http::uri::PathAndQuery;
 
-use crate::grpc::{decode, payload, Payload};
+use crate::grpc_load::{Client, Observed, Shape};
 
 /// Ephemeral gRPC clients, one instance each.
 const CLIENTS: usize = 1_000;
@@ -30,21 +26,15 @@ const PERSISTENT: &str = "rolling-per";
 /// Longest a node may take to hold everything again after it restarts.
 const CATCH_UP: Duration = Duration::from_secs(60);
 
-/// What the readers, subscribers and writer saw.
+/// What the readers and the writer saw (the gRPC clients' is [`Observed`]).
 #[derive(Default)]
 struct Seen {
     /// List answers (HTTP 200) read.
     reads: AtomicUsize,
-    /// Pushes received by the subscribers for either service.
-    pushes: AtomicUsize,
-    /// Sessions the clients opened (first connections and reconnections).
-    sessions: AtomicUsize,
     /// Every empty list seen, and where.
     empty: Mutex<Vec<String>>,
     /// Persistent instances whose registration was acknowledged.
     acked: Mutex<BTreeSet<String>>,
-    /// Per client, the node (1-based) it last registered on, 0 while it has none.
-    on: Vec<AtomicUsize>,
 }
 
 impl Seen {
@@ -72,9 +62,18 @@ fn a_rolling_restart_under_load_loses_no_write_and_never_lists_empty() {
             .map(|n| format!("127.0.0.1:{}", n.http_port + 1000))
             .collect(),
     );
-    let seen = Arc::new(Seen {
-        on: (0..CLIENTS).map(|_| AtomicUsize::new(0)).collect(),
-        ..Seen::default()
+    let seen = Arc::new(Seen::default());
+    let observed = Arc::new(Observed::new(CLIENTS));
+    let shape = Arc::new(Shape {
+        service: |_| EPHEMERAL.to_string(),
+        ip: client_ip,
+        subscriptions: |k| {
+            if k < SUBSCRIBERS {
+                vec![EPHEMERAL.to_string(), PERSISTENT.to_string()]
+            } else {
+                Vec::new()
+            }
+        },
     });
     let stop = Arc::new(AtomicBool::new(false));
     let stop_load = Arc::new(AtomicBool::new(false));
@@ -99,9 +98,11 @@ fn a_rolling_restart_under_load_loses_no_write_and_never_lists_empty() {
             let client = Client {
                 k,
                 servers: grpc.clone(),
+                first: k,
                 token: token.clone(),
                 stop: stop.clone(),
-                seen: seen.clone(),
+                seen: observed.clone(),
+                shape: shape.clone(),
             };
             rt.spawn(client.run())
         })
@@ -178,7 +179,7 @@ fn a_rolling_restart_under_load_loses_no_write_and_never_lists_empty() {
                             .collect();
                         format!(
                             "client {k} on node {} held by {elsewhere:?}",
-                            seen.on[k].load(Ordering::Relaxed)
+                            observed.on[k].load(Ordering::Relaxed)
                         )
                     })
                     .collect();
@@ -196,12 +197,13 @@ fn a_rolling_restart_under_load_loses_no_write_and_never_lists_empty() {
         }
     });
 
-    let empty = seen.empty.lock().unwrap().clone();
+    let mut empty = seen.empty.lock().unwrap().clone();
+    empty.extend(observed.empty.lock().unwrap().iter().cloned());
     assert!(empty.is_empty(), "empty lists seen: {empty:?}");
     let (reads, pushes, sessions) = (
         seen.reads.load(Ordering::Relaxed),
-        seen.pushes.load(Ordering::Relaxed),
-        seen.sessions.load(Ordering::Relaxed),
+        observed.pushes.load(Ordering::Relaxed),
+        observed.sessions.load(Ordering::Relaxed),
     );
     eprintln!(
         "{reads} list reads, {pushes} pushes, {sessions} client sessions, {} persistent writes acknowledged",
@@ -318,172 +320,3 @@ fn read_lists(addr: &str, token: &str, stop: &AtomicBool, seen: &Seen) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
-
-/// One Nacos 2.x-style gRPC client.
-struct Client {
-    k: usize,
-    servers: Arc<Vec<String>>,
-    token: String,
-    stop: Arc<AtomicBool>,
-    seen: Arc<Seen>,
-}
-
-/// Why a session ended.
-enum End {
-    /// The test is over.
-    Stopped,
-    /// The server went away or asked the client to move (why): connect to the next one.
-    Lost(String),
-}
-
-impl Client {
-    /// Sessions until the test stops, each on the next server after the last one lost.
-    async fn run(self) {
-        let mut server = self.k % self.servers.len();
-        loop {
-            let end = self.session(&self.servers[server]).await;
-            self.seen.on[self.k].store(0, Ordering::Relaxed);
-            match end {
-                End::Stopped => return,
-                End::Lost(why) => {
-                    if self.k == 0 {
-                        eprintln!("client 0 moves on from {}: {why}", self.servers[server]);
-                    }
-                    server = (server + 1) % self.servers.len();
-                    tokio::time::sleep(Duration::from_millis(100 + (self.k % 10) as u64 * 30))
-                        .await;
-                }
-            }
-        }
-    }
-
-    /// Connects to `addr`, sets the connection up, registers (and subscribes), then
-    /// answers the server's requests until the connection ends or the test stops.
-    async fn session(&self, addr: &str) -> End {
-        let channel = match tokio::time::timeout(
-            Duration::from_secs(5),
-            tonic::transport::Channel::from_shared(format!("http://{addr}"))
-                .unwrap()
-                .connect(),
-        )
-        .await
-        {
-            Ok(Ok(channel)) => channel,
-            Ok(Err(e)) => return End::Lost(format!("connect: {e}")),
-            Err(_) => return End::Lost("connect timed out".into()),
-        };
-        let mut grpc = tonic::client::Grpc::new(channel);
-        let (tx, rx) = mpsc::channel::<Payload>(16);
-        if grpc.ready().await.is_err() {
-            return End::Lost("not ready".into());
-        }
-        let stream = grpc
-            .streaming(
-                tonic::Request::new(ReceiverStream::new(rx)),
-                PathAndQuery::from_static("/BiRequestStream/requestBiStream"),
-                tonic_prost::ProstCodec::<Payload, Payload>::default(),
-            )
-            .await;
-        let mut stream = match stream {
-            Ok(s) => s.into_inner(),
-            Err(e) => return End::Lost(format!("stream: {e}")),
-        };
-        let setup = json!({"clientVersion":"Roster-Test:v1","tenant":"","labels":{"source":"sdk","module":"naming"},"abilityTable":{}});
-        if tx
-            .send(payload("ConnectionSetupRequest", &setup, None))
-            .await
-            .is_err()
-        {
-            return End::Lost("setup not sent".into());
-        }
-        match tokio::time::timeout(Duration::from_secs(10), stream.message()).await {
-            Ok(Ok(Some(p))) if decode(&p).0 == "SetupAckRequest" => {}
-            other => return End::Lost(format!("no setup ack: {:?}", other.map(|r| r.is_ok()))),
-        }
-        self.seen.sessions.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = self.register(&mut grpc).await {
-            return End::Lost(e);
-        }
-        let node = 1 + self.servers.iter().position(|s| s == addr).unwrap_or(99);
-        self.seen.on[self.k].store(node, Ordering::Relaxed);
-        let subscriber = self.k < SUBSCRIBERS;
-        if subscriber {
-            for service in [EPHEMERAL, PERSISTENT] {
-                match self.unary(&mut grpc, "SubscribeServiceRequest", json!({"namespace":"public","serviceName":service,"groupName":"DEFAULT_GROUP","subscribe":true,"clusters":""})).await {
-                    Ok((_, body)) => self.check(&body["serviceInfo"], &format!("subscribe answer from {addr}")),
-                    Err(e) => return End::Lost(e),
-                }
-            }
-        }
-        loop {
-            let message = tokio::select! {
-                m = stream.message() => m,
-                () = tokio::time::sleep(Duration::from_millis(200)) => {
-                    if self.stop.load(Ordering::Relaxed) {
-                        return End::Stopped;
-                    }
-                    continue;
-                }
-            };
-            let (kind, body) = match message {
-                Ok(Some(p)) => decode(&p),
-                Ok(None) => return End::Lost("stream ended".into()),
-                Err(e) => return End::Lost(format!("stream: {e}")),
-            };
-            let answer = kind.replace("Request", "Response");
-            if kind == "NotifySubscriberRequest" {
-                self.seen.pushes.fetch_add(1, Ordering::Relaxed);
-                self.check(&body["serviceInfo"], &format!("push from {addr}"));
-            }
-            let ack = json!({"resultCode":200,"errorCode":0,"requestId":body["requestId"]});
-            if tx.send(payload(&answer, &ack, None)).await.is_err() {
-                return End::Lost("stream closed".into());
-            }
-            if kind == "ConnectResetRequest" {
-                return End::Lost("asked to move".into());
-            }
-        }
-    }
-
-    /// Registers this client's instance on the connection.
-    async fn register(&self, grpc: &mut Grpc) -> Result<(), String> {
-        let body = json!({"namespace":"public","serviceName":EPHEMERAL,"groupName":"DEFAULT_GROUP",
-            "type":"registerInstance","instance":{"ip":client_ip(self.k),"port":8080,"weight":1.0,
-            "healthy":true,"enabled":true,"ephemeral":true,"clusterName":"DEFAULT",
-            "metadata":{"dubbo.metadata.revision":"a1b2c3d4e5f6","side":"provider"}},"module":"naming"});
-        let (kind, answer) = self.unary(grpc, "InstanceRequest", body).await?;
-        if kind == "InstanceResponse" && answer["success"] == true {
-            Ok(())
-        } else {
-            Err(format!("register answered {kind} {answer}"))
-        }
-    }
-
-    async fn unary(
-        &self,
-        grpc: &mut Grpc,
-        kind: &str,
-        body: Value,
-    ) -> Result<(String, Value), String> {
-        grpc.ready().await.map_err(|e| e.to_string())?;
-        let call = grpc.unary(
-            tonic::Request::new(payload(kind, &body, Some(&self.token))),
-            PathAndQuery::from_static("/Request/request"),
-            tonic_prost::ProstCodec::<Payload, Payload>::default(),
-        );
-        match tokio::time::timeout(Duration::from_secs(10), call).await {
-            Ok(Ok(answer)) => Ok(decode(&answer.into_inner())),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("{kind} timed out")),
-        }
-    }
-
-    /// Records `info` (a `serviceInfo`) if it lists nothing.
-    fn check(&self, info: &Value, what: &str) {
-        if info["hosts"].as_array().is_some_and(|h| h.is_empty()) {
-            self.seen.empty(format!("{what}: {info}"));
-        }
-    }
-}
-
-type Grpc = tonic::client::Grpc<tonic::transport::Channel>;

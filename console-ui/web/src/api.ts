@@ -267,6 +267,7 @@ export interface ClusterMember {
   version?: string;
   matchIndex?: number | null;
   lag?: number | null;
+  grpcClients?: number | null;
   [k: string]: unknown;
 }
 

@@ -27,6 +27,7 @@ use crate::services::distro::Distro;
 use crate::services::health::deny::DenyList;
 use crate::services::metrics::Metrics;
 use crate::services::net::tls::ServerTls;
+use crate::services::push::balance::{self, Balancer};
 use crate::services::push::events::Events;
 use crate::services::push::udp::UdpPush;
 use crate::services::store::catalog::CatalogChanges;
@@ -79,12 +80,12 @@ pub struct FaceParts {
 
 impl Node {
     /// Builds the parts of the node `args` and `plan` describe: serving HTTP on
-    /// `http_addr`, with TCP sockets bound to `own_addrs` (never health-checked) and
-    /// pushing from `udp`. Opens the Raft store; runs nothing.
+    /// `http_addr` and gRPC on `grpc_addr`, with TCP sockets bound to `own_addrs` (never
+    /// health-checked) and pushing from `udp`. Opens the Raft store; runs nothing.
     pub async fn build(
         args: &NodeArgs,
         plan: &ClusterPlan,
-        http_addr: SocketAddr,
+        (http_addr, grpc_addr): (SocketAddr, SocketAddr),
         own_addrs: Vec<SocketAddr>,
         udp: UdpSocket,
     ) -> anyhow::Result<Self> {
@@ -146,9 +147,11 @@ impl Node {
             Hello {
                 node_id: args.node_id,
                 peer_addr: plan.advertised_peer.clone(),
-                http_addr: advertised_http(http_addr, &plan.advertised_peer),
+                http_addr: advertised(http_addr, &plan.advertised_peer),
                 version: env!("CARGO_PKG_VERSION").into(),
                 membership: None,
+                grpc_addr: Some(advertised(grpc_addr, &plan.advertised_peer)),
+                load: None,
             },
             &plan.members,
         );
@@ -196,6 +199,13 @@ impl Node {
             long_polls: Default::default(),
             grpc_listeners: Arc::new(connections.clone()),
             grpc_connections: Arc::new(connections.clone()),
+            balance: Balancer::new(
+                balance::Settings {
+                    automatic: !args.no_grpc_rebalance,
+                    batch: args.grpc_rebalance_batch as usize,
+                },
+                closing_rx.clone(),
+            ),
             events: Events::new(closing_rx),
             tasks,
             audit,
@@ -299,9 +309,9 @@ pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The HTTP address to tell peers: the bound one, with the advertised peer host when it
-/// is bound to every interface.
-fn advertised_http(bound: SocketAddr, advertised_peer: &str) -> String {
+/// An address to tell peers (HTTP, gRPC): the bound one, with the advertised peer host
+/// when it is bound to every interface.
+fn advertised(bound: SocketAddr, advertised_peer: &str) -> String {
     if bound.ip().is_unspecified() {
         let host = advertised_peer
             .rsplit_once(':')

@@ -40,8 +40,8 @@ pub async fn run(
         udp,
         dns,
     } = listeners;
-    let http_addr = http.local_addr()?;
-    let node = Node::build(&args, &plan, http_addr, own_addrs, udp).await?;
+    let addrs = (http.local_addr()?, grpc.local_addr()?);
+    let node = Node::build(&args, &plan, addrs, own_addrs, udp).await?;
     let state = node.state;
     let mut workers = Workers::default();
     let mut failure = start::services(&state, node.services, &args, &plan, &mut workers);
@@ -61,7 +61,7 @@ pub async fn run(
         );
     }
     tracing::info!(
-        http = %http_addr,
+        http = %addrs.0,
         https = node.http_tls.is_some(),
         peer = %args.peer,
         data_dir = %args.data_dir.display(),

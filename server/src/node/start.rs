@@ -39,6 +39,12 @@ pub fn services(
     state
         .members
         .spawn_workers(parts.peer_client, store.clone(), workers);
+    state.balance.spawn_workers(
+        state.members.clone(),
+        state.grpc_connections.clone(),
+        state.ready.clone(),
+        workers,
+    );
     parts.audit_writer.spawn_workers(workers);
     BeatExpiry {
         registry: registry.clone(),
@@ -109,6 +115,7 @@ pub fn faces(
         distro: state.distro.clone(),
         store: state.store.clone(),
         members: state.members.clone(),
+        balance: state.balance.clone(),
         view: Arc::new(move || viewed.cluster_view()),
     };
     let (tls, limits, secret) = (parts.peer_tls, parts.peer_limits, plan.secret.clone());

@@ -202,6 +202,23 @@ export function ClusterPage() {
       className: 'wrap-head',
       render: (_: unknown, m: ClusterMember) => num(s?.distroOwned?.[String(m.id)]),
     },
+    {
+      title: (
+        <Tooltip title={t('cluster.grpcClientsHint')}>
+          <span>
+            {t('cluster.grpcClients')} <InfoCircleOutlined />
+          </span>
+        </Tooltip>
+      ),
+      dataIndex: 'grpcClients',
+      key: 'grpc',
+      align: 'right' as const,
+      width: 100,
+      className: 'wrap-head',
+      render: (v: number | null | undefined, m: ClusterMember) => (
+        <span data-testid={`member-grpc-${m.id}`}>{num(v)}</span>
+      ),
+    },
     { title: t('cluster.version'), dataIndex: 'version', key: 'version', render: (v?: string) => v ?? '—' },
   ];
 
@@ -281,6 +298,7 @@ export function ClusterPage() {
               columns={columns}
               dataSource={[...s.members].sort((a, b) => a.id - b.id)}
               pagination={false}
+              scroll={{ x: 'max-content' }}
               rowClassName={(m) => (m.live === false ? 'row-offline' : '')}
             />
           </Card>

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -115,9 +115,22 @@ pub struct Connection {
     pub listens: Mutex<HashMap<ConfigKey, Listening>>,
     /// Pushes awaiting acks, by request id.
     pending: Mutex<HashMap<String, PendingPush>>,
+    /// Whether its client was asked to move to another node (`ConnectResetRequest`):
+    /// its instances outlive the connection by [`MOVE_GRACE`].
+    moving: AtomicBool,
 }
 
+/// How long the instances of a client asked to move stay after its connection ends:
+/// it registers them again on the node it moves to, and its services are never seen
+/// without them meanwhile.
+pub const MOVE_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Connection {
+    /// Whether its client was asked to move to another node.
+    pub fn is_moving(&self) -> bool {
+        self.moving.load(Ordering::Acquire)
+    }
+
     /// Marks the client active now.
     pub fn touch(&self) {
         self.last_active.store(now_ms(), Ordering::Relaxed);
@@ -331,6 +344,7 @@ impl Connections {
             subscriptions: Mutex::new(HashMap::new()),
             listens: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            moving: AtomicBool::new(false),
         });
         // A transport carries one bi-stream; a new one replaces a stale entry.
         if let Some(old) = self.shared.by_remote.insert(remote, conn.clone()) {
@@ -490,6 +504,18 @@ impl SubscriberList for Connections {
 }
 
 impl ConnectionList for Connections {
+    fn count(&self) -> usize {
+        self.shared.by_remote.len()
+    }
+
+    fn created(&self) -> Vec<(String, u64)> {
+        self.shared
+            .by_remote
+            .iter()
+            .map(|conn| (conn.id.clone(), created_ms(&conn.id)))
+            .collect()
+    }
+
     fn connections(&self) -> Vec<ConnectionView> {
         let mut all: Vec<ConnectionView> = self
             .shared
@@ -516,11 +542,7 @@ impl ConnectionList for Connections {
                     tenant: setup.tenant,
                     labels,
                     // The id starts with the time it was set up.
-                    created_ms: conn
-                        .id
-                        .split_once('_')
-                        .and_then(|(ms, _)| ms.parse().ok())
-                        .unwrap_or(0),
+                    created_ms: created_ms(&conn.id),
                     last_active_ms: conn.last_active.load(Ordering::Relaxed),
                     subscriptions,
                 }
@@ -551,8 +573,19 @@ impl ConnectionList for Connections {
             "connectionId": conn.id,
             "module": "internal",
         });
-        conn.send(Payload::new("ConnectResetRequest", &body))
+        let sent = conn.send(Payload::new("ConnectResetRequest", &body));
+        if sent {
+            conn.moving.store(true, Ordering::Release);
+        }
+        sent
     }
+}
+
+/// When a connection was set up, from its id (`<ms>_<ip>_<port>`, as Nacos names them).
+fn created_ms(id: &str) -> u64 {
+    id.split_once('_')
+        .and_then(|(ms, _)| ms.parse().ok())
+        .unwrap_or(0)
 }
 
 impl ListenerList for Connections {

@@ -37,7 +37,7 @@ use crate::error::Error;
 use crate::services::auth::permissions::DENIED;
 use crate::services::auth::{Credentials, Identity};
 use crate::state::AppState;
-use connection::{Connection, Connections};
+use connection::{Connection, Connections, MOVE_GRACE};
 use fuzzy::{FuzzyLimits, FuzzyWatches};
 use kind::RequestKind;
 use naming::{parse_request, NamingRequest};
@@ -291,7 +291,9 @@ impl GrpcServer {
     }
 
     /// Forgets a connection: its instances, subscriptions and fuzzy watches go, and the removal
-    /// replicates like any change.
+    /// replicates like any change. The instances of a client that was asked to move go
+    /// [`MOVE_GRACE`] later (it registers them again where it moved, and another
+    /// client's registration of the same address takes it over meanwhile).
     fn disconnect(&self, conn: &Arc<Connection>) {
         if self.connections.remove(conn) {
             self.app
@@ -300,6 +302,15 @@ impl GrpcServer {
                 .set(self.connections.count() as i64);
             conn.listens.lock().clear();
             self.fuzzy.forget(&conn.client);
+            if conn.is_moving() {
+                let (registry, client) = (self.app.registry.clone(), conn.client.clone());
+                tracing::info!(connection = %conn.id, "grpc client moved away");
+                tokio::spawn(async move {
+                    tokio::time::sleep(MOVE_GRACE).await;
+                    registry.remove_client(&client, now_ms());
+                });
+                return;
+            }
             let removed = self.app.registry.remove_client(&conn.client, now_ms());
             tracing::info!(connection = %conn.id, instances = removed, "grpc client disconnected");
         }

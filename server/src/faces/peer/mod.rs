@@ -2,7 +2,7 @@
 //! channel itself (its sealed format, replay memory, the sending client) is the
 //! channel's (`services::channel`); this face accepts its connections ([`listener`]),
 //! checks each message ([`server`]) and routes it ([`route`]) to the one part it is for:
-//! hellos to the members, `view` to the cluster view, `distro/*` to Distro, `raft/*` to
+//! hellos to the members, `balance` to connection balancing, `view` to the cluster view, `distro/*` to Distro, `raft/*` to
 //! the store.
 
 pub mod listener;
@@ -19,6 +19,7 @@ use crate::services::channel::tls::PeerTls;
 use crate::services::cluster::members::{self, Hello, Members};
 use crate::services::cluster::view::ClusterView;
 use crate::services::distro::Distro;
+use crate::services::push::balance::{BalanceRequest, Balancer};
 use crate::services::store::Store;
 use crate::services::workers::Workers;
 use listener::PeerLimits;
@@ -33,6 +34,8 @@ pub struct PeerRoutes {
     pub store: Store,
     /// Hellos record liveness and addresses.
     pub members: Members,
+    /// `balance` asks for a round of connection balancing now.
+    pub balance: Balancer,
     /// The cluster as this node sees it, for `view` (the state's `cluster_view`).
     pub view: Arc<dyn Fn() -> ClusterView + Send + Sync>,
 }
@@ -95,10 +98,17 @@ pub(super) async fn route(
         // without receiving the change learns it from here.
         let me = Hello {
             membership: members::applied_membership(&app.store.status()),
-            ..app.members.me().clone()
+            ..app.members.hello()
         };
         let me = rmp_serde::to_vec_named(&me).expect("hello serializes");
         return (StatusCode::OK, me);
+    }
+    if path == "balance" {
+        let Ok(request) = rmp_serde::from_slice::<BalanceRequest>(body) else {
+            return bad("malformed balance request".into());
+        };
+        app.balance.request(request.tolerance);
+        return (StatusCode::OK, Vec::new());
     }
     if path == "view" {
         let view = (app.view)();

@@ -119,6 +119,19 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_GRPC_SETUP_TIMEOUT_SECS", default_value_t = 10, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub grpc_setup_timeout_secs: u64,
 
+    /// Do not move gRPC clients between members by itself. By default a node whose
+    /// share of the ready members' gRPC clients is more than 10 % (and 5 clients) above
+    /// the mean while another's is below asks some of its clients (connected over a
+    /// minute ago) to reconnect to the members below the mean; Nacos' manual
+    /// `loader/smartReloadCluster`, `reloadCurrent` and `reloadClient` work either way.
+    #[arg(long, env = "ROSTER_NO_GRPC_REBALANCE")]
+    pub no_grpc_rebalance: bool,
+
+    /// Most gRPC clients a node asks to move at a time; it then waits 5 s for the
+    /// members' counts to show the move before it moves more.
+    #[arg(long, env = "ROSTER_GRPC_REBALANCE_BATCH", default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub grpc_rebalance_batch: u64,
+
     /// Serve the web console from this directory (a `console-ui/dist` build) instead of
     /// the one built into the binary: for console development.
     #[arg(long, env = "ROSTER_CONSOLE_DIR", value_name = "DIR")]

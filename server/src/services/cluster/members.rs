@@ -2,7 +2,9 @@
 //! once a second over the peer channel; the hello carries its HTTP address and version,
 //! so nodes learn each other's `--http`. A member is live while it answered within the
 //! last [`LIVE_WINDOW`]. Before Raft has a membership, the members are `--members`;
-//! afterwards they are Raft's (so nodes added or removed at run time count).
+//! afterwards they are Raft's (so nodes added or removed at run time count). Hellos
+//! also carry each node's gRPC address and [`Load`] (its connection count and
+//! readiness), which connection balancing (`services::push::balance`) reads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,6 +41,21 @@ pub struct Hello {
     /// member ids. Absent in the hellos sent, and in answers from older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub membership: Option<(u64, Vec<NodeId>)>,
+    /// The gRPC address clients reach it at (absent from older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_addr: Option<String>,
+    /// Its load when it spoke (absent from older versions, and until it has counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Load>,
+}
+
+/// What a node tells the others of its gRPC clients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Load {
+    /// Its gRPC connections.
+    pub grpc_clients: u32,
+    /// Whether it serves clients (a starting node takes none).
+    pub ready: bool,
 }
 
 /// The membership `status` has applied (committed), for [`Hello::membership`].
@@ -58,6 +75,10 @@ pub struct Peer {
     pub version: Option<String>,
     /// When it last answered or said hello.
     pub last_seen: Option<Instant>,
+    /// Its gRPC address, once learned.
+    pub grpc_addr: Option<String>,
+    /// Its load as it last told it.
+    pub load: Option<Load>,
 }
 
 /// Membership and liveness. Cheap to clone.
@@ -68,6 +89,8 @@ pub struct Members {
 
 struct Shared {
     me: Hello,
+    /// This node's load, as the balancer last counted it; guarded for short reads.
+    load: parking_lot::Mutex<Option<Load>>,
     /// Other members; guarded for short reads and updates, never across an await.
     peers: RwLock<BTreeMap<NodeId, Peer>>,
     /// The highest log index of a membership without this node that a member answered
@@ -94,6 +117,7 @@ impl Members {
         Self {
             shared: Arc::new(Shared {
                 me,
+                load: parking_lot::Mutex::new(None),
                 peers: RwLock::new(peers),
                 left_out_at: parking_lot::Mutex::new(None),
             }),
@@ -103,6 +127,49 @@ impl Members {
     /// This node.
     pub fn me(&self) -> &Hello {
         &self.shared.me
+    }
+
+    /// This node's hello as it goes out now: [`Members::me`] with its current load.
+    pub fn hello(&self) -> Hello {
+        Hello {
+            load: *self.shared.load.lock(),
+            ..self.shared.me.clone()
+        }
+    }
+
+    /// Sets the load the next hellos (and answers to hellos) tell.
+    pub fn set_load(&self, load: Load) {
+        *self.shared.load.lock() = Some(load);
+    }
+
+    /// The gRPC clients of each live member that is ready and told its load, this node
+    /// included (when it is ready), by id.
+    pub fn ready_loads(&self) -> Vec<(NodeId, u32)> {
+        let now = Instant::now();
+        let mut loads: Vec<(NodeId, u32)> = self
+            .shared
+            .peers
+            .read()
+            .iter()
+            .filter(|(_, p)| {
+                p.last_seen
+                    .is_some_and(|t| now.duration_since(t) < LIVE_WINDOW)
+            })
+            .filter_map(|(id, p)| p.load.filter(|l| l.ready).map(|l| (*id, l.grpc_clients)))
+            .collect();
+        if let Some(mine) = self.shared.load.lock().filter(|l| l.ready) {
+            loads.push((self.shared.me.node_id, mine.grpc_clients));
+        }
+        loads.sort_unstable();
+        loads
+    }
+
+    /// The gRPC address of member `id` as it told it (this node's own included).
+    pub fn grpc_addr(&self, id: NodeId) -> Option<String> {
+        if id == self.shared.me.node_id {
+            return self.shared.me.grpc_addr.clone();
+        }
+        self.shared.peers.read().get(&id)?.grpc_addr.clone()
     }
 
     /// The other members.
@@ -172,6 +239,8 @@ impl Members {
         peer.http_addr = Some(hello.http_addr.clone());
         peer.version = Some(hello.version.clone());
         peer.last_seen = Some(Instant::now());
+        peer.grpc_addr.clone_from(&hello.grpc_addr);
+        peer.load = hello.load;
     }
 
     /// The log index of the latest membership a member has applied that leaves this
@@ -218,7 +287,6 @@ impl Members {
     pub async fn run(self, client: PeerClient, store: Store, mut stopping: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(HELLO_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let body = rmp_serde::to_vec_named(self.me()).expect("hello serializes");
         let mut was_live = self.live();
         loop {
             tokio::select! {
@@ -226,6 +294,7 @@ impl Members {
                 _ = stopping.changed() => return,
             }
             self.follow(&store.status().members);
+            let body = rmp_serde::to_vec_named(&self.hello()).expect("hello serializes");
             let mut calls = JoinSet::new();
             for (id, peer) in self.peers() {
                 let client = client.clone();
@@ -277,6 +346,8 @@ mod tests {
             http_addr: format!("n{id}:8848"),
             version: "x".into(),
             membership: None,
+            grpc_addr: Some(format!("n{id}:9848")),
+            load: None,
         }
     }
 
@@ -301,5 +372,53 @@ mod tests {
         assert_eq!(m.live(), [1]);
         assert_eq!(m.peer_addr(4).as_deref(), Some("n4:7848"));
         assert!(m.peer_addr(3).is_none());
+    }
+
+    #[test]
+    fn ready_loads_are_of_live_ready_members_that_told_theirs() {
+        let seeds = BTreeMap::from([
+            (1, "n1:7848".to_string()),
+            (2, "n2:7848".into()),
+            (3, "n3:7848".into()),
+            (4, "n4:7848".into()),
+        ]);
+        let m = Members::new(hello(1), &seeds);
+        assert!(m.ready_loads().is_empty(), "nothing counted yet");
+        m.set_load(Load {
+            grpc_clients: 7,
+            ready: true,
+        });
+        let told = |id, grpc_clients, ready| Hello {
+            load: Some(Load {
+                grpc_clients,
+                ready,
+            }),
+            ..hello(id)
+        };
+        m.record(&told(2, 40, true));
+        m.record(&told(3, 0, false));
+        m.record(&hello(4));
+        assert_eq!(m.ready_loads(), [(1, 7), (2, 40)]);
+        assert_eq!(m.grpc_addr(2).as_deref(), Some("n2:9848"));
+        assert_eq!(m.hello().load.map(|l| l.grpc_clients), Some(7));
+        // An older node's hello (no load, no gRPC address) decodes.
+        let old = rmp_serde::to_vec_named(&OldHello {
+            node_id: 2,
+            peer_addr: "n2:7848".into(),
+            http_addr: "n2:8848".into(),
+            version: "0.9".into(),
+        })
+        .unwrap();
+        let decoded: Hello = rmp_serde::from_slice(&old).unwrap();
+        assert_eq!((decoded.load, decoded.grpc_addr), (None, None));
+    }
+
+    /// A hello as versions before connection balancing sent it.
+    #[derive(Serialize)]
+    struct OldHello {
+        node_id: NodeId,
+        peer_addr: String,
+        http_addr: String,
+        version: String,
     }
 }

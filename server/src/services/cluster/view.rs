@@ -37,6 +37,9 @@ pub struct MemberView {
     pub match_index: Option<u64>,
     /// Entries it is behind the leader's log (known when the leader answers).
     pub lag: Option<u64>,
+    /// Its gRPC connections, as it last told (absent from older versions' answers).
+    #[serde(default)]
+    pub grpc_clients: Option<u32>,
 }
 
 /// The cluster as one node sees it.
@@ -156,6 +159,12 @@ pub fn view(sources: Sources<'_>) -> ClusterView {
                 },
                 match_index,
                 lag: match_index.map(|m| raft.last_log_index.saturating_sub(m)),
+                grpc_clients: if is_me {
+                    sources.members.hello().load
+                } else {
+                    peer.and_then(|p| p.load)
+                }
+                .map(|l| l.grpc_clients),
             }
         })
         .collect();

@@ -62,6 +62,12 @@ pub trait ConnectionList: Send + Sync {
     /// Every connection, ordered by id.
     fn connections(&self) -> Vec<ConnectionView>;
 
+    /// How many connections there are (without building their views).
+    fn count(&self) -> usize;
+
+    /// Every connection's id and set-up time (wall-clock ms), unordered.
+    fn created(&self) -> Vec<(String, u64)>;
+
     /// Asks the client of connection `id` to reconnect (to `redirect`, if given);
     /// false when there is no such connection here or its stream is backed up.
     fn reset(&self, id: &str, redirect: Redirect<'_>) -> bool;

@@ -1,7 +1,9 @@
 //! Telling subscribers about changes: Nacos v1 UDP push ([`udp`]) and the broadcast of
 //! changes that event streams follow ([`events`]). gRPC pushes go out over each client's
-//! own connection (`faces::grpc`), which the other faces see through [`connections`].
+//! own connection (`faces::grpc`), which the other faces see through [`connections`];
+//! [`balance`] spreads those connections over the members.
 
+pub mod balance;
 pub mod connections;
 pub mod events;
 pub mod udp;

@@ -1,6 +1,7 @@
 //! The v3 API: core (`/nacos/v3/admin/core/...`): namespaces, the cluster's members,
 //! the node's state and probes, and the gRPC connections of this node (Nacos' "loader":
-//! listing them and moving clients to other nodes with `ConnectResetRequest`).
+//! listing them, moving clients to other nodes with `ConnectResetRequest`, and asking
+//! every member for a round of connection balancing).
 //!
 //! roster's membership is Raft's and its operations are roster's own, so what Nacos
 //! changes there (member lists, lookup modes, its Raft groups, id generators, log
@@ -20,6 +21,7 @@ use crate::faces::http::guard::Caller;
 use crate::faces::http::nacos::namespace;
 use crate::faces::http::nacos_v2_envelope::{failure, success};
 use crate::faces::http::params::Params;
+use crate::services::push::balance;
 use crate::services::push::connections::ConnectionView;
 use crate::state::AppState;
 use roster_registry::namespace::{NamespaceInfo, PUBLIC_NAMESPACE};
@@ -57,10 +59,7 @@ pub(super) fn serve(op: V3, req: Request, state: AppState) -> Answer {
         V3::LoaderCluster => Handler::call(loader_cluster, req, state),
         V3::LoaderReloadCurrent => Handler::call(loader_reload_current, req, state),
         V3::LoaderReloadClient => Handler::call(loader_reload_client, req, state),
-        V3::LoaderSmartReload => answer_not_served(
-            "automatic rebalancing across the cluster is planned; meanwhile move clients off \
-             a loaded node with its loader/reloadCurrent or loader/reloadClient",
-        ),
+        V3::LoaderSmartReload => Handler::call(loader_smart_reload, req, state),
         _ => answer_not_served("not this area's"),
     }
 }
@@ -298,21 +297,77 @@ async fn loader_current(State(state): State<AppState>) -> Response {
     success(Value::Object(all))
 }
 
-/// `GET .../loader/cluster`: the connection counts per node, as Nacos'
-/// `ServerLoaderMetrics`. roster's members do not tell each other their counts yet, so
-/// the detail holds this node's only (`metricsCount` 1, `completed` false in a cluster
-/// of several).
+/// `GET .../loader/cluster`: the connection counts per member, as Nacos'
+/// `ServerLoaderMetrics`: this node's counted now, the others' as their last hellos told
+/// them (`completed` is false while a member has not told its count).
 async fn loader_cluster(State(state): State<AppState>) -> Response {
-    let count = state.grpc_connections.connections().len();
-    let members = state.members.peers().len() + 1;
-    let here = json!({
-        "address": state.members.me().http_addr,
-        "sdkConCount": count,
-        "conCount": count,
-        "load": load_average(),
-        "cpu": null,
-    });
-    success(loader_metrics(vec![(here, count)], members))
+    let count = state.grpc_connections.count();
+    let members = state.members.peers();
+    let mut details = vec![(
+        json!({
+            "address": state.members.me().http_addr,
+            "sdkConCount": count,
+            "conCount": count,
+            "load": load_average(),
+            "cpu": null,
+        }),
+        count,
+    )];
+    for peer in members.values() {
+        let (Some(load), Some(address)) = (peer.load, &peer.http_addr) else {
+            continue;
+        };
+        let count = load.grpc_clients as usize;
+        details.push((
+            json!({
+                "address": address,
+                "sdkConCount": count,
+                "conCount": count,
+                "load": null,
+                "cpu": null,
+            }),
+            count,
+        ));
+    }
+    success(loader_metrics(details, members.len() + 1))
+}
+
+/// `POST .../loader/smartReloadCluster?loaderFactor=0.1`: one round of connection
+/// balancing now on every live member, with the factor as the tolerance (Nacos' default
+/// 0.1; its maintainer client sends `loaderFactorStr`). Each member moves only its
+/// excess over the mean, only connections over a minute old, a batch at most.
+async fn loader_smart_reload(State(state): State<AppState>, params: Params) -> Response {
+    let factor = params
+        .optional("loaderFactor")
+        .or_else(|| params.optional("loaderFactorStr"))
+        .map(|raw| {
+            raw.trim_end_matches(['f', 'F'])
+                .parse::<f64>()
+                .ok()
+                .filter(|f| (0.0..=1.0).contains(f))
+                .ok_or_else(|| {
+                    Error::illegal(
+                        "loaderFactor",
+                        format!("'{raw}' is not a number from 0 to 1."),
+                    )
+                })
+        })
+        .transpose();
+    let factor = match factor {
+        Ok(f) => f.unwrap_or(balance::TOLERANCE),
+        Err(e) => return answer(Err(e)),
+    };
+    let missed = state
+        .balance
+        .request_cluster(&state.members, &state.peers, factor)
+        .await;
+    if !missed.is_empty() {
+        return answer(Err(Error::unavailable(format!(
+            "Smart reload failed, please try again later: members {missed:?} did not answer"
+        ))));
+    }
+    tracing::info!(factor, "connection balancing asked of every member");
+    success(json!("ok"))
 }
 
 /// `ServerLoaderMetrics` from each answering node's metric and count.
