@@ -38,6 +38,7 @@ mod nacos_v3_naming;
 mod observer;
 mod ops;
 mod overview;
+mod prometheus_sd;
 mod push;
 mod rebalance;
 mod removed;

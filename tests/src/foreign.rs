@@ -4,6 +4,9 @@
 //! waited on until it answers, killed on drop, and stoppable and restartable (same
 //! ports, same data) so a test can take the registry away and bring it back.
 //!
+//! And a real Prometheus (Debian's `prometheus`) given a configuration, to check the
+//! service discovery roster serves to it.
+//!
 //! Also the small clients tests need to change them: etcd puts (optionally under a
 //! lease), deletes, compaction and authentication through the JSON gateway; ZooKeeper
 //! node creation and deletion, and an ephemeral node whose session can be made to
@@ -32,6 +35,8 @@ const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
 /// The Java runtime (Debian package `default-jre-headless`).
 const JAVA_BIN: &str = "/usr/bin/java";
+/// The Prometheus server binary (Debian package `prometheus`).
+const PROMETHEUS_BIN: &str = "/usr/bin/prometheus";
 /// How long a server may take to answer after it was started.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -546,5 +551,72 @@ impl TcpProxy {
 impl Drop for TcpProxy {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// A real Prometheus server on a free loopback port, with the configuration the test
+/// gives (YAML), its data in a temp dir.
+pub struct Prometheus {
+    process: Process,
+    /// The web (API) port.
+    pub port: u16,
+    agent: ureq::Agent,
+}
+
+impl Prometheus {
+    /// Starts Prometheus with `config` and waits until it is ready.
+    pub fn start(config: &str) -> Self {
+        require(PROMETHEUS_BIN, "prometheus");
+        let mut prometheus = Self {
+            process: Process::new("prometheus"),
+            port: free_port(),
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(10)))
+                .build()
+                .into(),
+        };
+        let config_path = prometheus.process.path("prometheus.yml");
+        std::fs::write(&config_path, config).expect("prometheus.yml");
+        let mut command = Command::new(PROMETHEUS_BIN);
+        command
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                prometheus.process.path("data").display()
+            ))
+            .arg(format!(
+                "--web.listen-address=127.0.0.1:{}",
+                prometheus.port
+            ));
+        prometheus.process.spawn(command);
+        let (agent, ready) = (
+            prometheus.agent.clone(),
+            format!("http://127.0.0.1:{}/-/ready", prometheus.port),
+        );
+        prometheus
+            .process
+            .wait(|| agent.get(&ready).call().is_ok_and(|r| r.status() == 200));
+        prometheus
+    }
+
+    /// `GET /api/v1/<path>`'s `data` (panics unless it answers `success`).
+    pub fn api(&self, path: &str) -> Value {
+        let url = format!("http://127.0.0.1:{}/api/v1/{path}", self.port);
+        let body: Value = self
+            .agent
+            .get(&url)
+            .call()
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+            .body_mut()
+            .read_json()
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        assert_eq!(body["status"], "success", "{url}: {body}");
+        body["data"].clone()
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        self.process.log()
     }
 }

@@ -27,6 +27,7 @@ pub mod ops;
 pub mod overview;
 pub mod params;
 pub mod pick;
+pub mod prometheus;
 pub mod signing_key;
 pub mod snapshot;
 pub mod sync;

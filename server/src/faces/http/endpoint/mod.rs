@@ -20,6 +20,7 @@ use axum::http::Method;
 
 use super::nacos;
 use super::params::Params;
+use super::prometheus;
 use super::v3::{self, V3};
 pub use policy::{Access, AuditRule, BodyLimit};
 use route::{is_console, percent_decoded, TASK_PREFIX};
@@ -41,6 +42,8 @@ pub enum Endpoint {
     Ready,
     /// `GET /metrics`.
     Metrics,
+    /// `GET /nacos/prometheus[/namespaceId/{namespaceId}[/service/{service}]]`.
+    PrometheusSd(prometheus::Scope),
     /// `POST /nacos/v1/ns/instance`.
     InstanceRegister,
     /// `DELETE /nacos/v1/ns/instance`.
@@ -301,6 +304,10 @@ impl Endpoint {
             (R::Live, Get) => E::Live,
             (R::Ready, Get) => E::Ready,
             (R::Metrics, Get) => E::Metrics,
+            (R::PrometheusSd, Get) => E::PrometheusSd(prometheus::Scope::All),
+            (R::PrometheusSdNamespace | R::PrometheusSdService, _) => {
+                Self::parse_other(method, verb, path)
+            }
             (R::HealthInstance, Put) => E::InstanceHealth,
             (R::Health, Put) => E::Health,
             (R::Service, Post) => E::ServiceCreate,
@@ -407,6 +414,20 @@ impl Endpoint {
                 v3::Parsed::Unknown => not_found(),
             };
         }
+        if let Some(rest) = path.strip_prefix(prometheus::NAMESPACE_PREFIX) {
+            return match prometheus::scope(rest, percent_decoded) {
+                None => not_found(),
+                Some(scope) if verb == Verb::Get => Endpoint::PrometheusSd(scope),
+                Some(prometheus::Scope::Service(..)) => Endpoint::MethodNotAllowed {
+                    route: Route::PrometheusSdService,
+                    reads: reads(method),
+                },
+                Some(_) => Endpoint::MethodNotAllowed {
+                    route: Route::PrometheusSdNamespace,
+                    reads: reads(method),
+                },
+            };
+        }
         let Some(rest) = path.strip_prefix(TASK_PREFIX) else {
             return not_found();
         };
@@ -467,6 +488,9 @@ impl Endpoint {
             E::Console | E::NotFound { .. } | E::V3(_) | E::V3NotAllowed { .. } => return None,
             E::MethodNotAllowed { route, .. } => *route,
             E::Live => R::Live,
+            E::PrometheusSd(prometheus::Scope::All) => R::PrometheusSd,
+            E::PrometheusSd(prometheus::Scope::Service(..)) => R::PrometheusSdService,
+            E::PrometheusSd(_) => R::PrometheusSdNamespace,
             E::Ready => R::Ready,
             E::Metrics => R::Metrics,
             E::InstanceRegister | E::InstanceDeregister | E::InstanceUpdate | E::InstanceDetail => {

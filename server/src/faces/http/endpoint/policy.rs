@@ -136,6 +136,8 @@ impl Endpoint {
             E::UserPassword => Access::Caller,
             // `service` and `namespace` events are filtered per event.
             E::Events => Access::NamespaceIfGiven,
+            // Filtered to the services the caller may read.
+            E::PrometheusSd(_) => Access::Caller,
             // What clients probe, and the cluster's shape: nothing of any namespace.
             E::SelectorTypes
             | E::OperatorSwitches
@@ -212,6 +214,7 @@ impl Endpoint {
             E::Live
                 | E::Ready
                 | E::Metrics
+                | E::PrometheusSd(_)
                 | E::InstanceDetail
                 | E::InstanceList
                 | E::ServiceDetail
@@ -315,7 +318,10 @@ impl Route {
                 tenant: "namespaceId",
                 group: "group",
             },
-            R::ConfigListener => Access::Caller,
+            R::ConfigListener
+            | R::PrometheusSd
+            | R::PrometheusSdNamespace
+            | R::PrometheusSdService => Access::Caller,
             R::Events => Access::NamespaceIfGiven,
             R::SelectorTypes
             | R::OperatorSwitches

@@ -60,6 +60,12 @@ routes! {
     Ready => "/health/ready", "GET,HEAD";
     /// Prometheus metrics.
     Metrics => "/metrics", "GET,HEAD";
+    /// Prometheus HTTP service discovery, every namespace (Nacos 2.2+).
+    PrometheusSd => "/nacos/prometheus", "GET,HEAD";
+    /// Prometheus HTTP service discovery, a namespace (parsed apart).
+    PrometheusSdNamespace => "/nacos/prometheus/namespaceId/{namespaceId}", "GET,HEAD";
+    /// Prometheus HTTP service discovery, a service (parsed apart).
+    PrometheusSdService => "/nacos/prometheus/namespaceId/{namespaceId}/service/{service}", "GET,HEAD";
     /// Nacos v1 instance health.
     HealthInstance => "/nacos/v1/ns/health/instance", "PUT";
     /// Nacos v1 instance health, the older path.

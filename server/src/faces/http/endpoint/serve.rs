@@ -16,7 +16,7 @@ use super::super::nacos::{permissions, service};
 use super::super::{
     audit, clients, cluster, events, nacos, nacos_v2, nacos_v2_config, ops, overview, pick,
 };
-use super::super::{signing_key, snapshot, sync};
+use super::super::{prometheus, signing_key, snapshot, sync};
 use super::Endpoint;
 use crate::state::AppState;
 
@@ -32,6 +32,10 @@ impl Endpoint {
             E::Live => Handler::call(ops::live, req, state),
             E::Ready => Handler::call(ops::ready, req, state),
             E::Metrics => Handler::call(ops::metrics, req, state),
+            E::PrometheusSd(scope) => {
+                let targets = move |s: State<AppState>, c: Caller| prometheus::targets(s, c, scope);
+                Handler::call(targets, req, state)
+            }
             E::InstanceRegister => Handler::call(instance::register, req, state),
             E::InstanceDeregister => Handler::call(instance::deregister, req, state),
             E::InstanceUpdate => Handler::call(instance::update, req, state),
