@@ -241,6 +241,43 @@ async function main() {
     return { terms };
   });
 
+  await step('clients-all-members', async () => {
+    // Address clients of several IPs, registered through node 1 and replicated: every
+    // member lists what it holds, and "all members" is every member's answer, each row
+    // tagged with the member that gave it.
+    const ips = [1, 2, 3, 4].map((i) => `127.0.31.${i}`);
+    for (const ip of ips) {
+      await api(HOME, 'POST', '/nacos/v1/ns/instance', { serviceName: `${SVC}-clients`, ip, port: 8080, ephemeral: true });
+    }
+    const listed = async () => {
+      const rows = [];
+      for (const server of args.servers) {
+        const answer = await api(`http://${server}`, 'GET', '/api/v1/clients', { ip: '127.0.31.' });
+        for (const c of answer.clients) rows.push(`${c.clientId}@${answer.node}`);
+      }
+      return rows.sort();
+    };
+    const all = await until(listed, (rows) => rows.length === ips.length * args.servers.length, 'every member listing every address client');
+    const shown = () =>
+      page
+        .locator('[data-testid="clients-table"] [data-testid="client-row"]')
+        .evaluateAll((rows) => rows.map((r) => `${r.getAttribute('data-client')}@${r.getAttribute('data-node') ?? ''}`).sort());
+    await tid('nav-clients').click();
+    await tid('clients-search').fill('127.0.31.');
+    const mine = all.filter((r) => r.endsWith('@1'));
+    await until(shown, (rows) => JSON.stringify(rows) === JSON.stringify(mine), "node 1's clients");
+    await tid('clients-scope-all').click();
+    await until(shown, (rows) => JSON.stringify(rows) === JSON.stringify(all), "every member's clients");
+    const column = await page.locator('[data-testid="clients-table"] [data-testid="client-node"]').allInnerTexts();
+    const nodes = [...new Set(column)].sort().join();
+    check(nodes === args.servers.map((_, i) => i + 1).join(), `the node column shows ${nodes}`);
+    await shot('clients-all-members');
+    await tid('clients-scope-node').click();
+    await tid('nav-cluster').click();
+    await expectVisible(tid('cluster-updated'), 'the cluster page again');
+    return { rows: all.length };
+  });
+
   await step('failover', async () => {
     const updated = await tid('cluster-updated').innerText();
     await want('kill', 1);

@@ -439,10 +439,11 @@ const en = {
   'cluster.version': 'Version',
   'cluster.match': 'Match index',
   'cluster.lag': 'Lag',
-  'cluster.owned': 'Ephemeral clients owned',
-  'cluster.grpcClients': 'gRPC clients',
-  'cluster.grpcClientsHint':
-    'gRPC connections each member holds, as it last told the others. Members move clients to keep these within 10 % of their mean (unless started with --no-grpc-rebalance).',
+  'cluster.clients': 'Clients',
+  'cluster.clientsHint':
+    'gRPC: the connections the member holds, as it last told the others (members move clients to keep these within 10 % of their mean, unless started with --no-grpc-rebalance). Owned: the ephemeral clients it is responsible for.',
+  'cluster.grpcShort': 'gRPC',
+  'cluster.ownedShort': 'owned',
   'cluster.guard': 'Eviction guard',
   'cluster.guardOff': 'not engaged',
   'cluster.guardOn': 'engaged in: {list}',
@@ -1143,10 +1144,11 @@ const zh: Dict = {
   'cluster.version': '版本',
   'cluster.match': '匹配索引',
   'cluster.lag': '落后',
-  'cluster.owned': '负责的临时客户端',
-  'cluster.grpcClients': 'gRPC 客户端',
-  'cluster.grpcClientsHint':
-    '各成员持有的 gRPC 连接数（成员最近一次告知的值）。成员会迁移客户端，使各自的连接数保持在平均值的 10% 以内（以 --no-grpc-rebalance 启动时除外）。',
+  'cluster.clients': '客户端',
+  'cluster.clientsHint':
+    'gRPC：成员持有的连接数（成员最近一次告知的值；成员会迁移客户端，使其保持在平均值的 10% 以内，以 --no-grpc-rebalance 启动时除外）。负责：该成员负责的临时客户端数。',
+  'cluster.grpcShort': 'gRPC',
+  'cluster.ownedShort': '负责',
   'cluster.guard': '摘除保护',
   'cluster.guardOff': '未启用',
   'cluster.guardOn': '已在以下命名空间启用：{list}',

@@ -211,8 +211,10 @@ export function AutoRefreshControls(props: {
   onRefresh(): void;
 }) {
   const t = useT();
+  // its own Space: a fragment's children would reach the title's Space as one item,
+  // the label and the time then running into each other
   return (
-    <>
+    <Space wrap>
       <label className="switch-label">
         <Switch size="small" checked={props.auto} onChange={props.onAuto} data-testid={`${props.id}-auto`} />
         <span>{props.label}</span>
@@ -225,6 +227,6 @@ export function AutoRefreshControls(props: {
       <Button icon={<ReloadOutlined />} onClick={props.onRefresh} data-testid={`${props.id}-refresh`}>
         {t('common.refresh')}
       </Button>
-    </>
+    </Space>
   );
 }

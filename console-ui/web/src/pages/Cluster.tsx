@@ -185,38 +185,38 @@ export function ClusterPage() {
       align: 'right' as const,
       width: 100,
       className: 'wrap-head',
-      render: (v?: number | null) => num(v),
-    },
-    {
-      title: t('cluster.lag'),
-      dataIndex: 'lag',
-      key: 'lag',
-      align: 'right' as const,
-      render: (v?: number | null) => <span className={v && v > 0 ? 'num-warn' : undefined}>{num(v)}</span>,
-    },
-    {
-      title: t('cluster.owned'),
-      key: 'owned',
-      align: 'right' as const,
-      width: 110,
-      className: 'wrap-head',
-      render: (_: unknown, m: ClusterMember) => num(s?.distroOwned?.[String(m.id)]),
+      render: (v: number | null | undefined, m: ClusterMember) => (
+        <div className="nowrap">
+          <div>{num(v)}</div>
+          {m.lag != null && (
+            <Typography.Text type="secondary" className={m.lag > 0 ? 'num-warn' : undefined}>
+              {t('cluster.lag')} {num(m.lag)}
+            </Typography.Text>
+          )}
+        </div>
+      ),
     },
     {
       title: (
-        <Tooltip title={t('cluster.grpcClientsHint')}>
+        <Tooltip title={t('cluster.clientsHint')}>
           <span>
-            {t('cluster.grpcClients')} <InfoCircleOutlined />
+            {t('cluster.clients')} <InfoCircleOutlined />
           </span>
         </Tooltip>
       ),
-      dataIndex: 'grpcClients',
-      key: 'grpc',
+      key: 'clients',
       align: 'right' as const,
-      width: 100,
+      width: 90,
       className: 'wrap-head',
-      render: (v: number | null | undefined, m: ClusterMember) => (
-        <span data-testid={`member-grpc-${m.id}`}>{num(v)}</span>
+      render: (_: unknown, m: ClusterMember) => (
+        <div className="nowrap">
+          <div>
+            <span data-testid={`member-grpc-${m.id}`}>{num(m.grpcClients)}</span> {t('cluster.grpcShort')}
+          </div>
+          <Typography.Text type="secondary">
+            {num(s?.distroOwned?.[String(m.id)])} {t('cluster.ownedShort')}
+          </Typography.Text>
+        </div>
       ),
     },
     { title: t('cluster.version'), dataIndex: 'version', key: 'version', render: (v?: string) => v ?? '—' },
