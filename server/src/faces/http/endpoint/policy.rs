@@ -2,6 +2,7 @@
 //! [`AuditRule`], [`BodyLimit`], each a `match` on [`Endpoint`] (and, for methods a
 //! route does not answer, on its [`Route`]).
 
+use super::super::eureka::Op;
 use super::{Endpoint, Route};
 use crate::services::auth::permissions::Action;
 
@@ -42,6 +43,13 @@ pub enum Access {
     /// Reading something of the namespace this parameter names (default `public`):
     /// config listings (v1: `tenant`, v3: `namespaceId`).
     ConfigNamespace(&'static str),
+    /// This action on the service of the application a Eureka path names, in the
+    /// namespace and group of Eureka's applications (`--eureka-namespace`,
+    /// `--eureka-group`).
+    EurekaApp(Action),
+    /// Reading something of the namespace of Eureka's applications (the listings leave
+    /// out the services the caller may not read).
+    EurekaNamespace,
 }
 
 /// Whether a request is audited.
@@ -178,6 +186,11 @@ impl Endpoint {
             | E::NotFound { .. } => Access::Admin,
             E::MethodNotAllowed { route, .. } => route.access_of_other_methods(),
             E::V3(op) => op.access(),
+            E::Eureka(call) => match (call.op.names_app(), call.op.reads()) {
+                (true, true) => Access::EurekaApp(Read),
+                (true, false) => Access::EurekaApp(Write),
+                (false, _) => Access::EurekaNamespace,
+            },
             // An admin's, whatever the path: a 405 reveals nothing to anyone else.
             E::V3NotAllowed { .. } => Access::Admin,
         }
@@ -194,6 +207,12 @@ impl Endpoint {
             Endpoint::NotFound { reads: false, .. } => AuditRule::Always,
             Endpoint::MethodNotAllowed { route, reads } => route.audit(*reads),
             Endpoint::V3(op) => op.audit(),
+            // Renewals are heartbeats; the registry and its deltas are what clients poll.
+            Endpoint::Eureka(call) => match call.op {
+                Op::Renew | Op::Apps | Op::Delta | Op::App => AuditRule::Never,
+                op if op.reads() => AuditRule::IfForbidden,
+                _ => AuditRule::Always,
+            },
             Endpoint::V3NotAllowed { reads: true, .. } => AuditRule::IfForbidden,
             Endpoint::V3NotAllowed { reads: false, .. } => AuditRule::Always,
             // Every other endpoint reads exactly when its method is `GET` (or `HEAD`).
@@ -344,6 +363,16 @@ impl Route {
             | R::SyncTaskPause
             | R::SyncTaskResume
             | R::SyncTaskApply => Access::Admin,
+            // As Nacos 3's: a 405 of Eureka's reveals nothing to anyone but an admin.
+            R::EurekaApps
+            | R::EurekaDelta
+            | R::EurekaApp
+            | R::EurekaInstance
+            | R::EurekaStatus
+            | R::EurekaMetadata
+            | R::EurekaInstanceById
+            | R::EurekaVip
+            | R::EurekaSvip => Access::Admin,
         }
     }
 
