@@ -311,6 +311,71 @@ fn eureka_face_real_java_client_registers_renews_changes_and_discovers() {
     program.wait_step("stopped", COMMAND);
 }
 
+/// The Python client's venv (`scripts/test` makes it).
+fn python() -> std::path::PathBuf {
+    let python = roster_tests::workspace_root().join("tests/clients/python/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} missing: run scripts/test",
+        python.display()
+    );
+    python
+}
+
+#[test]
+fn eureka_face_py_eureka_client_registers_discovers_and_cancels() {
+    let node = Node::start();
+    // Another application, registered through Nacos: the Python client must find it.
+    node.call(
+        "POST",
+        "/nacos/v1/ns/instance?serviceName=inventory&ip=127.41.7.1&port=9000",
+    )
+    .expect(200);
+    let script = roster_tests::workspace_root().join("tests/clients/python/eureka_flow.py");
+    let mut cmd = std::process::Command::new(python());
+    cmd.arg(script).args([
+        "--server",
+        &format!(
+            "http://nacos:{ADMIN_PASSWORD}@127.0.0.1:{}/eureka/",
+            node.http_port
+        ),
+        "--app",
+        "py-service",
+        "--ip",
+        "127.41.7.2",
+        "--port",
+        "8080",
+        "--other",
+        "INVENTORY",
+    ]);
+    let mut program = Running::start(cmd, "py_eureka_client");
+    let seen = program.wait_step("discovered", COMMAND);
+    let own = &seen["own"][0];
+    assert_eq!(own["ip"], "127.41.7.2", "{seen}");
+    assert_eq!(own["status"], "UP", "{seen}");
+    assert_eq!(own["metadata"]["lang"], "python", "{seen}");
+    let other = &seen["other"][0];
+    assert_eq!(
+        (&other["ip"], &other["port"]),
+        (&json!("127.41.7.1"), &json!(9000))
+    );
+    // Held as the lower-cased service, with the lease it asked for, kept by its renewals.
+    let hosts = nacos_hosts(&node, "public", "DEFAULT_GROUP", "py-service");
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0]["metadata"]["preserved.ip.delete.timeout"], "3000");
+    let since = std::time::Instant::now();
+    eventually(Duration::from_secs(20), || {
+        let held = nacos_instance(&node, "py-service", "127.41.7.2", 8080)
+            .ok_or_else(|| "the renewing instance is gone".to_string())?;
+        let alive = held["healthy"] == true && since.elapsed() > Duration::from_secs(5);
+        alive.then_some(()).ok_or_else(|| held.to_string())
+    });
+    // Stopping cancels its lease.
+    program.send("stop");
+    program.wait_step("stopped", COMMAND);
+    assert!(nacos_hosts(&node, "public", "DEFAULT_GROUP", "py-service").is_empty());
+}
+
 #[test]
 fn eureka_face_http_shapes_renewals_bad_input_and_nacos_instances() {
     let node = Node::start();
@@ -329,7 +394,8 @@ fn eureka_face_http_shapes_renewals_bad_input_and_nacos_instances() {
         .expect(200)
         .json();
     let doc = &apps["applications"];
-    assert_eq!(doc["versions__delta"], "1", "{apps}");
+    let version = doc["versions__delta"].as_str().unwrap_or_default();
+    assert!(version.parse::<u64>().is_ok_and(|v| v > 0), "{apps}");
     assert_eq!(doc["apps__hashcode"], "UP_1_", "{apps}");
     let app = &doc["application"][0];
     assert_eq!(app["name"], "STOCK-SERVICE", "{apps}");
@@ -353,6 +419,29 @@ fn eureka_face_http_shapes_renewals_bad_input_and_nacos_instances() {
         "healthCheckUrl",
     ] {
         assert!(i[key].is_string(), "{key}: {i}");
+    }
+    // Eureka's XML unless JSON is asked for (py_eureka_client asks for nothing).
+    for accept in [None, Some("*/*"), Some("application/xml")] {
+        let mut headers = vec![("authorization", auth.as_str())];
+        if let Some(accept) = accept {
+            headers.push(("accept", accept));
+        }
+        let xml = node.raw("GET", "/eureka/apps/", &headers, None).expect(200);
+        assert_eq!(
+            xml.header("content-type"),
+            Some("application/xml"),
+            "{accept:?}"
+        );
+        for part in [
+            "<applications>",
+            "<name>STOCK-SERVICE</name>",
+            r#"<port enabled="true">9090</port>"#,
+            "<overriddenstatus>UNKNOWN</overriddenstatus>",
+            "<metadata><tier>gold</tier></metadata>",
+            "<apps__hashcode>UP_1_</apps__hashcode>",
+        ] {
+            assert!(xml.body.contains(part), "{part}: {}", xml.body);
+        }
     }
     // The same under /nacos/eureka/, by VIP, by id, in the delta.
     let mse = eureka(&node, "GET", "/nacos/eureka/apps", a, None)

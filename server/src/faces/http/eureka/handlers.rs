@@ -8,11 +8,12 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::handler::Handler;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::mapping::{self, Status};
+use super::xml;
 use super::{Call, Op};
 use crate::error::Error;
 use crate::faces::http::endpoint::Answer;
@@ -55,7 +56,7 @@ impl Call {
             | Op::InstanceById
             | Op::Vip
             | Op::Svip => {
-                let read = move |s: State<AppState>, c: Caller| read(s, c, self);
+                let read = move |s: State<AppState>, c: Caller, h: HeaderMap| read(s, c, h, self);
                 Handler::call(read, req, state)
             }
         }
@@ -280,8 +281,10 @@ fn listing(
     out
 }
 
-/// Eureka's `applications` document of `listed`, with `hash` as its reconcile hash.
-fn applications(hash: String, listed: Vec<Listed>) -> Value {
+/// Eureka's `applications` document of `listed`, with `hash` as its reconcile hash and
+/// `version` as its `versions__delta` (the latest change of the registry listed: a client
+/// that finds both as it last saw them skips a delta).
+fn applications(hash: String, version: u64, listed: Vec<Listed>) -> Value {
     let mut apps: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for l in listed {
         apps.entry(l.app).or_default().push(l.json);
@@ -291,7 +294,7 @@ fn applications(hash: String, listed: Vec<Listed>) -> Value {
         .map(|(name, instance)| json!({"name": name, "instance": instance}))
         .collect();
     json!({"applications": {
-        "versions__delta": "1",
+        "versions__delta": version.to_string(),
         "apps__hashcode": hash,
         "application": application,
     }})
@@ -301,24 +304,30 @@ fn hash_of(listed: &[Listed]) -> String {
     mapping::hashcode(listed.iter().map(|l| l.status.as_str()))
 }
 
-/// The reads: the registry, a delta, an application, an instance, a VIP's instances.
+fn version_of(listed: &[Listed]) -> u64 {
+    listed.iter().map(|l| l.changed_ms).max().unwrap_or(0)
+}
+
+/// The reads: the registry, a delta, an application, an instance, a VIP's instances;
+/// in JSON when `Accept` asks for it, else in XML.
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     call: Call,
 ) -> Result<Response, Error> {
     let all = |_: &Instance, _: &str| true;
     let body = match call.op {
         Op::Apps => {
             let listed = listing(&state, &caller, None, all);
-            applications(hash_of(&listed), listed)
+            applications(hash_of(&listed), version_of(&listed), listed)
         }
         // The instances of services changed within the window (as `MODIFIED`: a client
         // adds both kinds alike); removals are not listed, so the full registry's hash
         // differs from what a client holds after one and it fetches the whole registry.
         Op::Delta => {
             let listed = listing(&state, &caller, None, all);
-            let hash = hash_of(&listed);
+            let (hash, version) = (hash_of(&listed), version_of(&listed));
             let since = now_ms().saturating_sub(DELTA_WINDOW_MS);
             let recent = listed
                 .into_iter()
@@ -328,7 +337,7 @@ async fn read(
                     l
                 })
                 .collect();
-            applications(hash, recent)
+            applications(hash, version, recent)
         }
         Op::App => {
             let key = key_of(&state, &call.app)?;
@@ -364,7 +373,7 @@ async fn read(
                 mapping::vips(i, key, service).any(|v| v.eq_ignore_ascii_case(&call.name))
             };
             let listed = listing(&state, &caller, None, answers);
-            applications(hash_of(&listed), listed)
+            applications(hash_of(&listed), version_of(&listed), listed)
         }
         Op::Register
         | Op::Renew
@@ -375,5 +384,10 @@ async fn read(
             unreachable!("writes are served apart")
         }
     };
-    Ok(json_of(&body))
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if !xml::wanted(accept) {
+        return Ok(json_of(&body));
+    }
+    let content_type = HeaderValue::from_static("application/xml");
+    Ok(([(header::CONTENT_TYPE, content_type)], xml::document(&body)).into_response())
 }

@@ -9,10 +9,12 @@
 //! Applications live in one namespace and group (`--eureka-namespace`,
 //! `--eureka-group`); instances are ephemeral address clients kept by beats, written
 //! through `Writes` like a Nacos v1 instance, so Distro, expiry and the eviction guard
-//! treat them alike. Answers are JSON (XML is not served).
+//! treat them alike. Answers are JSON when the client asks for it, else Eureka's XML
+//! ([`xml`]); bodies are JSON.
 
 pub mod handlers;
 pub mod mapping;
+pub mod xml;
 
 use super::endpoint::Route;
 
