@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use base64::Engine;
-use roster_tests::{enc, eventually, json, unique, Node, NodeOptions, Resp, Value, ADMIN_PASSWORD};
+use roster_tests::{
+    enc, eventually, json, unique, Cluster, Node, NodeOptions, Resp, Value, ADMIN_PASSWORD,
+};
 
 use crate::authz::grant;
 use crate::java_clients::{java, Running};
@@ -799,4 +801,48 @@ fn eureka_face_namespace_and_group_flags() {
         1,
         "{apps}"
     );
+}
+
+#[test]
+fn eureka_face_on_three_nodes_renewals_anywhere_keep_an_instance_everywhere() {
+    let c = Cluster::start(3, &[]);
+    let auth = admin();
+    let a = Some(auth.as_str());
+    let path = "/eureka/apps/CLUSTERED/c-1";
+    let body = instance("CLUSTERED", "c-1", "127.41.8.1", 8080, 1, 3);
+    eureka(
+        &c.nodes[0],
+        "POST",
+        "/eureka/apps/CLUSTERED",
+        a,
+        Some(&body),
+    )
+    .expect(204);
+    // Replicated by Distro to every member.
+    for node in &c.nodes {
+        eventually(Duration::from_secs(10), || {
+            let r = eureka(node, "GET", path, a, None);
+            (r.status == 200).then_some(()).ok_or(r.body)
+        });
+    }
+    // Renewed through each member in turn (the non-owners forward the beat to the
+    // address's owner) well past the 3 s lease: held everywhere, healthy.
+    let until = std::time::Instant::now() + Duration::from_secs(7);
+    let mut turn = 0;
+    while std::time::Instant::now() < until {
+        eureka(&c.nodes[turn % 3], "PUT", path, a, None).expect(200);
+        turn += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for node in &c.nodes {
+        let shown = eureka(node, "GET", path, a, None).expect(200).json();
+        assert_eq!(shown["instance"]["status"], "UP", "{shown}");
+    }
+    // Unrenewed, it is removed from every member.
+    for node in &c.nodes {
+        eventually(Duration::from_secs(20), || {
+            let r = eureka(node, "GET", path, a, None);
+            (r.status == 404).then_some(()).ok_or(r.body)
+        });
+    }
 }
