@@ -543,4 +543,70 @@ mod tests {
         assert_eq!(r.registration.metadata[DELETE_TIMEOUT_KEY], "90000");
         assert_eq!(r.registration.metadata[BEAT_TIMEOUT_KEY], "90000");
     }
+
+    mod fuzz {
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        use super::*;
+
+        /// Values of every JSON type, for any field.
+        fn any_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                "\\PC{0,12}".prop_map(Value::from),
+                Just(json!("127.0.0.1")),
+                Just(json!("UP")),
+            ];
+            leaf.prop_recursive(2, 12, 4, |inner| {
+                proptest::collection::btree_map("[$@a-zA-Z]{1,8}", inner, 0..4)
+                    .prop_map(|m| json!(m))
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 2_000,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Any bytes: a registration or a 400, never a panic.
+            #[test]
+            fn any_body(raw in proptest::collection::vec(any::<u8>(), 0..160)) {
+                if let Err(e) = registered("a", &raw) {
+                    prop_assert_eq!(e.http_status(), 400);
+                }
+            }
+
+            /// Instance-shaped bodies with fields of any type: what is accepted is a
+            /// loopback-or-valid address, an enabled flag that follows the status, and
+            /// the beat timing within the lease; the rest is a 400. Shown back as XML
+            /// without a panic.
+            #[test]
+            fn instance_shaped_bodies(
+                fields in proptest::collection::btree_map(
+                    prop_oneof![Just("ipAddr"), Just("port"), Just("securePort"), Just("status"), Just("leaseInfo"), Just("metadata"), Just("app"), Just("instanceId")],
+                    any_json(),
+                    0..8,
+                ),
+            ) {
+                let body = json!({"instance": fields}).to_string();
+                match registered("a", body.as_bytes()) {
+                    Ok(r) => {
+                        let reg = &r.registration;
+                        prop_assert!(check_ip("ip", &reg.ip).is_ok());
+                        prop_assert_eq!(reg.enabled, enabled_for(effective(&reg.metadata)));
+                        let ms = |k: &str| reg.metadata[k].parse::<u64>().unwrap();
+                        prop_assert!(ms(BEAT_TIMEOUT_KEY) <= ms(DELETE_TIMEOUT_KEY));
+                        prop_assert_eq!(&reg.metadata[INSTANCE_ID], &r.id);
+                    }
+                    Err(e) => prop_assert_eq!(e.http_status(), 400),
+                }
+                let _ = super::super::super::xml::document(&json!({"instance": fields}));
+            }
+        }
+    }
 }
