@@ -553,6 +553,12 @@ fn eureka_face_http_shapes_renewals_bad_input_and_nacos_instances() {
         assert!(r.body.contains(field), "{field}: {}", r.body);
     }
     assert!(nacos_instance(&node, "pay", "127.41.1.3", 7070).is_none());
+    // The body limit of every route (--max-body-bytes, 1 MiB).
+    let mut large = instance("PAY", "pay-3", "127.41.1.4", 7070, 30, 90);
+    large["instance"]["metadata"]["padding"] = json!("x".repeat(1024 * 1024 + 1));
+    let r = eureka(&node, "POST", "/eureka/apps/PAY", a, Some(&large));
+    assert_eq!(r.status, 413, "{}", &r.body[..r.body.len().min(200)]);
+    assert!(nacos_instance(&node, "pay", "127.41.1.4", 7070).is_none());
     // A method a path does not answer: 405.
     assert_eq!(eureka(&node, "POST", "/eureka/apps", a, None).status, 405);
 

@@ -99,7 +99,9 @@ async fn register(
         id,
         registration: mut reg,
     } = mapping::registered(&call.app, &body)?;
-    let held = find(&state, &key, &id);
+    // What a Eureka client registered under this id before (not a Nacos instance whose
+    // `ip:port` the id happens to spell).
+    let held = find(&state, &key, &id).filter(|i| i.metadata.contains_key(mapping::INSTANCE_ID));
     let kept = |k: &str| {
         held.as_ref()
             .and_then(|i| i.metadata.get(k).map(str::to_string))
