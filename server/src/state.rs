@@ -35,6 +35,15 @@ pub struct Limits {
     pub max_metadata_bytes: usize,
 }
 
+/// Where Eureka clients' applications live (`--eureka-namespace`, `--eureka-group`).
+#[derive(Clone, Debug)]
+pub struct EurekaPlace {
+    /// The namespace.
+    pub namespace: String,
+    /// The group.
+    pub group: String,
+}
+
 /// Everything request handlers share. Cheap to clone: one reference count, however
 /// many parts it has (axum clones the state for every extractor and middleware, and
 /// cloning each part's handle showed up as a tenth of a list request's CPU).
@@ -65,6 +74,8 @@ pub struct Shared {
     pub ready: Readiness,
     /// Request size limits.
     pub limits: Limits,
+    /// The namespace and group of the Eureka API's applications.
+    pub eureka: EurekaPlace,
     /// Cluster members and their liveness.
     pub members: Members,
     /// The authenticated client of the peer channel.

@@ -21,6 +21,7 @@ mod console_cluster;
 mod deploy;
 mod distro;
 mod durability;
+mod eureka_face;
 mod go_clients;
 mod grpc;
 mod grpc_load;

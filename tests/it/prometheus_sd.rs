@@ -1,14 +1,16 @@
 //! Prometheus HTTP service discovery as Nacos 2.2+ serves it (issue 41, item 3):
 //! `/nacos/prometheus`, per namespace and per service, in Nacos' shape (one target
 //! group per instance, metadata as labels, `__meta_clusterName`) with label names made
-//! valid and roster's `__meta_roster_*` labels; a caller sees what it may read; and
-//! Debian's real Prometheus, given `http_sd_configs` pointed at roster, discovers an
-//! instance, relabels on roster's labels and scrapes it (roster's own `/metrics`).
+//! valid and roster's `__meta_roster_*` labels; a caller (token or HTTP Basic, as Nacos
+//! guards it) sees what it may read; and Debian's real Prometheus, given
+//! `http_sd_configs` with `basic_auth` pointed at roster, discovers an instance,
+//! relabels on roster's labels and scrapes it (roster's own `/metrics`).
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use roster_tests::foreign::Prometheus;
-use roster_tests::{enc, eventually, unique, Node, Value};
+use roster_tests::{enc, eventually, unique, Node, Value, ADMIN_PASSWORD};
 
 use crate::authz::{grant, login, PASSWORD};
 
@@ -163,6 +165,26 @@ fn prometheus_discovers_what_roster_lists_in_nacos_shape() {
         "/nacos/prometheus/namespaceId/public/service/{svc}"
     ))
     .is_empty());
+    // HTTP Basic with the user's password, as Nacos guards these routes (Prometheus'
+    // `basic_auth`); a wrong password is refused.
+    let basic = |password: &str| {
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        node.raw(
+            "GET",
+            "/nacos/prometheus",
+            &[("authorization", &format!("Basic {encoded}"))],
+            None,
+        )
+    };
+    assert_eq!(targets(&groups(basic(PASSWORD))), ["127.0.0.2:9100"]);
+    let wrong = basic("not-the-password");
+    assert!(
+        [401, 403].contains(&wrong.status),
+        "{} {}",
+        wrong.status,
+        wrong.body
+    );
 }
 
 #[test]
@@ -196,9 +218,9 @@ scrape_configs:
     http_sd_configs:
       - url: http://{me}/nacos/prometheus/namespaceId/public/service/{svc}
         refresh_interval: 1s
-        authorization:
-          type: Bearer
-          credentials: "{token}"
+        basic_auth:
+          username: nacos
+          password: "{password}"
     relabel_configs:
       - source_labels: [__meta_roster_enabled]
         regex: "true"
@@ -206,7 +228,7 @@ scrape_configs:
       - source_labels: [__meta_roster_service]
         target_label: service
 "#,
-        token = node.token()
+        password = ADMIN_PASSWORD
     );
     let prometheus = Prometheus::start(&config);
     let ours = || -> Vec<Value> {

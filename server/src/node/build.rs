@@ -34,7 +34,7 @@ use crate::services::store::catalog::CatalogChanges;
 use crate::services::store::machine::RegistryMachine;
 use crate::services::store::tasks::SyncTasks;
 use crate::services::store::Store;
-use crate::state::{AppState, Limits, Shared};
+use crate::state::{AppState, EurekaPlace, Limits, Shared};
 use roster_registry::guard::{EvictionGuard, GuardPolicy};
 use roster_registry::Registry;
 
@@ -176,6 +176,11 @@ impl Node {
         roster_registry::service::set_list_cache_budget(
             args.list_cache_mib.saturating_mul(1 << 20),
         );
+        roster_registry::validate::check_namespace_id(
+            "--eureka-namespace",
+            &args.eureka_namespace,
+        )?;
+        roster_registry::validate::check_group(&args.eureka_group)?;
         let state = AppState::new(Shared {
             registry,
             store,
@@ -186,6 +191,10 @@ impl Node {
             limits: Limits {
                 max_body_bytes: args.max_body_bytes,
                 max_metadata_bytes: args.max_metadata_bytes,
+            },
+            eureka: EurekaPlace {
+                namespace: args.eureka_namespace.clone(),
+                group: args.eureka_group.clone(),
             },
             members,
             peers: peer_client.clone(),

@@ -75,6 +75,9 @@ pub enum Face {
     /// roster's own API (`/api/...`).
     #[serde(rename = "api")]
     Api,
+    /// Eureka's server API (`/eureka/...`, `/nacos/eureka/...`).
+    #[serde(rename = "eureka")]
+    Eureka,
     /// Any other HTTP path (no route serves writes there).
     #[serde(rename = "http")]
     Http,
@@ -92,7 +95,9 @@ impl Face {
                 return Face::Console;
             }
         }
-        if path.starts_with("/nacos/v1/") {
+        if path.starts_with("/eureka/") || path.starts_with("/nacos/eureka/") {
+            Face::Eureka
+        } else if path.starts_with("/nacos/v1/") {
             Face::HttpV1
         } else if path.starts_with("/nacos/v2/") {
             Face::HttpV2

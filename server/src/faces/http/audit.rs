@@ -220,7 +220,11 @@ fn target(area: Area, path: &str, params: &Params) -> (Option<String>, Option<St
         return (Some(namespace), Some(resource));
     }
     let task = path.strip_prefix("/api/v1/sync/tasks/");
-    let resource = if let (Area::SyncTask, Some(task)) = (area, task) {
+    let resource = if area == Area::Eureka {
+        // The application and instance as the path names them.
+        let rest = super::eureka::strip(path).unwrap_or(path);
+        Some(format!("eureka:{}", clip(rest)))
+    } else if let (Area::SyncTask, Some(task)) = (area, task) {
         // The name as the path spells it (percent-encoded).
         let name = task.split('/').next().unwrap_or_default();
         Some(format!("task:{}", clip(name)))

@@ -71,7 +71,8 @@ fn is_form(headers: &HeaderMap) -> bool {
 
 /// The credentials a request carries: `Authorization: Bearer`, else the `accessToken`
 /// header (where Nacos 3's maintainer client puts it), else the `accessToken`
-/// parameter, else `username` + `password`.
+/// parameter, else `username` + `password` (on Eureka's routes, else those of
+/// `Authorization: Basic`, see [`basic`]).
 fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a> {
     let bearer = headers
         .get(header::AUTHORIZATION)
@@ -179,11 +180,13 @@ pub async fn admit(
             match access {
                 Access::Open => {}
                 Access::Soft => {
-                    identity = authenticate(state, &parts.headers, &params).await.ok();
+                    identity = authenticate(state, &endpoint, &parts.headers, &params)
+                        .await
+                        .ok();
                 }
-                access => match authenticate(state, &parts.headers, &params).await {
+                access => match authenticate(state, &endpoint, &parts.headers, &params).await {
                     Ok(caller) => {
-                        authorize(state, &caller, access, &params)
+                        authorize(state, &caller, access, &endpoint, &params)
                             .map_err(|e| super::audit::denied(refuse(area, e), &caller))?;
                         identity = Some(caller);
                     }
@@ -200,13 +203,21 @@ pub async fn admit(
     })
 }
 
-/// A refusal in the shape the endpoint's API answers errors in (v2: the envelope).
+/// A refusal in the shape the endpoint's API answers errors in (v2: the envelope;
+/// Eureka's 401 asks for HTTP Basic, which its clients send).
 fn refuse(area: Area, e: Error) -> Response {
     if area.is_enveloped() {
-        super::nacos_v2_envelope::failure(e)
-    } else {
-        e.into_response()
+        return super::nacos_v2_envelope::failure(e);
     }
+    let unauthenticated = e.kind == ErrorKind::Unauthenticated;
+    let mut response = e.into_response();
+    if area == Area::Eureka && unauthenticated {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Basic realm=\"roster\""),
+        );
+    }
+    response
 }
 
 /// 403 unless `caller` may do what the endpoint needs (`access`). Admins are not looked
@@ -216,6 +227,7 @@ fn authorize(
     state: &AppState,
     caller: &Identity,
     access: Access,
+    endpoint: &Endpoint,
     params: &Params,
 ) -> Result<(), Error> {
     if caller.admin {
@@ -263,6 +275,22 @@ fn authorize(
                 .auth
                 .allowed(caller, &Resource::Namespace(namespace), Action::Read)
         }
+        Access::EurekaApp(action) => match endpoint {
+            Endpoint::Eureka(call) => {
+                let name = super::eureka::mapping::service_of(&call.app);
+                let service = Resource::Service {
+                    namespace: &state.eureka.namespace,
+                    group: &state.eureka.group,
+                    name: &name,
+                };
+                state.auth.allowed(caller, &service, action)
+            }
+            _ => false,
+        },
+        Access::EurekaNamespace => {
+            let namespace = Resource::Namespace(&state.eureka.namespace);
+            state.auth.allowed(caller, &namespace, Action::Read)
+        }
     };
     if allowed {
         Ok(())
@@ -285,8 +313,29 @@ pub fn forbidden() -> Error {
     Error::forbidden(crate::services::auth::permissions::DENIED)
 }
 
+/// The user and password of `Authorization: Basic` (how Eureka clients send the
+/// `user:password@` of their `defaultZone`); `None` without one, or when it does not
+/// decode to `user:password`.
+fn basic(headers: &HeaderMap) -> Option<(String, String)> {
+    use base64::Engine;
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let (user, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some((user.to_string(), password.to_string()))
+}
+
+/// The caller, from the request's credentials; where the endpoint's clients send HTTP
+/// Basic ([`Endpoint::takes_basic`]) that counts too, checked as any password is
+/// (`Auth::check_password`: cached, throttled).
 async fn authenticate(
     state: &AppState,
+    endpoint: &Endpoint,
     headers: &HeaderMap,
     params: &Params,
 ) -> Result<Identity, Error> {
@@ -296,10 +345,13 @@ async fn authenticate(
             admin: true,
         });
     }
-    Ok(state
-        .auth
-        .identify(&credentials(headers, params), now_secs())
-        .await?)
+    let mut creds = credentials(headers, params);
+    let basic = endpoint.takes_basic().then(|| basic(headers)).flatten();
+    if let (Some((user, password)), None, None) = (&basic, creds.token, creds.username) {
+        creds.username = Some(user);
+        creds.password = Some(password);
+    }
+    Ok(state.auth.identify(&creds, now_secs()).await?)
 }
 
 /// The caller's identity, for handlers; authentication already happened in the guard.
@@ -360,6 +412,29 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn basic_credentials_decode_to_a_user_and_a_password() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            basic(&headers)
+        };
+        // `nacos:pa:ss` (a password may hold colons).
+        assert_eq!(
+            with("Basic bmFjb3M6cGE6c3M="),
+            Some(("nacos".into(), "pa:ss".into()))
+        );
+        assert_eq!(
+            with("basic bmFjb3M6cGE6c3M=").map(|c| c.0),
+            Some("nacos".into())
+        );
+        assert_eq!(with("Bearer bmFjb3M6cGE6c3M="), None);
+        assert_eq!(with("Basic !!"), None);
+        // No colon: no password.
+        assert_eq!(with("Basic bmFjb3M="), None);
+        assert_eq!(basic(&HeaderMap::new()), None);
+    }
 
     #[test]
     fn config_bodies_may_hold_a_percent_encoded_content() {

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod cors;
 pub mod endpoint;
 pub mod error;
+pub mod eureka;
 pub mod events;
 pub mod guard;
 pub mod nacos;

@@ -157,6 +157,11 @@ impl Params {
         })
     }
 
+    /// Every pair, in the order given (the Eureka face's metadata updates take them all).
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.decoded.pairs()
+    }
+
     /// The first value of `key`, as given.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.decoded

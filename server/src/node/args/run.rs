@@ -363,6 +363,25 @@ pub struct NodeArgs {
     #[arg(long, env = "ROSTER_DNS", value_name = "ADDR")]
     pub dns: Option<SocketAddr>,
 
+    /// The namespace Eureka clients' applications live in (the Eureka API at `/eureka/`
+    /// registers into and lists it).
+    #[arg(
+        long,
+        env = "ROSTER_EUREKA_NAMESPACE",
+        default_value = "public",
+        value_name = "NAMESPACE"
+    )]
+    pub eureka_namespace: String,
+
+    /// The group Eureka clients' applications live in.
+    #[arg(
+        long,
+        env = "ROSTER_EUREKA_GROUP",
+        default_value = "DEFAULT_GROUP",
+        value_name = "GROUP"
+    )]
+    pub eureka_group: String,
+
     /// The DNS zone roster answers for.
     #[arg(
         long,

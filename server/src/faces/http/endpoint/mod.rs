@@ -18,6 +18,7 @@ mod serve;
 
 use axum::http::Method;
 
+use super::eureka;
 use super::nacos;
 use super::params::Params;
 use super::prometheus;
@@ -222,6 +223,8 @@ pub enum Endpoint {
     SyncTaskResume(TaskName),
     /// `POST /api/v1/sync/tasks/{name}/apply`.
     SyncTaskApply(TaskName),
+    /// An operation of Eureka's API (`/eureka/...`, `/nacos/eureka/...`).
+    Eureka(eureka::Call),
     /// An operation of Nacos 3's API (`/nacos/v3/...`), its own table.
     V3(V3),
     /// A known v3 path with a method it does not answer: 405.
@@ -381,6 +384,19 @@ impl Endpoint {
             (R::SyncTask | R::SyncTaskPause | R::SyncTaskResume | R::SyncTaskApply, _) => {
                 Self::parse_other(method, verb, path)
             }
+            // Eureka's paths name applications and instances: parsed apart.
+            (
+                R::EurekaApps
+                | R::EurekaDelta
+                | R::EurekaApp
+                | R::EurekaInstance
+                | R::EurekaStatus
+                | R::EurekaMetadata
+                | R::EurekaInstanceById
+                | R::EurekaVip
+                | R::EurekaSvip,
+                _,
+            ) => Self::parse_other(method, verb, path),
             (route, _) => E::MethodNotAllowed {
                 route,
                 reads: reads(method),
@@ -426,6 +442,16 @@ impl Endpoint {
                     route: Route::PrometheusSdNamespace,
                     reads: reads(method),
                 },
+            };
+        }
+        if let Some(rest) = eureka::strip(path) {
+            return match eureka::parse(verb == Verb::Get, method, rest, percent_decoded) {
+                Ok(call) => Endpoint::Eureka(call),
+                Err(Some(route)) => Endpoint::MethodNotAllowed {
+                    route,
+                    reads: reads(method),
+                },
+                Err(None) => not_found(),
             };
         }
         let Some(rest) = path.strip_prefix(TASK_PREFIX) else {
@@ -564,6 +590,17 @@ impl Endpoint {
             E::SyncTaskPause(_) => R::SyncTaskPause,
             E::SyncTaskResume(_) => R::SyncTaskResume,
             E::SyncTaskApply(_) => R::SyncTaskApply,
+            E::Eureka(call) => match call.op {
+                eureka::Op::Apps => R::EurekaApps,
+                eureka::Op::Delta => R::EurekaDelta,
+                eureka::Op::Register | eureka::Op::App => R::EurekaApp,
+                eureka::Op::Renew | eureka::Op::Cancel | eureka::Op::Instance => R::EurekaInstance,
+                eureka::Op::StatusOverride | eureka::Op::StatusClear => R::EurekaStatus,
+                eureka::Op::Metadata => R::EurekaMetadata,
+                eureka::Op::InstanceById => R::EurekaInstanceById,
+                eureka::Op::Vip => R::EurekaVip,
+                eureka::Op::Svip => R::EurekaSvip,
+            },
         })
     }
 
@@ -612,6 +649,7 @@ impl Endpoint {
                 Some(R::SyncTask | R::SyncTaskPause | R::SyncTaskResume | R::SyncTaskApply) => {
                     Area::SyncTask
                 }
+                Some(route) if route.is_eureka() => Area::Eureka,
                 Some(_) => Area::Other,
             },
         }
@@ -973,6 +1011,67 @@ mod tests {
             let metrics = "/nacos/v1/ns/operator/metrics";
             assert_eq!(access(method.clone(), metrics), Access::Soft);
         }
+    }
+
+    #[test]
+    fn eureka_paths_need_their_app_or_the_namespace_and_renewals_are_not_audited() {
+        use AuditRule::*;
+        let app = |action| Access::EurekaApp(action);
+        for prefix in ["/eureka", "/nacos/eureka"] {
+            let at = |m: Method, p: &str| parse(m, &format!("{prefix}{p}"));
+            assert_eq!(at(Method::POST, "/apps/ORDER").access(), app(Action::Write));
+            assert_eq!(
+                at(Method::PUT, "/apps/ORDER/i").access(),
+                app(Action::Write)
+            );
+            assert_eq!(
+                at(Method::DELETE, "/apps/ORDER/i").access(),
+                app(Action::Write)
+            );
+            assert_eq!(
+                at(Method::PUT, "/apps/O/i/status").access(),
+                app(Action::Write)
+            );
+            assert_eq!(
+                at(Method::PUT, "/apps/O/i/metadata").access(),
+                app(Action::Write)
+            );
+            assert_eq!(at(Method::GET, "/apps/ORDER").access(), app(Action::Read));
+            assert_eq!(at(Method::GET, "/apps/ORDER/i").access(), app(Action::Read));
+            for path in [
+                "/apps",
+                "/apps/",
+                "/apps/delta",
+                "/instances/i",
+                "/vips/v",
+                "/svips/v",
+            ] {
+                assert_eq!(
+                    at(Method::GET, path).access(),
+                    Access::EurekaNamespace,
+                    "{path}"
+                );
+            }
+            // A 405 is an admin's; a path of no route too.
+            assert_eq!(at(Method::POST, "/apps").access(), Access::Admin);
+            assert_eq!(at(Method::GET, "/apps/a/b/c/d").access(), Access::Admin);
+            assert_eq!(at(Method::PUT, "/apps/ORDER/i").audit(), Never);
+            assert_eq!(at(Method::GET, "/apps").audit(), Never);
+            assert_eq!(at(Method::GET, "/apps/delta").audit(), Never);
+            assert_eq!(at(Method::GET, "/vips/v").audit(), IfForbidden);
+            assert_eq!(at(Method::POST, "/apps/ORDER").audit(), Always);
+            assert_eq!(at(Method::DELETE, "/apps/ORDER/i/status").audit(), Always);
+            assert_eq!(at(Method::GET, "/apps/ORDER").area(), Area::Eureka);
+            assert_eq!(at(Method::GET, "/nothing").area(), Area::Eureka);
+            assert_eq!(
+                at(Method::PUT, "/apps/ORDER/i").label(),
+                Some("/eureka/apps/{app}/{id}")
+            );
+        }
+        assert_eq!(
+            BodyLimit::Default,
+            parse(Method::POST, "/eureka/apps/A").body_limit(None)
+        );
     }
 
     #[test]

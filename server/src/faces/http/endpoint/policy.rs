@@ -2,7 +2,8 @@
 //! [`AuditRule`], [`BodyLimit`], each a `match` on [`Endpoint`] (and, for methods a
 //! route does not answer, on its [`Route`]).
 
-use super::{Endpoint, Route};
+use super::super::eureka::Op;
+use super::{Area, Endpoint, Route};
 use crate::services::auth::permissions::Action;
 
 /// What an endpoint needs of its caller: for the guard's stages (readiness,
@@ -42,6 +43,13 @@ pub enum Access {
     /// Reading something of the namespace this parameter names (default `public`):
     /// config listings (v1: `tenant`, v3: `namespaceId`).
     ConfigNamespace(&'static str),
+    /// This action on the service of the application a Eureka path names, in the
+    /// namespace and group of Eureka's applications (`--eureka-namespace`,
+    /// `--eureka-group`).
+    EurekaApp(Action),
+    /// Reading something of the namespace of Eureka's applications (the listings leave
+    /// out the services the caller may not read).
+    EurekaNamespace,
 }
 
 /// Whether a request is audited.
@@ -180,9 +188,21 @@ impl Endpoint {
             | E::NotFound { .. } => Access::Admin,
             E::MethodNotAllowed { route, .. } => route.access_of_other_methods(),
             E::V3(op) => op.access(),
+            E::Eureka(call) => match (call.op.names_app(), call.op.reads()) {
+                (true, true) => Access::EurekaApp(Read),
+                (true, false) => Access::EurekaApp(Write),
+                (false, _) => Access::EurekaNamespace,
+            },
             // An admin's, whatever the path: a 405 reveals nothing to anyone else.
             E::V3NotAllowed { .. } => Access::Admin,
         }
+    }
+
+    /// Whether HTTP Basic credentials count, beside tokens: on the routes whose clients
+    /// send them — Eureka's (`user:password@` in `defaultZone`) and Prometheus service
+    /// discovery (Nacos guards it with Basic; Prometheus' `basic_auth`).
+    pub fn takes_basic(&self) -> bool {
+        self.area() == Area::Eureka || matches!(self, Endpoint::PrometheusSd(_))
     }
 
     /// Whether it is audited: every request other than a read, whatever its answer,
@@ -196,6 +216,12 @@ impl Endpoint {
             Endpoint::NotFound { reads: false, .. } => AuditRule::Always,
             Endpoint::MethodNotAllowed { route, reads } => route.audit(*reads),
             Endpoint::V3(op) => op.audit(),
+            // Renewals are heartbeats; the registry and its deltas are what clients poll.
+            Endpoint::Eureka(call) => match call.op {
+                Op::Renew | Op::Apps | Op::Delta | Op::App => AuditRule::Never,
+                op if op.reads() => AuditRule::IfForbidden,
+                _ => AuditRule::Always,
+            },
             Endpoint::V3NotAllowed { reads: true, .. } => AuditRule::IfForbidden,
             Endpoint::V3NotAllowed { reads: false, .. } => AuditRule::Always,
             // Every other endpoint reads exactly when its method is `GET` (or `HEAD`).
@@ -350,6 +376,16 @@ impl Route {
             | R::SyncTaskPause
             | R::SyncTaskResume
             | R::SyncTaskApply => Access::Admin,
+            // As Nacos 3's: a 405 of Eureka's reveals nothing to anyone but an admin.
+            R::EurekaApps
+            | R::EurekaDelta
+            | R::EurekaApp
+            | R::EurekaInstance
+            | R::EurekaStatus
+            | R::EurekaMetadata
+            | R::EurekaInstanceById
+            | R::EurekaVip
+            | R::EurekaSvip => Access::Admin,
         }
     }
 

@@ -164,6 +164,44 @@ routes! {
     SyncTaskResume => "/api/v1/sync/tasks/{name}/resume", "POST";
     /// Applying a sync task's dry run.
     SyncTaskApply => "/api/v1/sync/tasks/{name}/apply", "POST";
+    // Eureka's server API (parsed apart, also under `/nacos/eureka/`: the segments in
+    // braces are names).
+    /// Eureka: every application.
+    EurekaApps => "/eureka/apps", "GET,HEAD";
+    /// Eureka: what changed recently.
+    EurekaDelta => "/eureka/apps/delta", "GET,HEAD";
+    /// Eureka: register into, or read, an application.
+    EurekaApp => "/eureka/apps/{app}", "POST,GET,HEAD";
+    /// Eureka: renew, cancel or read an instance.
+    EurekaInstance => "/eureka/apps/{app}/{id}", "PUT,DELETE,GET,HEAD";
+    /// Eureka: an instance's status override.
+    EurekaStatus => "/eureka/apps/{app}/{id}/status", "PUT,DELETE";
+    /// Eureka: an instance's metadata.
+    EurekaMetadata => "/eureka/apps/{app}/{id}/metadata", "PUT";
+    /// Eureka: an instance by its id alone.
+    EurekaInstanceById => "/eureka/instances/{id}", "GET,HEAD";
+    /// Eureka: the instances of a VIP address.
+    EurekaVip => "/eureka/vips/{vip}", "GET,HEAD";
+    /// Eureka: the instances of a secure VIP address.
+    EurekaSvip => "/eureka/svips/{svip}", "GET,HEAD";
+}
+
+impl Route {
+    /// Whether it is one of Eureka's.
+    pub fn is_eureka(self) -> bool {
+        matches!(
+            self,
+            Route::EurekaApps
+                | Route::EurekaDelta
+                | Route::EurekaApp
+                | Route::EurekaInstance
+                | Route::EurekaStatus
+                | Route::EurekaMetadata
+                | Route::EurekaInstanceById
+                | Route::EurekaVip
+                | Route::EurekaSvip
+        )
+    }
 }
 
 /// Where the sync task routes start; the segment after it is the task's name.
@@ -192,6 +230,9 @@ pub enum Area {
     NacosV3,
     /// `/api/v1/sync/tasks/...`: the target is the task its path names.
     SyncTask,
+    /// `/eureka/...` and `/nacos/eureka/...`: Eureka's API (a refusal of credentials
+    /// asks for HTTP Basic; the target is the path).
+    Eureka,
     /// Anything else.
     Other,
 }
@@ -217,6 +258,8 @@ impl Area {
             Area::Users
         } else if path.starts_with(TASK_PREFIX) {
             Area::SyncTask
+        } else if super::super::eureka::is_eureka(path) {
+            Area::Eureka
         } else {
             Area::Other
         }

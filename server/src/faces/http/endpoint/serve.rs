@@ -149,6 +149,7 @@ impl Endpoint {
                     .into_response(),
             )),
             E::V3(op) => op.serve(req, state),
+            E::Eureka(call) => call.serve(req, state),
             E::MethodNotAllowed { route, .. } => not_allowed(route.allow()),
             E::V3NotAllowed { path, .. } => not_allowed(path.allow()),
             // `Front` serves the console's files; never routed here.

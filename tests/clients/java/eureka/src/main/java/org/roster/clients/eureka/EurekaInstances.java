@@ -33,8 +33,11 @@ import org.springframework.cloud.netflix.eureka.InstanceInfoFactory;
  * never fetching the registry. Every address is the loopback one the test gives.
  *
  * <pre>
- * java ... org.roster.clients.eureka.EurekaInstances --server http://127.0.0.1:P/eureka/ [--seconds 120]
+ * java ... org.roster.clients.eureka.EurekaInstances --server http://[user:password@]127.0.0.1:P/eureka/ [--seconds 120]
  * </pre>
+ *
+ * Credentials in the URL go as HTTP Basic: the Eureka client's own transport sends them
+ * (from its {@code defaultZone}), and so do this program's checks of what the server shows.
  *
  * Commands on stdin, one a line; each answers with a step once the server shows its effect
  * ({@code GET /eureka/apps/APP/ID}):
@@ -48,7 +51,11 @@ import org.springframework.cloud.netflix.eureka.InstanceInfoFactory;
  *       itself while UP) → {@code override} (id, status);</li>
  *   <li>{@code stop-renewing ID}: the client shuts down without cancelling: its lease
  *       lapses → {@code stopped-renewing} (id);</li>
- *   <li>{@code cancel ID}: the client shuts down and cancels → {@code cancelled} (id).</li>
+ *   <li>{@code cancel ID}: the client shuts down and cancels → {@code cancelled} (id);</li>
+ *   <li>{@code discover APP ID STATUS}: a second, fetching client (full fetch, then a delta
+ *       every second) waits until its local registry holds ID of APP with STATUS ({@code
+ *       absent}: holds no ID) → {@code discovered} (id, status, ip, port, metadata, and the
+ *       full and delta fetches it made).</li>
  * </ul>
  * When stdin closes, the clients still running cancel and it prints {@code stopped}.
  */
@@ -69,6 +76,10 @@ public final class EurekaInstances {
     }
 
     private static String server;
+    /** {@code Basic ...} from the URL's credentials, or null. */
+    private static String basic;
+    /** The fetching client, made by the first {@code discover}. */
+    private static DiscoveryClient reader;
     private static final HttpClient HTTP = HttpClient.newHttpClient();
     private static final Map<String, Registered> INSTANCES = new LinkedHashMap<>();
 
@@ -83,6 +94,11 @@ public final class EurekaInstances {
             }
         }
         Steps.check("args", server != null && server.endsWith("/"), "--server URL/ is required");
+        URI given = URI.create(server);
+        if (given.getRawUserInfo() != null) {
+            basic = "Basic " + java.util.Base64.getEncoder().encodeToString(
+                    given.getRawUserInfo().getBytes(StandardCharsets.UTF_8));
+        }
         Steps.watchdog(Duration.ofSeconds(seconds + 30L));
         Steps.step("started", "server", server);
 
@@ -96,11 +112,15 @@ public final class EurekaInstances {
                 case "override" -> override(w[1], w[2]);
                 case "stop-renewing" -> shutdown("stopped-renewing", w[1], false);
                 case "cancel" -> shutdown("cancelled", w[1], true);
+                case "discover" -> discover(w[1], w[2], w[3]);
                 default -> throw Steps.fail("command", "unknown command: " + line);
             }
         }
         for (String id : INSTANCES.keySet().toArray(String[]::new)) {
             shutdown("cancelled", id, true);
+        }
+        if (reader != null) {
+            reader.shutdown();
         }
         Steps.step("stopped");
         System.exit(0);
@@ -172,7 +192,7 @@ public final class EurekaInstances {
         Registered r = known("override", id);
         String path = server + "apps/" + r.app() + "/" + id + "/status?value="
                 + URLEncoder.encode(status, StandardCharsets.UTF_8);
-        HttpRequest put = HttpRequest.newBuilder(URI.create(path))
+        HttpRequest put = authorized(HttpRequest.newBuilder(plain(path)))
                 .PUT(HttpRequest.BodyPublishers.noBody())
                 .timeout(Duration.ofSeconds(5))
                 .build();
@@ -200,7 +220,7 @@ public final class EurekaInstances {
 
     /** Null when the server shows the instance with {@code status} (null: shows no such instance). */
     private static String shows(String app, String id, String status) {
-        HttpRequest get = HttpRequest.newBuilder(URI.create(server + "apps/" + app.toUpperCase() + "/" + id))
+        HttpRequest get = authorized(HttpRequest.newBuilder(plain(server + "apps/" + app.toUpperCase() + "/" + id)))
                 .header("accept", "application/json")
                 .timeout(Duration.ofSeconds(5))
                 .build();
@@ -211,6 +231,71 @@ public final class EurekaInstances {
         return r.statusCode() == 200 && r.body().contains("\"status\":\"" + status + "\"")
                 ? null
                 : "want " + status + ", server answers " + r.statusCode() + " " + r.body();
+    }
+
+    /** {@code url} without its credentials (they go in a header). */
+    private static URI plain(String url) {
+        URI u = URI.create(url);
+        try {
+            return new URI(u.getScheme(), null, u.getHost(), u.getPort(), u.getPath(), u.getQuery(), null);
+        } catch (java.net.URISyntaxException e) {
+            throw Steps.fail("url", url + ": " + e);
+        }
+    }
+
+    private static HttpRequest.Builder authorized(HttpRequest.Builder b) {
+        return basic == null ? b : b.header("authorization", basic);
+    }
+
+    /**
+     * Waits until the fetching client's registry holds {@code id} of {@code app} with
+     * {@code status} ({@code absent}: without it), as the real client fetches: the full
+     * registry first, then deltas checked against the server's reconcile hash.
+     */
+    private static void discover(String app, String id, String status) {
+        if (reader == null) {
+            EurekaInstanceConfigBean self = new EurekaInstanceConfigBean(new InetUtils(new InetUtilsProperties()) {
+                @Override
+                public HostInfo findFirstNonLoopbackHostInfo() {
+                    HostInfo h = new HostInfo("127.0.0.1");
+                    h.setIpAddress("127.0.0.1");
+                    return h;
+                }
+            });
+            self.setAppname("roster-reader");
+            self.setIpAddress("127.0.0.1");
+            self.setHostname("127.0.0.1");
+            self.setInstanceId("roster-reader");
+            InstanceInfo info = new InstanceInfoFactory().create(self);
+            EurekaClientConfigBean config = new EurekaClientConfigBean();
+            config.setServiceUrl(Map.of("defaultZone", server));
+            config.setRegisterWithEureka(false);
+            config.setFetchRegistry(true);
+            config.setRegistryFetchIntervalSeconds(1);
+            config.setFilterOnlyUpInstances(false);
+            config.setEurekaServiceUrlPollIntervalSeconds(300);
+            reader = new DiscoveryClient(new ApplicationInfoManager(self, info), config,
+                    new Jersey3TransportClientFactories(), new Jersey3DiscoveryClientOptionalArgs());
+        }
+        InstanceInfo[] seen = new InstanceInfo[1];
+        long ms = Steps.waitFor("discovered", SHOWN_WITHIN, () -> {
+            com.netflix.discovery.shared.Application a = reader.getApplication(app.toUpperCase());
+            InstanceInfo i = a == null ? null : a.getByInstanceId(id);
+            seen[0] = i;
+            if (status.equals("absent")) {
+                return i == null ? null : "still holds " + id + " " + i.getStatus();
+            }
+            if (i == null) {
+                return "holds no " + id + " of " + app;
+            }
+            return i.getStatus().name().equals(status) ? null : "holds " + id + " " + i.getStatus();
+        });
+        InstanceInfo i = seen[0];
+        Steps.step("discovered", "id", id, "status", i == null ? "absent" : i.getStatus().name(),
+                "ip", i == null ? "" : i.getIPAddr(), "port", i == null ? 0 : i.getPort(),
+                "metadata", i == null ? Map.of() : i.getMetadata(),
+                "vip", i == null ? "" : String.valueOf(i.getVIPAddress()),
+                "hashcode", reader.getApplications().getAppsHashCode(), "ms", ms);
     }
 
     private static HttpResponse<String> send(String step, HttpRequest request) {
