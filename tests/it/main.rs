@@ -22,6 +22,7 @@ mod deploy;
 mod distro;
 mod durability;
 mod eureka_face;
+mod every_face;
 mod go_clients;
 mod grpc;
 mod grpc_load;
