@@ -139,3 +139,73 @@ fn cli_lists_tasks_aligned_with_their_targets_and_applies_a_dry_run() {
         "{err}"
     );
 }
+
+#[test]
+fn cli_creates_lists_and_revokes_api_tokens() {
+    let node = Node::start();
+    let user = unique("scraper");
+    node.call_form(
+        "POST",
+        "/nacos/v1/auth/users",
+        &format!("username={user}&password=scraper-pass-1"),
+    )
+    .expect(200);
+    let created = roster_ok(
+        &node,
+        &[
+            "auth",
+            "token-create",
+            "--user",
+            &user,
+            "--description",
+            "host 7",
+        ],
+    );
+    let mut lines = created.lines();
+    let said = lines.next().unwrap_or_default();
+    assert!(
+        said.contains(&user) && said.contains("shown this once"),
+        "{created}"
+    );
+    let token = lines.next().unwrap_or_default().trim().to_string();
+    assert!(token.starts_with("roster_"), "{created}");
+    let id = token["roster_".len()..][..16].to_string();
+    // The token works as its user.
+    let r = node.raw(
+        "GET",
+        "/nacos/v1/ns/catalog/services?namespaceId=public",
+        &[("authorization", &format!("Bearer {token}"))],
+        None,
+    );
+    assert_ne!(r.status, 401, "{}", r.body);
+    // Listed in columns, without the secret.
+    let listed = roster_ok(&node, &["auth", "tokens", "--user", &user]);
+    let rows: Vec<&str> = listed.lines().collect();
+    assert_eq!(rows.len(), 2, "{listed}");
+    assert!(
+        rows[0].starts_with("ID") && rows[0].contains("USER"),
+        "{listed}"
+    );
+    assert!(
+        rows[1].starts_with(&id) && rows[1].contains("host 7"),
+        "{listed}"
+    );
+    assert!(!listed.contains(&token), "{listed}");
+    let revoked = roster_ok(&node, &["auth", "token-revoke", &id]);
+    assert!(revoked.contains(&id), "{revoked}");
+    let r = node.raw(
+        "GET",
+        "/nacos/v1/ns/catalog/services?namespaceId=public",
+        &[("authorization", &format!("Bearer {token}"))],
+        None,
+    );
+    assert!([401, 403].contains(&r.status), "{} {}", r.status, r.body);
+    // Revoking it again fails, said once.
+    let again = roster(&node, Some(ADMIN_PASSWORD), &["auth", "token-revoke", &id]);
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("not found"),
+        "{}",
+        text(&again.stderr)
+    );
+}

@@ -2,6 +2,7 @@
 
 mod abuse;
 mod addresses;
+mod api_tokens;
 mod audit;
 mod auth;
 mod authz;

@@ -123,7 +123,7 @@ fn print_tasks(value: &serde_json::Value) -> anyhow::Result<()> {
 
 /// Rows under a header, each column as wide as its widest cell, two spaces apart; the
 /// last column is not padded (no trailing blanks).
-fn table(header: &[&str], rows: &[Vec<String>], right_aligned: &[bool]) -> String {
+pub(super) fn table(header: &[&str], rows: &[Vec<String>], right_aligned: &[bool]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

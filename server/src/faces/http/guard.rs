@@ -70,22 +70,29 @@ fn is_form(headers: &HeaderMap) -> bool {
 }
 
 /// The credentials a request carries: `Authorization: Bearer`, else the `accessToken`
-/// header (where Nacos 3's maintainer client puts it), else the `accessToken`
-/// parameter, else `username` + `password` (on Eureka's routes, else those of
-/// `Authorization: Basic`, see [`basic`]).
+/// header (where Nacos 3's maintainer client puts it), else `X-Consul-Token` (where
+/// Consul clients put their API token), else the `accessToken` parameter, else the
+/// `token` parameter (Consul's), else `username` + `password` (on Eureka's routes, else
+/// those of `Authorization: Basic`, see [`basic`]).
 fn credentials<'a>(headers: &'a HeaderMap, params: &'a Params) -> Credentials<'a> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let header = headers
-        .get("accessToken")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty());
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
     Credentials {
-        token: bearer.or(header).or_else(|| params.optional("accessToken")),
+        token: bearer
+            .or_else(|| header("accessToken"))
+            .or_else(|| header("x-consul-token"))
+            .or_else(|| params.optional("accessToken"))
+            .or_else(|| params.optional("token")),
         username: params.optional("username"),
         password: params.get("password"),
     }

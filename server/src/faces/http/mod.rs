@@ -32,6 +32,7 @@ pub mod prometheus;
 pub mod signing_key;
 pub mod snapshot;
 pub mod sync;
+pub mod tokens;
 pub mod v3;
 
 use std::convert::Infallible;

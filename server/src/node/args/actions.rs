@@ -71,6 +71,28 @@ pub enum AuthAction {
         #[arg(long)]
         drop_previous: bool,
     },
+    /// Create a long-lived API token for a user (for clients that hold one static
+    /// credential: Prometheus, Consul clients, scripts). It acts with the user's
+    /// permissions until revoked or the user is deleted; it is printed once.
+    TokenCreate {
+        /// The user it acts as.
+        #[arg(long)]
+        user: String,
+        /// What it is for.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// List the API tokens (never their secrets).
+    Tokens {
+        /// Only this user's.
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Revoke an API token on every node.
+    TokenRevoke {
+        /// Its id (from `roster auth tokens`).
+        id: String,
+    },
 }
 
 /// `roster sync` actions.

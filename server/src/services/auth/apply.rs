@@ -52,12 +52,26 @@ pub fn apply(auth: &Auth, command: CommandV1) -> Outcome {
             Some(_) => {
                 data.users.remove(&username);
                 // A user created again under this name starts without roles and
-                // without the old tokens.
+                // without the old tokens, API tokens included.
                 data.roles.remove(&username);
                 data.revoke_tokens(&username);
+                data.api_tokens.retain(|_, token| token.user != username);
                 Ok(())
             }
             None => Err(Rejection::UserNotFound(username)),
+        }),
+        CommandV1::CreateApiToken { id, token } => edit(auth, |data| {
+            if !data.users.contains_key(&token.user) {
+                return Err(Rejection::UserNotFound(token.user));
+            }
+            data.api_tokens.insert(id, token);
+            Ok(())
+        }),
+        CommandV1::RevokeApiToken { id } => edit(auth, |data| {
+            data.api_tokens
+                .remove(&id)
+                .map(|_| ())
+                .ok_or(Rejection::ApiTokenNotFound(id))
         }),
         CommandV1::RotateKey {
             signing_key,

@@ -12,6 +12,7 @@
 //! login throttling per user and source address, [`writes`] the auth commands as every
 //! face proposes them, [`apply`] how the state machine applies them.
 
+pub mod api_tokens;
 pub mod apply;
 pub mod password;
 pub mod permissions;
@@ -78,6 +79,9 @@ pub struct AuthData {
     /// name does not bring back the old tokens. Missing means 0.
     #[serde(default)]
     pub token_generations: BTreeMap<String, u64>,
+    /// Long-lived API tokens, by id (absent in snapshots of builds before them).
+    #[serde(default)]
+    pub api_tokens: BTreeMap<String, api_tokens::ApiToken>,
 }
 
 /// A signing key replaced by a rotation.
@@ -385,6 +389,19 @@ impl Auth {
     ) -> Result<Identity, AuthError> {
         if let Some(t) = creds.token.filter(|t| !t.is_empty()) {
             let data = self.data();
+            if let Some((id, secret)) = api_tokens::parse(t) {
+                // An API token acts as its user while both exist.
+                let (username, user) = data
+                    .api_tokens
+                    .get(id)
+                    .filter(|token| api_tokens::proves(token, secret))
+                    .and_then(|token| data.users.get_key_value(&token.user))
+                    .ok_or(AuthError::InvalidToken)?;
+                return Ok(Identity {
+                    admin: user.admin,
+                    username: Cow::Owned(username.clone()),
+                });
+            }
             let verified = data.verify_token(t, now_secs)?;
             // A deleted user's tokens stop working at once, and so do the ones issued
             // before a password or role change (an older generation).

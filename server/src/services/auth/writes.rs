@@ -99,6 +99,46 @@ impl<'a> Writes<'a> {
         Ok(())
     }
 
+    /// Creates a long-lived API token for `user`; its id and the token, which is
+    /// never shown again, and works on this node when answered (a user not found is a
+    /// 404, judged again after a read barrier).
+    pub async fn create_api_token(
+        &self,
+        user: &str,
+        description: &str,
+    ) -> Result<(String, String), Error> {
+        self.store
+            .recheck(|| match self.auth.data().users.contains_key(user) {
+                true => Ok(()),
+                false => Err(Error::not_found(format!("user '{user}' not found"))),
+            })
+            .await?;
+        let (id, token, secret_sha256) = super::api_tokens::generate();
+        self.store
+            .propose(CommandV1::CreateApiToken {
+                id: id.clone(),
+                token: super::api_tokens::ApiToken {
+                    user: user.to_string(),
+                    description: description.to_string(),
+                    secret_sha256,
+                    created_ms: roster_registry::clock::now_ms(),
+                },
+            })
+            .await?;
+        self.store.read_barrier().await?;
+        Ok((id, token))
+    }
+
+    /// Revokes the API token `id` on every node, refused here when answered (an
+    /// unknown id is a 404).
+    pub async fn revoke_api_token(&self, id: &str) -> Result<(), Error> {
+        self.store
+            .propose(CommandV1::RevokeApiToken { id: id.to_string() })
+            .await?;
+        self.store.read_barrier().await?;
+        Ok(())
+    }
+
     /// Deletes a user (an admin is refused when applied).
     pub async fn delete_user(&self, username: &str) -> Result<(), Error> {
         self.store

@@ -45,7 +45,9 @@ impl CatalogChange {
             CommandV1::Bootstrap { .. }
             | CommandV1::CreateUser { .. }
             | CommandV1::SetPassword { .. }
-            | CommandV1::DeleteUser { .. } => Self::Users,
+            | CommandV1::DeleteUser { .. }
+            | CommandV1::CreateApiToken { .. }
+            | CommandV1::RevokeApiToken { .. } => Self::Users,
             CommandV1::AddRole { .. }
             | CommandV1::DeleteRole { .. }
             | CommandV1::AddPermission { .. }

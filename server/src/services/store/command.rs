@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use roster_sync::{TaskSpec, TaskStatus};
 
+use crate::services::auth::api_tokens::ApiToken;
 use crate::services::auth::permissions::Granted;
 use crate::services::auth::User;
 use crate::services::configs::gray::GrayPublish;
@@ -302,6 +303,18 @@ pub enum CommandV1 {
         /// Proposal time.
         at_ms: u64,
     },
+    /// Keep a new long-lived API token (its secret's hash) for its user.
+    CreateApiToken {
+        /// Its id.
+        id: String,
+        /// The token.
+        token: ApiToken,
+    },
+    /// Revoke an API token.
+    RevokeApiToken {
+        /// Its id.
+        id: String,
+    },
 }
 
 /// The domain that builds a command and applies it.
@@ -340,7 +353,9 @@ impl CommandV1 {
             | CommandV1::AddRole { .. }
             | CommandV1::DeleteRole { .. }
             | CommandV1::AddPermission { .. }
-            | CommandV1::DeletePermission { .. } => Domain::Auth,
+            | CommandV1::DeletePermission { .. }
+            | CommandV1::CreateApiToken { .. }
+            | CommandV1::RevokeApiToken { .. } => Domain::Auth,
             CommandV1::PublishConfig { .. }
             | CommandV1::RemoveConfig { .. }
             | CommandV1::PublishConfigGray { .. }
@@ -396,6 +411,9 @@ pub enum Rejection {
         /// How many items it holds.
         configs: usize,
     },
+    /// No API token has this id.
+    #[error("API token '{0}' not found")]
+    ApiTokenNotFound(String),
 }
 
 /// The result of applying a command.

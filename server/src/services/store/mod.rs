@@ -160,7 +160,9 @@ impl From<ProposeError> for Error {
                 | Rejection::SyncTaskExists(_)),
             ) => Self::conflict(r.to_string()),
             ProposeError::Rejected(
-                r @ (Rejection::UserNotFound(_) | Rejection::SyncTaskNotFound(_)),
+                r @ (Rejection::UserNotFound(_)
+                | Rejection::SyncTaskNotFound(_)
+                | Rejection::ApiTokenNotFound(_)),
             ) => Self::not_found(r.to_string()),
             ProposeError::Rejected(r @ Rejection::DeleteAdmin(_)) => {
                 Self::bad_request(r.to_string())

@@ -209,6 +209,12 @@ pub enum Endpoint {
     Overview,
     /// `GET /api/v1/clients`.
     Clients,
+    /// `GET /api/v1/tokens`.
+    ApiTokenList,
+    /// `POST /api/v1/tokens`.
+    ApiTokenCreate,
+    /// `DELETE /api/v1/tokens?id=`.
+    ApiTokenRevoke,
     /// `GET /api/v1/sync/tasks`.
     SyncTaskList,
     /// `POST /api/v1/sync/tasks`.
@@ -377,6 +383,9 @@ impl Endpoint {
             (R::Snapshot, Get) => E::Snapshot,
             (R::Overview, Get) => E::Overview,
             (R::Clients, Get) => E::Clients,
+            (R::ApiTokens, Get) => E::ApiTokenList,
+            (R::ApiTokens, Post) => E::ApiTokenCreate,
+            (R::ApiTokens, Delete) => E::ApiTokenRevoke,
             (R::SyncTasks, Get) => E::SyncTaskList,
             (R::SyncTasks, Post) => E::SyncTaskCreate,
             // The task routes' patterns, asked for as literal paths, name the task
@@ -585,6 +594,7 @@ impl Endpoint {
             E::Snapshot => R::Snapshot,
             E::Overview => R::Overview,
             E::Clients => R::Clients,
+            E::ApiTokenList | E::ApiTokenCreate | E::ApiTokenRevoke => R::ApiTokens,
             E::SyncTaskList | E::SyncTaskCreate => R::SyncTasks,
             E::SyncTaskShow(_) | E::SyncTaskDelete(_) => R::SyncTask,
             E::SyncTaskPause(_) => R::SyncTaskPause,

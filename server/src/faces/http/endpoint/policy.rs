@@ -177,6 +177,9 @@ impl Endpoint {
             | E::RotateKey
             | E::Audit
             | E::Clients
+            | E::ApiTokenList
+            | E::ApiTokenCreate
+            | E::ApiTokenRevoke
             | E::Snapshot
             | E::SyncTaskList
             | E::SyncTaskCreate
@@ -284,6 +287,7 @@ impl Endpoint {
                 | E::Snapshot
                 | E::Overview
                 | E::Clients
+                | E::ApiTokenList
                 | E::SyncTaskList
                 | E::SyncTaskShow(_)
         )
@@ -370,6 +374,7 @@ impl Route {
             | R::RotateKey
             | R::Audit
             | R::Clients
+            | R::ApiTokens
             | R::Snapshot
             | R::SyncTasks
             | R::SyncTask

@@ -154,6 +154,8 @@ routes! {
     Overview => "/api/v1/overview", "GET,HEAD";
     /// roster's view of the naming clients of a node.
     Clients => "/api/v1/clients", "GET,HEAD";
+    /// roster's long-lived API tokens.
+    ApiTokens => "/api/v1/tokens", "GET,HEAD,POST,DELETE";
     /// roster's sync tasks.
     SyncTasks => "/api/v1/sync/tasks", "GET,HEAD,POST";
     /// A sync task (parsed apart: the segment is its name).

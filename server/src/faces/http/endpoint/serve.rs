@@ -16,7 +16,7 @@ use super::super::nacos::{permissions, service};
 use super::super::{
     audit, clients, cluster, events, nacos, nacos_v2, nacos_v2_config, ops, overview, pick,
 };
-use super::super::{prometheus, signing_key, snapshot, sync};
+use super::super::{prometheus, signing_key, snapshot, sync, tokens};
 use super::Endpoint;
 use crate::state::AppState;
 
@@ -114,6 +114,9 @@ impl Endpoint {
             E::Snapshot => Handler::call(snapshot::download, req, state),
             E::Overview => Handler::call(overview::overview, req, state),
             E::Clients => Handler::call(clients::list, req, state),
+            E::ApiTokenList => Handler::call(tokens::list, req, state),
+            E::ApiTokenCreate => Handler::call(tokens::create, req, state),
+            E::ApiTokenRevoke => Handler::call(tokens::revoke, req, state),
             E::SyncTaskList => Handler::call(sync::list, req, state),
             E::SyncTaskCreate => Handler::call(sync::create, req, state),
             // A task's name, as axum's `Path` extractor gave it.
