@@ -1777,6 +1777,42 @@ async function main() {
     }
   });
 
+  await step('api-tokens', async () => {
+    // A long-lived token for the test user, made in the UI: shown once, it works as
+    // that user; revoked in the UI, it stops.
+    await tid('nav-tokens').click();
+    await expectUrl(/#\/tokens$/, 'the API tokens menu');
+    await expectVisible(tid('tokens-table'), 'the tokens table');
+    await tid('token-create').click();
+    await expectVisible(tid('token-form-form'), 'the new-token dialog');
+    await clickInDialog(tid('token-form-user'));
+    await tid(`token-form-user-option-${RBAC_USER}`).click();
+    await tid('token-form-description').fill('made by the console test');
+    const refused = await submitForm('token-form');
+    check(refused === null, `the token was refused: ${refused}`);
+    await expectVisible(tid('token-secret'), 'the token, shown once');
+    const secret = ((await tid('token-secret').textContent()) ?? '').trim();
+    check(/^roster_[0-9a-f]{16}_[0-9a-f]{64}$/.test(secret), `the token shown: ${JSON.stringify(secret)}`);
+    const id = secret.slice('roster_'.length, 'roster_'.length + 16);
+    const asToken = async () =>
+      (await fetch(`${BASE}/nacos/v1/ns/catalog/services?namespaceId=${NS_RO}`, {
+        headers: { Authorization: `Bearer ${secret}` },
+        signal: AbortSignal.timeout(ACTION_MS),
+      })).status;
+    const before = await asToken();
+    check(before === 200, `${RBAC_USER}'s token reading ${NS_RO} answered ${before}`);
+    await shot('token-created');
+    await clickInDialog(tid('token-created-close'));
+    await expectVisible(row(id), `token ${id} in the table`);
+    await expectText(row(id), new RegExp(RBAC_USER), 'the token\'s user');
+    await tid(`token-revoke-${id}`).click();
+    await clickInDialog(tid('confirm-ok'));
+    await expectHidden(row(id), `token ${id}, revoked`);
+    const after = await asToken();
+    check(after === 401 || after === 403, `the revoked token answered ${after}`);
+    return { before, after };
+  });
+
   await step('layout', async () => {
     // An instance as a sync task imports it (its five provenance keys, long values) and a
     // dry-run task with a report, on a 1366 × 768 screen, in both languages.
@@ -1807,6 +1843,7 @@ async function main() {
       { name: 'users', hash: '#/users', shown: () => row(RBAC_USER) },
       { name: 'roles', hash: '#/roles', shown: () => row(`${ROLE}/${RBAC_USER}`) },
       { name: 'permissions', hash: '#/permissions', shown: () => tid('perm-table') },
+      { name: 'tokens', hash: '#/tokens', shown: () => tid('tokens-table') },
       { name: 'audit', hash: '#/audit', shown: () => tid('audit-table') },
     ];
     const seen = {};

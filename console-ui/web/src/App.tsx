@@ -36,6 +36,7 @@ import { ServiceDetailPage } from './pages/ServiceDetail';
 import { SyncPage } from './pages/Sync';
 import { ClusterPage } from './pages/Cluster';
 import { PasswordDialog, UsersPage } from './pages/Users';
+import { TokensPage } from './pages/Tokens';
 import { RolesPage } from './pages/Roles';
 import { PermissionsPage } from './pages/Permissions';
 import { AuditPage } from './pages/Audit';
@@ -69,7 +70,7 @@ export function App() {
 }
 
 /** Pages only admins may open: their menu items are hidden from everyone else. */
-const ADMIN_PAGES = new Set(['sync', 'clients', 'users', 'roles', 'permissions', 'audit']);
+const ADMIN_PAGES = new Set(['sync', 'clients', 'users', 'roles', 'permissions', 'tokens', 'audit']);
 
 /** Pages of one namespace: their menu items open the namespace last shown. */
 const PER_NAMESPACE = new Set(['services', 'configs']);
@@ -113,6 +114,7 @@ const titles: Record<string, MessageKey> = {
   users: 'nav.users',
   roles: 'nav.roles',
   permissions: 'nav.permissions',
+  tokens: 'nav.tokens',
   audit: 'nav.audit',
 };
 
@@ -160,6 +162,7 @@ function Shell({ route }: { route: Route }) {
     item('users', <TeamOutlined />, 'nav.users'),
     item('roles', <IdcardOutlined />, 'nav.roles'),
     item('permissions', <LockOutlined />, 'nav.permissions'),
+    item('tokens', <KeyOutlined />, 'nav.tokens'),
     item('audit', <AuditOutlined />, 'nav.audit'),
   ].filter((i) => isAdmin || !ADMIN_PAGES.has(i.key));
   const selected = top === 'service' ? 'services' : top;
@@ -296,6 +299,8 @@ function pageOf(top: string, route: Route): ReactNode {
       return <RolesPage />;
     case 'permissions':
       return <PermissionsPage route={route} />;
+    case 'tokens':
+      return <TokensPage />;
     case 'audit':
       return <AuditPage />;
     default:
