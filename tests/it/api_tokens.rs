@@ -160,7 +160,10 @@ fn api_tokens_act_as_their_user_everywhere_until_revoked() {
                 .expect("query"),
         )
     });
+    // gRPC refusals keep the reply type: the result code tells.
     assert_eq!(answered.0, "QueryServiceResponse", "{answered:?}");
+    assert_eq!(answered.1["resultCode"], 200, "{answered:?}");
+    assert_eq!(answered.1["errorCode"], 0, "{answered:?}");
 
     // It survives a restart of the node asked.
     assert!(c.nodes[0].terminate().success());
