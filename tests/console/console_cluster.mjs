@@ -268,9 +268,12 @@ async function main() {
     await until(shown, (rows) => JSON.stringify(rows) === JSON.stringify(mine), "node 1's clients");
     await tid('clients-scope-all').click();
     await until(shown, (rows) => JSON.stringify(rows) === JSON.stringify(all), "every member's clients");
-    const column = await page.locator('[data-testid="clients-table"] [data-testid="client-node"]').allInnerTexts();
-    const nodes = [...new Set(column)].sort().join();
-    check(nodes === args.servers.map((_, i) => i + 1).join(), `the node column shows ${nodes}`);
+    // the Node column, read until it shows every member (the page refreshes itself:
+    // a read during a refresh can see the table between renders)
+    const column = async () =>
+      [...new Set(await page.locator('[data-testid="clients-table"] [data-testid="client-node"]').allInnerTexts())].sort().join();
+    const members = args.servers.map((_, i) => i + 1).join();
+    await until(column, (nodes) => nodes === members, 'the node column naming every member');
     await shot('clients-all-members');
     await tid('clients-scope-node').click();
     await tid('nav-cluster').click();
