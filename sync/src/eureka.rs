@@ -183,14 +183,7 @@ impl Registry {
 
     /// Eureka's reconcile hash: `<STATUS>_<count>_` per status, statuses sorted.
     fn hashcode(&self) -> String {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for instance in self.instances.values() {
-            *counts.entry(instance.status.as_str()).or_default() += 1;
-        }
-        counts
-            .iter()
-            .map(|(status, n)| format!("{status}_{n}_"))
-            .collect()
+        hashcode(self.instances.values().map(|i| i.status.as_str()))
     }
 
     /// The admitted services with their instances.
@@ -438,6 +431,20 @@ fn metadata(instance: &Instance) -> Metadata {
             .or_insert_with(|| url.clone());
     }
     m
+}
+
+/// Eureka's reconcile hash of a set of instance statuses: `<STATUS>_<count>_` per
+/// status, in status order (`DOWN_1_UP_2_`). The client's check of a delta, and the
+/// server's answer (roster's Eureka face).
+pub fn hashcode<'a>(statuses: impl IntoIterator<Item = &'a str>) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in statuses {
+        *counts.entry(s).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(status, n)| format!("{status}_{n}_"))
+        .collect()
 }
 
 #[cfg(test)]

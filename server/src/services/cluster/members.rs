@@ -81,6 +81,14 @@ pub struct Peer {
     pub load: Option<Load>,
 }
 
+impl Peer {
+    /// Whether it answered or said hello within [`LIVE_WINDOW`] of `now`.
+    fn is_live(&self, now: Instant) -> bool {
+        self.last_seen
+            .is_some_and(|t| now.duration_since(t) < LIVE_WINDOW)
+    }
+}
+
 /// Membership and liveness. Cheap to clone.
 #[derive(Clone)]
 pub struct Members {
@@ -151,10 +159,7 @@ impl Members {
             .peers
             .read()
             .iter()
-            .filter(|(_, p)| {
-                p.last_seen
-                    .is_some_and(|t| now.duration_since(t) < LIVE_WINDOW)
-            })
+            .filter(|(_, p)| p.is_live(now))
             .filter_map(|(id, p)| p.load.filter(|l| l.ready).map(|l| (*id, l.grpc_clients)))
             .collect();
         if let Some(mine) = self.shared.load.lock().filter(|l| l.ready) {
@@ -201,10 +206,7 @@ impl Members {
             .peers
             .read()
             .iter()
-            .filter(|(_, p)| {
-                p.last_seen
-                    .is_some_and(|t| now.duration_since(t) < LIVE_WINDOW)
-            })
+            .filter(|(_, p)| p.is_live(now))
             .map(|(id, _)| *id)
             .collect();
         ids.push(self.shared.me.node_id);

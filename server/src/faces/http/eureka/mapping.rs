@@ -17,8 +17,6 @@
 //! - the instance id and the fields roster has no place for are `eureka.*` metadata,
 //!   hidden from the metadata the Eureka API shows.
 
-use std::collections::BTreeMap;
-
 use serde_json::{json, Map, Value};
 
 use crate::error::Error;
@@ -153,18 +151,7 @@ pub fn shown_status(metadata: &impl Lookup, healthy: bool, enabled: bool) -> Sta
     }
 }
 
-/// Eureka's reconcile hash of a set of statuses: `<STATUS>_<count>_` per status, in
-/// status order (`DOWN_1_UP_2_`).
-pub fn hashcode<'a>(statuses: impl IntoIterator<Item = &'a str>) -> String {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for s in statuses {
-        *counts.entry(s).or_default() += 1;
-    }
-    counts
-        .iter()
-        .map(|(status, n)| format!("{status}_{n}_"))
-        .collect()
-}
+pub use roster_sync::eureka::hashcode;
 
 /// A registration read from a `POST /eureka/apps/{APP}` body.
 #[derive(Debug)]

@@ -417,12 +417,13 @@ async fn loader_reload_current(State(state): State<AppState>, params: Params) ->
             Error::illegal("count", format!("'{raw}' is not a non-negative integer."))
         })?;
         let target = redirect(&params)?;
-        let mut all = state.grpc_connections.connections();
+        // Ids and set-up times only: no connection's view is built for this.
+        let mut all = state.grpc_connections.created();
         // The oldest connections stay; the newest are asked to move.
-        all.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        all.sort_unstable_by(|(a, at), (b, bt)| (at, a).cmp(&(bt, b)));
         let mut asked = 0;
-        for conn in all.iter().skip(keep) {
-            if state.grpc_connections.reset(&conn.id, target) {
+        for (id, _) in all.iter().skip(keep) {
+            if state.grpc_connections.reset(id, target) {
                 asked += 1;
             }
         }
