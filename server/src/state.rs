@@ -44,6 +44,22 @@ pub struct EurekaPlace {
     pub group: String,
 }
 
+/// Where Consul clients' services live, and what its blocking queries may hold
+/// (`--consul-namespace`, `--consul-group`, `--consul-datacenter`,
+/// `--consul-max-blocking`).
+#[derive(Clone, Debug)]
+pub struct ConsulPlace {
+    /// The namespace.
+    pub namespace: String,
+    /// The group.
+    pub group: String,
+    /// The one datacenter the Consul API answers for.
+    pub datacenter: String,
+    /// Permits of blocking queries waiting at once on this node; one more is refused
+    /// (429) rather than held.
+    pub blocking: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
 /// Everything request handlers share. Cheap to clone: one reference count, however
 /// many parts it has (axum clones the state for every extractor and middleware, and
 /// cloning each part's handle showed up as a tenth of a list request's CPU).
@@ -76,6 +92,9 @@ pub struct Shared {
     pub limits: Limits,
     /// The namespace and group of the Eureka API's applications.
     pub eureka: EurekaPlace,
+    /// The namespace and group of the Consul API's services, its datacenter, and the
+    /// cap on its blocking queries.
+    pub consul: ConsulPlace,
     /// Cluster members and their liveness.
     pub members: Members,
     /// The authenticated client of the peer channel.

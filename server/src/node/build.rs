@@ -34,7 +34,7 @@ use crate::services::store::catalog::CatalogChanges;
 use crate::services::store::machine::RegistryMachine;
 use crate::services::store::tasks::SyncTasks;
 use crate::services::store::Store;
-use crate::state::{AppState, EurekaPlace, Limits, Shared};
+use crate::state::{AppState, ConsulPlace, EurekaPlace, Limits, Shared};
 use roster_registry::guard::{EvictionGuard, GuardPolicy};
 use roster_registry::Registry;
 
@@ -181,6 +181,20 @@ impl Node {
             &args.eureka_namespace,
         )?;
         roster_registry::validate::check_group(&args.eureka_group)?;
+        roster_registry::validate::check_namespace_id(
+            "--consul-namespace",
+            &args.consul_namespace,
+        )?;
+        roster_registry::validate::check_group(&args.consul_group)?;
+        let dc = &args.consul_datacenter;
+        if dc.is_empty()
+            || dc.len() > 64
+            || !dc
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            anyhow::bail!("--consul-datacenter {dc:?}: 1 to 64 letters, digits, '-' or '_'");
+        }
         let state = AppState::new(Shared {
             registry,
             store,
@@ -195,6 +209,14 @@ impl Node {
             eureka: EurekaPlace {
                 namespace: args.eureka_namespace.clone(),
                 group: args.eureka_group.clone(),
+            },
+            consul: ConsulPlace {
+                namespace: args.consul_namespace.clone(),
+                group: args.consul_group.clone(),
+                datacenter: args.consul_datacenter.clone(),
+                blocking: Arc::new(tokio::sync::Semaphore::new(
+                    args.consul_max_blocking as usize,
+                )),
             },
             members,
             peers: peer_client.clone(),

@@ -39,6 +39,7 @@ pub async fn run(
         grpc,
         udp,
         dns,
+        consul,
     } = listeners;
     let addrs = (http.local_addr()?, grpc.local_addr()?);
     let node = Node::build(&args, &plan, addrs, own_addrs, udp).await?;
@@ -89,7 +90,22 @@ pub async fn run(
         closing.send_replace(true);
     };
     let acceptor = node.http_tls.map(|tls| tls.acceptor);
+    // Consul's port serves the same API, under caps of its own, and stops with it.
+    let consul = consul.map(|listener| {
+        let (api, acceptor, counters) = (api.clone(), acceptor.clone(), counters.clone());
+        let mut closing = state.events.closing();
+        let stopped = async move {
+            let _ = closing.wait_for(|c| *c).await;
+        };
+        tracing::info!(consul_http = ?listener.local_addr().ok(), "serving the HTTP API on Consul's port too");
+        tokio::spawn(crate::services::net::serve_http(
+            listener, api, limits, acceptor, counters, stopped,
+        ))
+    });
     crate::services::net::serve_http(http, api, limits, acceptor, counters, stopped).await;
+    if let Some(consul) = consul {
+        let _ = consul.await;
+    }
 
     workers.stop(STOP_WITHIN).await;
     state.store.shutdown().await;

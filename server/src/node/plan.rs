@@ -26,6 +26,8 @@ pub struct Listeners {
     pub udp: UdpSocket,
     /// DNS over UDP and TCP, with `--dns`.
     pub dns: Option<(UdpSocket, TcpListener)>,
+    /// The HTTP API again, on Consul's port, with `--consul-http`.
+    pub consul: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -59,23 +61,38 @@ impl Listeners {
             )),
             None => None,
         };
+        let consul = match args.consul_http {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on --consul-http {addr}"))?,
+            ),
+            None => None,
+        };
         Ok(Self {
             http,
             peer,
             grpc,
             udp,
             dns,
+            consul,
         })
     }
 
     /// The addresses this node's TCP sockets are bound to.
     pub fn own_addrs(&self) -> Vec<std::net::SocketAddr> {
         let dns = self.dns.as_ref().map(|(_, tcp)| tcp);
-        [Some(&self.http), Some(&self.grpc), Some(&self.peer), dns]
-            .into_iter()
-            .flatten()
-            .filter_map(|l| l.local_addr().ok())
-            .collect()
+        [
+            Some(&self.http),
+            Some(&self.grpc),
+            Some(&self.peer),
+            dns,
+            self.consul.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.local_addr().ok())
+        .collect()
     }
 }
 

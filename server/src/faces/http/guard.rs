@@ -376,6 +376,17 @@ impl Caller {
         state.auth.allowed(&self.0, &service, Action::Read)
     }
 
+    /// Whether the caller may write the service `namespace`/`group`/`name` (Consul's
+    /// writes, which name it in their bodies or by an id).
+    pub fn may_write(&self, state: &AppState, namespace: &str, group: &str, name: &str) -> bool {
+        let service = Resource::Service {
+            namespace,
+            group,
+            name,
+        };
+        state.auth.allowed(&self.0, &service, Action::Write)
+    }
+
     /// Whether the caller may read the configuration item `key` (listings leave out the
     /// others; a listener may listen only to those).
     pub fn may_read_config(&self, state: &AppState, key: &ConfigKey) -> bool {

@@ -14,6 +14,7 @@
 pub mod audit;
 pub mod clients;
 pub mod cluster;
+pub mod consul;
 pub mod cors;
 pub mod endpoint;
 pub mod error;

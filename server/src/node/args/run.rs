@@ -382,6 +382,51 @@ pub struct NodeArgs {
     )]
     pub eureka_group: String,
 
+    /// The namespace Consul clients' services live in (the Consul API at `/v1/`
+    /// registers into and lists it).
+    #[arg(
+        long,
+        env = "ROSTER_CONSUL_NAMESPACE",
+        default_value = "public",
+        value_name = "NAMESPACE"
+    )]
+    pub consul_namespace: String,
+
+    /// The group Consul clients' services live in.
+    #[arg(
+        long,
+        env = "ROSTER_CONSUL_GROUP",
+        default_value = "DEFAULT_GROUP",
+        value_name = "GROUP"
+    )]
+    pub consul_group: String,
+
+    /// The datacenter the Consul API answers for (`/v1/agent/self`,
+    /// `/v1/catalog/datacenters`; a `dc` other than it is refused).
+    #[arg(
+        long,
+        env = "ROSTER_CONSUL_DATACENTER",
+        default_value = "dc1",
+        value_name = "NAME"
+    )]
+    pub consul_datacenter: String,
+
+    /// Also serve the HTTP API (Consul's `/v1/` among it) on this address, e.g.
+    /// `127.0.0.1:8500`, where Consul clients look by default. Off by default.
+    #[arg(long, env = "ROSTER_CONSUL_HTTP", value_name = "ADDR")]
+    pub consul_http: Option<SocketAddr>,
+
+    /// Most Consul blocking queries waiting at once on this node; one more is answered
+    /// 429.
+    #[arg(
+        long,
+        env = "ROSTER_CONSUL_MAX_BLOCKING",
+        default_value_t = 4096,
+        value_name = "COUNT",
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000)
+    )]
+    pub consul_max_blocking: u64,
+
     /// The DNS zone roster answers for.
     #[arg(
         long,

@@ -31,6 +31,7 @@ use crate::services::cluster::readiness::Readiness;
 use crate::services::naming::writes::record_health;
 use crate::services::store::Store;
 use crate::services::workers::Workers;
+use roster_registry::instance::Instance;
 use roster_registry::service::{HealthChecker, ServiceKey};
 use roster_registry::validate::{check_health_check_path, health_check_headers, Invalid};
 use roster_registry::Registry;
@@ -44,6 +45,12 @@ const CONCURRENCY: usize = 64;
 /// One warning per this long while this node cannot make probes itself.
 const LOCAL_FAILURE_WARN_EVERY: Duration = Duration::from_secs(10);
 
+/// The metadata key naming an instance's own check — `http`, `tcp`, or another word for
+/// none — which replaces its cluster's (the Consul face's registrations carry one).
+pub const OWN_CHECK_KEY: &str = "consul.check";
+/// What an instance's own check probes: an `http://` URL or `host:port`.
+pub const OWN_CHECK_TARGET_KEY: &str = "consul.check.target";
+
 /// One instance to probe.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -53,10 +60,15 @@ pub struct Target {
     pub ip: Arc<str>,
     /// The instance's port (its identity).
     pub port: u16,
+    /// The host probed: the instance's IP, or its own check's host.
+    pub host: Arc<str>,
     /// The port to probe.
     pub check_port: u16,
     /// How to probe.
     pub checker: HealthChecker,
+    /// Whether any 2xx passes an HTTP probe (an instance's own check, as Consul's), not
+    /// only the checker's expected code.
+    pub any_2xx: bool,
     /// Its current health.
     pub healthy: bool,
 }
@@ -110,6 +122,10 @@ fn targets(registry: &Registry) -> Vec<Target> {
                 .values()
                 .filter(|i| !i.ephemeral && i.owner().is_none())
             {
+                if let Some(kind) = inst.metadata.get(OWN_CHECK_KEY) {
+                    out.extend(own_target(&svc.key, inst, kind));
+                    continue;
+                }
                 let cluster = settings
                     .clusters
                     .get(&*inst.cluster)
@@ -122,6 +138,8 @@ fn targets(registry: &Registry) -> Vec<Target> {
                     key: ServiceKey::clone(&svc.key),
                     ip: Arc::from(inst.ip()),
                     port: inst.port,
+                    host: Arc::from(inst.ip()),
+                    any_2xx: false,
                     check_port: if cluster.use_instance_port {
                         inst.port
                     } else {
@@ -134,6 +152,86 @@ fn targets(registry: &Registry) -> Vec<Target> {
         }
     }
     out
+}
+
+/// The target of an instance's own check of `kind`; `None` for no check (or a target
+/// that does not parse: stored by a face that checked it, so never in practice).
+fn own_target(key: &ServiceKey, inst: &Instance, kind: &str) -> Option<Target> {
+    let target = inst.metadata.get(OWN_CHECK_TARGET_KEY)?;
+    let (host, port, checker) = match kind {
+        "http" => {
+            let (host, port, path) = http_target(target).ok()?;
+            let checker = HealthChecker::Http {
+                path,
+                headers: String::new(),
+                expected_code: 200,
+            };
+            (host, port, checker)
+        }
+        "tcp" => {
+            let (host, port) = tcp_target(target).ok()?;
+            (host, port, HealthChecker::Tcp)
+        }
+        _ => return None,
+    };
+    Some(Target {
+        key: key.clone(),
+        ip: Arc::from(inst.ip()),
+        port: inst.port,
+        host: Arc::from(host),
+        check_port: port,
+        checker,
+        any_2xx: true,
+        healthy: inst.healthy,
+    })
+}
+
+/// What an `http://` check URL probes: host, port (80 when unsaid) and the path with
+/// its query. Plain HTTP only: the prober speaks no TLS.
+pub fn http_target(url: &str) -> Result<(String, u16, String), String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("'{url}' is not an http:// URL (roster's checks speak plain HTTP).")
+    })?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = host_port(authority, 80)?;
+    check_health_check_path(path).map_err(|e| e.message)?;
+    Ok((host, port, path.to_string()))
+}
+
+/// What a `host:port` TCP check connects to.
+pub fn tcp_target(target: &str) -> Result<(String, u16), String> {
+    let (host, port) = host_port(target, 0)?;
+    if port == 0 {
+        return Err(format!("'{target}' has no port."));
+    }
+    Ok((host, port))
+}
+
+/// `host:port` (`[v6]:port`); `default` when the port is left out.
+fn host_port(authority: &str, default: u16) -> Result<(String, u16), String> {
+    let bad = || format!("'{authority}' is not host:port.");
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (host, rest) = v6.split_once(']').ok_or_else(bad)?;
+            (host, rest.strip_prefix(':'))
+        }
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    let port = match port {
+        None => default,
+        Some(p) => p.parse().map_err(|_| bad())?,
+    };
+    let fits = |b: u8| b.is_ascii_alphanumeric() || b"-._:".contains(&b);
+    if host.is_empty() || host.len() > 253 || !host.bytes().all(fits) {
+        return Err(bad());
+    }
+    Ok((host.to_string(), port))
 }
 
 /// What a probe found.
@@ -185,7 +283,7 @@ pub async fn probe(target: &Target, deny: &DenyList) -> Outcome {
         HealthChecker::Tcp | HealthChecker::None => None,
     };
     let attempt = async {
-        let addrs = match resolve(&target.ip, target.check_port).await {
+        let addrs = match resolve(&target.host, target.check_port).await {
             Ok(addrs) if !addrs.is_empty() => addrs,
             Err(e) if is_local_failure(&e) => return Outcome::LocalFailure(e.to_string()),
             Ok(_) | Err(_) => return Outcome::Down,
@@ -194,7 +292,13 @@ pub async fn probe(target: &Target, deny: &DenyList) -> Outcome {
         if allowed.is_empty() {
             return Outcome::Skipped("the address is on the health-check deny list".into());
         }
-        connect_and_check(&allowed, request.as_deref(), &target.checker).await
+        connect_and_check(
+            &allowed,
+            request.as_deref(),
+            &target.checker,
+            target.any_2xx,
+        )
+        .await
     };
     tokio::time::timeout(PROBE_TIMEOUT, attempt)
         .await
@@ -217,6 +321,7 @@ async fn connect_and_check(
     addrs: &[SocketAddr],
     request: Option<&str>,
     checker: &HealthChecker,
+    any_2xx: bool,
 ) -> Outcome {
     let mut stream = None;
     for addr in addrs {
@@ -237,6 +342,7 @@ async fn connect_and_check(
     };
     match http_status(stream, request).await {
         Some(code) if code == *expected_code => Outcome::Up,
+        Some(code) if any_2xx && (200..300).contains(&code) => Outcome::Up,
         _ => Outcome::Down,
     }
 }
@@ -253,7 +359,7 @@ async fn http_status(mut stream: TcpStream, request: &str) -> Option<u16> {
 /// The `Host` an HTTP probe names unless its headers give one: the instance's address
 /// and the port probed.
 fn host_header(target: &Target) -> String {
-    format!("{}:{}", bracket_v6(&target.ip), target.check_port)
+    format!("{}:{}", bracket_v6(&target.host), target.check_port)
 }
 
 fn bracket_v6(ip: &str) -> String {
@@ -400,8 +506,10 @@ mod tests {
             key: ServiceKey::new("public", "g", "s"),
             ip: "127.0.0.1".into(),
             port: 1,
+            host: "127.0.0.1".into(),
             check_port: 1,
             checker: HealthChecker::Tcp,
+            any_2xx: false,
             healthy,
         }
     }

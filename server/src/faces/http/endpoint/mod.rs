@@ -18,6 +18,7 @@ mod serve;
 
 use axum::http::Method;
 
+use super::consul;
 use super::eureka;
 use super::nacos;
 use super::params::Params;
@@ -231,6 +232,8 @@ pub enum Endpoint {
     SyncTaskApply(TaskName),
     /// An operation of Eureka's API (`/eureka/...`, `/nacos/eureka/...`).
     Eureka(eureka::Call),
+    /// An operation of Consul's API (`/v1/...`).
+    Consul(consul::Call),
     /// An operation of Nacos 3's API (`/nacos/v3/...`), its own table.
     V3(V3),
     /// A known v3 path with a method it does not answer: 405.
@@ -406,6 +409,8 @@ impl Endpoint {
                 | R::EurekaSvip,
                 _,
             ) => Self::parse_other(method, verb, path),
+            // Consul's paths name services, checks and nodes: parsed apart.
+            (route, _) if route.is_consul() => Self::parse_other(method, verb, path),
             (route, _) => E::MethodNotAllowed {
                 route,
                 reads: reads(method),
@@ -456,6 +461,17 @@ impl Endpoint {
         if let Some(rest) = eureka::strip(path) {
             return match eureka::parse(verb == Verb::Get, method, rest, percent_decoded) {
                 Ok(call) => Endpoint::Eureka(call),
+                Err(Some(route)) => Endpoint::MethodNotAllowed {
+                    route,
+                    reads: reads(method),
+                },
+                Err(None) => not_found(),
+            };
+        }
+        if let Some(rest) = path.strip_prefix(consul::PREFIX) {
+            let put = matches!(verb, Verb::Put | Verb::Post);
+            return match consul::parse(verb == Verb::Get, put, rest, percent_decoded) {
+                Ok(call) => Endpoint::Consul(call),
                 Err(Some(route)) => Endpoint::MethodNotAllowed {
                     route,
                     reads: reads(method),
@@ -611,6 +627,7 @@ impl Endpoint {
                 eureka::Op::Vip => R::EurekaVip,
                 eureka::Op::Svip => R::EurekaSvip,
             },
+            E::Consul(call) => call.op.route(),
         })
     }
 
@@ -660,6 +677,7 @@ impl Endpoint {
                     Area::SyncTask
                 }
                 Some(route) if route.is_eureka() => Area::Eureka,
+                Some(route) if route.is_consul() => Area::Consul,
                 Some(_) => Area::Other,
             },
         }

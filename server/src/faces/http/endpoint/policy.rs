@@ -2,6 +2,7 @@
 //! [`AuditRule`], [`BodyLimit`], each a `match` on [`Endpoint`] (and, for methods a
 //! route does not answer, on its [`Route`]).
 
+use super::super::consul::Op as ConsulOp;
 use super::super::eureka::Op;
 use super::{Area, Endpoint, Route};
 use crate::services::auth::permissions::Action;
@@ -187,8 +188,17 @@ impl Endpoint {
             | E::SyncTaskDelete(_)
             | E::SyncTaskPause(_)
             | E::SyncTaskResume(_)
-            | E::SyncTaskApply(_)
-            | E::NotFound { .. } => Access::Admin,
+            | E::SyncTaskApply(_) => Access::Admin,
+            // Consul's paths of no route (its KV store, sessions, ...): any caller is
+            // told that roster does not serve them.
+            E::NotFound {
+                area: Area::Consul, ..
+            } => Access::Caller,
+            E::NotFound { .. } => Access::Admin,
+            // The handlers check the service a call names (a registration names it in
+            // its body, a check by its id) and leave out of listings what the caller
+            // may not read.
+            E::Consul(_) => Access::Caller,
             E::MethodNotAllowed { route, .. } => route.access_of_other_methods(),
             E::V3(op) => op.access(),
             E::Eureka(call) => match (call.op.names_app(), call.op.reads()) {
@@ -205,7 +215,8 @@ impl Endpoint {
     /// send them — Eureka's (`user:password@` in `defaultZone`) and Prometheus service
     /// discovery (Nacos guards it with Basic; Prometheus' `basic_auth`).
     pub fn takes_basic(&self) -> bool {
-        self.area() == Area::Eureka || matches!(self, Endpoint::PrometheusSd(_))
+        matches!(self.area(), Area::Eureka | Area::Consul)
+            || matches!(self, Endpoint::PrometheusSd(_))
     }
 
     /// Whether it is audited: every request other than a read, whatever its answer,
@@ -222,6 +233,17 @@ impl Endpoint {
             // Renewals are heartbeats; the registry and its deltas are what clients poll.
             Endpoint::Eureka(call) => match call.op {
                 Op::Renew | Op::Apps | Op::Delta | Op::App => AuditRule::Never,
+                op if op.reads() => AuditRule::IfForbidden,
+                _ => AuditRule::Always,
+            },
+            // Checks' reports are heartbeats; the catalog and health reads are what
+            // clients poll (blocking queries).
+            Endpoint::Consul(call) => match call.op {
+                op if op.is_check_report() => AuditRule::Never,
+                ConsulOp::CatalogServices
+                | ConsulOp::CatalogService
+                | ConsulOp::HealthService
+                | ConsulOp::HealthChecks => AuditRule::Never,
                 op if op.reads() => AuditRule::IfForbidden,
                 _ => AuditRule::Always,
             },
@@ -391,6 +413,27 @@ impl Route {
             | R::EurekaInstanceById
             | R::EurekaVip
             | R::EurekaSvip => Access::Admin,
+            // Consul's 405s: any caller (its clients' methods are PUT and GET).
+            R::ConsulRegister
+            | R::ConsulDeregister
+            | R::ConsulMaintenance
+            | R::ConsulAgentService
+            | R::ConsulAgentServices
+            | R::ConsulAgentChecks
+            | R::ConsulCheckPass
+            | R::ConsulCheckWarn
+            | R::ConsulCheckFail
+            | R::ConsulCheckUpdate
+            | R::ConsulAgentSelf
+            | R::ConsulDatacenters
+            | R::ConsulCatalogServices
+            | R::ConsulCatalogService
+            | R::ConsulCatalogNodes
+            | R::ConsulCatalogNode
+            | R::ConsulHealthService
+            | R::ConsulHealthChecks
+            | R::ConsulLeader
+            | R::ConsulPeers => Access::Caller,
         }
     }
 

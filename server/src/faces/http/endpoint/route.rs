@@ -186,6 +186,47 @@ routes! {
     EurekaVip => "/eureka/vips/{vip}", "GET,HEAD";
     /// Eureka: the instances of a secure VIP address.
     EurekaSvip => "/eureka/svips/{svip}", "GET,HEAD";
+    // Consul's HTTP API (parsed apart: the segments in braces are names).
+    /// Consul: register a service with the agent.
+    ConsulRegister => "/v1/agent/service/register", "PUT";
+    /// Consul: deregister a service.
+    ConsulDeregister => "/v1/agent/service/deregister/{id}", "PUT";
+    /// Consul: a service's maintenance mode.
+    ConsulMaintenance => "/v1/agent/service/maintenance/{id}", "PUT";
+    /// Consul: one of the agent's services.
+    ConsulAgentService => "/v1/agent/service/{id}", "GET,HEAD";
+    /// Consul: the agent's services.
+    ConsulAgentServices => "/v1/agent/services", "GET,HEAD";
+    /// Consul: the agent's checks.
+    ConsulAgentChecks => "/v1/agent/checks", "GET,HEAD";
+    /// Consul: a TTL check passes.
+    ConsulCheckPass => "/v1/agent/check/pass/{check}", "PUT";
+    /// Consul: a TTL check warns.
+    ConsulCheckWarn => "/v1/agent/check/warn/{check}", "PUT";
+    /// Consul: a TTL check fails.
+    ConsulCheckFail => "/v1/agent/check/fail/{check}", "PUT";
+    /// Consul: a TTL check's status and output.
+    ConsulCheckUpdate => "/v1/agent/check/update/{check}", "PUT";
+    /// Consul: the agent itself.
+    ConsulAgentSelf => "/v1/agent/self", "GET,HEAD";
+    /// Consul: the datacenters.
+    ConsulDatacenters => "/v1/catalog/datacenters", "GET,HEAD";
+    /// Consul: the catalog's services.
+    ConsulCatalogServices => "/v1/catalog/services", "GET,HEAD";
+    /// Consul: a service's catalog entries.
+    ConsulCatalogService => "/v1/catalog/service/{service}", "GET,HEAD";
+    /// Consul: the catalog's nodes.
+    ConsulCatalogNodes => "/v1/catalog/nodes", "GET,HEAD";
+    /// Consul: a node's services.
+    ConsulCatalogNode => "/v1/catalog/node/{node}", "GET,HEAD";
+    /// Consul: a service's instances with their checks.
+    ConsulHealthService => "/v1/health/service/{service}", "GET,HEAD";
+    /// Consul: a service's checks.
+    ConsulHealthChecks => "/v1/health/checks/{service}", "GET,HEAD";
+    /// Consul: the Raft leader.
+    ConsulLeader => "/v1/status/leader", "GET,HEAD";
+    /// Consul: the Raft peers.
+    ConsulPeers => "/v1/status/peers", "GET,HEAD";
 }
 
 impl Route {
@@ -203,6 +244,11 @@ impl Route {
                 | Route::EurekaVip
                 | Route::EurekaSvip
         )
+    }
+
+    /// Whether it is one of Consul's.
+    pub fn is_consul(self) -> bool {
+        self.path().starts_with(super::super::consul::PREFIX)
     }
 }
 
@@ -235,6 +281,8 @@ pub enum Area {
     /// `/eureka/...` and `/nacos/eureka/...`: Eureka's API (a refusal of credentials
     /// asks for HTTP Basic; the target is the path).
     Eureka,
+    /// `/v1/...`: Consul's API (answers and refusals in plain text; HTTP Basic counts).
+    Consul,
     /// Anything else.
     Other,
 }
@@ -262,6 +310,8 @@ impl Area {
             Area::SyncTask
         } else if super::super::eureka::is_eureka(path) {
             Area::Eureka
+        } else if super::super::consul::is_consul(path) {
+            Area::Consul
         } else {
             Area::Other
         }

@@ -153,6 +153,7 @@ impl Endpoint {
             )),
             E::V3(op) => op.serve(req, state),
             E::Eureka(call) => call.serve(req, state),
+            E::Consul(call) => call.serve(req, state),
             E::MethodNotAllowed { route, .. } => not_allowed(route.allow()),
             E::V3NotAllowed { path, .. } => not_allowed(path.allow()),
             // `Front` serves the console's files; never routed here.
