@@ -68,7 +68,7 @@ fn a_node_charts_its_own_figures_from_its_first_second() {
     ] {
         assert!(s[key].is_number(), "{key} in {s}");
     }
-    for face in ["v1", "v2", "grpc", "api"] {
+    for face in ["v1", "v2", "grpc", "api", "v3", "eureka", "consul"] {
         assert!(s["faces"][face]["rate"].is_number(), "{face} in {s}");
     }
     assert!(s["raft"]["term"].is_number(), "{s}");

@@ -665,6 +665,9 @@ const en = {
   'overview.face.v2': 'Nacos v2',
   'overview.face.grpc': 'gRPC',
   'overview.face.api': 'roster API',
+  'overview.face.v3': 'Nacos v3',
+  'overview.face.eureka': 'Eureka',
+  'overview.face.consul': 'Consul',
 
   // Gray releases of a configuration item (ConfigGray.tsx, the history's marks).
   'gray.tab': 'Gray release',
@@ -1386,6 +1389,9 @@ const zh: Dict = {
   'overview.face.v2': 'Nacos v2',
   'overview.face.grpc': 'gRPC',
   'overview.face.api': 'roster API',
+  'overview.face.v3': 'Nacos v3',
+  'overview.face.eureka': 'Eureka',
+  'overview.face.consul': 'Consul',
 
   // 配置的灰度发布（ConfigGray.tsx，历史版本中的标记）
   'gray.tab': '灰度发布',

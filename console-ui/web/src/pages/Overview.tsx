@@ -64,7 +64,7 @@ interface Window {
   raft: Sample['raft'];
 }
 
-const FACES = ['v1', 'v2', 'grpc', 'api'] as const;
+const FACES = ['v1', 'v2', 'v3', 'grpc', 'api', 'eureka', 'consul'] as const;
 const TASK_STATES = ['running', 'holding', 'starting', 'pending', 'paused', 'error'] as const;
 const COLORS = ['#1668dc', '#52c41a', '#fa8c16', '#722ed1', '#eb2f96', '#13c2c2', '#f5222d'];
 

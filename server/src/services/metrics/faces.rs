@@ -1,5 +1,6 @@
-//! Request counts and latencies per API face (Nacos v1 HTTP, Nacos v2 HTTP, gRPC and
-//! roster's own `/api/v1`), for the overview's charts (`metrics::history`).
+//! Request counts and latencies per API face (Nacos v1, v2 and v3 HTTP, gRPC, roster's
+//! own `/api/v1`, Eureka's and Consul's APIs), for the overview's charts
+//! (`metrics::history`).
 //!
 //! Each face keeps a fixed set of latency buckets, plain atomic counters that only grow:
 //! a request adds one to one bucket (a relaxed `fetch_add`, no lock, no allocation; the
@@ -29,14 +30,32 @@ pub enum Face {
     Grpc,
     /// HTTP routes under `/api/v1/` (roster's own API and the console's).
     Api,
+    /// HTTP routes under `/nacos/v3/`.
+    V3,
+    /// Eureka's API (`/eureka/`, `/nacos/eureka/`).
+    Eureka,
+    /// Consul's API (`/v1/`).
+    Consul,
 }
+
+/// How many faces there are.
+pub const FACES: usize = 7;
 
 impl Face {
     /// Every face, in the order [`Faces`] keeps them.
-    pub const ALL: [Face; 4] = [Face::V1, Face::V2, Face::Grpc, Face::Api];
+    pub const ALL: [Face; FACES] = [
+        Face::V1,
+        Face::V2,
+        Face::Grpc,
+        Face::Api,
+        Face::V3,
+        Face::Eureka,
+        Face::Consul,
+    ];
 
-    /// The face of an HTTP route (a route pattern, as the metrics label it); `None` for
-    /// the operations routes (`/metrics`, `/health/*`) and `unmatched`.
+    /// The face of an HTTP route (a route pattern, as the metrics label it: Eureka's
+    /// under `/nacos/eureka/` are labelled `/eureka/...`); `None` for the operations
+    /// routes (`/metrics`, `/health/*`), Prometheus service discovery and `unmatched`.
     pub fn of_route(route: &str) -> Option<Face> {
         if route.starts_with("/nacos/v1/") {
             Some(Face::V1)
@@ -44,6 +63,12 @@ impl Face {
             Some(Face::V2)
         } else if route.starts_with("/api/v1/") {
             Some(Face::Api)
+        } else if route.starts_with("/nacos/v3/") {
+            Some(Face::V3)
+        } else if route.starts_with("/eureka/") {
+            Some(Face::Eureka)
+        } else if route.starts_with("/v1/") {
+            Some(Face::Consul)
         } else {
             None
         }
@@ -55,11 +80,11 @@ impl Face {
 }
 
 /// Cumulative bucket counts of every face, as read at one moment.
-pub type Readings = [[u64; BUCKETS]; 4];
+pub type Readings = [[u64; BUCKETS]; FACES];
 
 /// The latency buckets of every face.
 pub struct Faces {
-    buckets: [[AtomicU64; BUCKETS]; 4],
+    buckets: [[AtomicU64; BUCKETS]; FACES],
 }
 
 impl Default for Faces {
@@ -90,7 +115,7 @@ impl Faces {
     /// Every bucket's count now. Buckets are read one by one while requests go on: a
     /// request counted during the read shows in this reading or the next, never twice.
     pub fn read(&self) -> Box<Readings> {
-        let mut out = Box::new([[0; BUCKETS]; 4]);
+        let mut out = Box::new([[0; BUCKETS]; FACES]);
         for (face, buckets) in self.buckets.iter().enumerate() {
             for (i, bucket) in buckets.iter().enumerate() {
                 out[face][i] = bucket.load(Ordering::Relaxed);
@@ -223,7 +248,14 @@ mod tests {
         assert_eq!(Face::of_route("/nacos/v1/ns/instance"), Some(Face::V1));
         assert_eq!(Face::of_route("/nacos/v2/ns/instance"), Some(Face::V2));
         assert_eq!(Face::of_route("/api/v1/overview"), Some(Face::Api));
-        for other in ["/metrics", "/health/ready", "unmatched", "/nacos/v3/x"] {
+        assert_eq!(Face::of_route("/nacos/v3/admin/ns/service"), Some(Face::V3));
+        assert_eq!(Face::of_route("/eureka/apps/{app}"), Some(Face::Eureka));
+        assert_eq!(
+            Face::of_route("/v1/health/service/{service}"),
+            Some(Face::Consul)
+        );
+        assert_eq!(Face::of_route("/nacos/prometheus"), None);
+        for other in ["/metrics", "/health/ready", "unmatched", "/nacos/eureka"] {
             assert_eq!(Face::of_route(other), None, "{other}");
         }
     }

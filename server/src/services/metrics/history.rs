@@ -88,6 +88,12 @@ pub struct FaceSamples {
     pub grpc: FaceSample,
     /// roster's `/api/v1`.
     pub api: FaceSample,
+    /// Nacos v3 HTTP.
+    pub v3: FaceSample,
+    /// Eureka's API.
+    pub eureka: FaceSample,
+    /// Consul's API.
+    pub consul: FaceSample,
 }
 
 /// The requests of one face over an interval.
@@ -308,6 +314,9 @@ pub fn sample(
             v2: face(Face::V2),
             grpc: face(Face::Grpc),
             api: face(Face::Api),
+            v3: face(Face::V3),
+            eureka: face(Face::Eureka),
+            consul: face(Face::Consul),
         },
         pushes: rate(delta(|r| r.pushes)),
         push_failures: rate(delta(|r| r.push_failures)),
