@@ -328,7 +328,10 @@ async fn report(
         Op::Update => {
             let document: Value = serde_json::from_slice(&body)
                 .map_err(|e| Error::illegal("body", format!("Request decode failed: {e}.")))?;
-            let status = match document.get("Status").and_then(Value::as_str) {
+            let Value::Object(document) = document else {
+                return Err(Error::illegal("body", "it should be a JSON object."));
+            };
+            let status = match mapping::field(&document, "Status").and_then(Value::as_str) {
                 None => Status::Passing,
                 Some(s) => Status::parse(s).ok_or_else(|| {
                     Error::illegal(
@@ -337,7 +340,9 @@ async fn report(
                     )
                 })?,
             };
-            let output = document.get("Output").and_then(Value::as_str).unwrap_or("");
+            let output = mapping::field(&document, "Output")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             (status, output.to_string())
         }
         op => {
@@ -622,12 +627,8 @@ fn answer(state: &AppState, caller: &Caller, query: &Query, call: &Call) -> Resu
             .find(|s| *s.key.name == *name)
             .map_or(catalog, |s| index_of(&s.view()))
     };
-    let one = |name: &str| -> Result<_, Error> {
-        if !caller.may_read(state, &place.namespace, &place.group, name) {
-            return Err(forbidden());
-        }
-        Ok(readable(state, caller, &all, Some(name)))
-    };
+    // A service the caller may not read is empty to it, as Consul's ACLs answer.
+    let one = |name: &str| readable(state, caller, &all, Some(name));
     let (body, index) = match call.op {
         Op::AgentSelf => (agent_self(state), catalog),
         Op::Leader | Op::Peers => (status(state, call.op), catalog),
@@ -686,7 +687,7 @@ fn answer(state: &AppState, caller: &Caller, query: &Query, call: &Call) -> Resu
         }
         Op::CatalogService => {
             let mut out = Vec::new();
-            for (name, view) in one(&call.name)? {
+            for (name, view) in one(&call.name) {
                 for i in view.instances.values().filter(|i| query.has_tags(i)) {
                     let entry = mapping::catalog_entry(i, &name, dc, index_of(&view));
                     if query.keeps(&entry) {
@@ -698,7 +699,7 @@ fn answer(state: &AppState, caller: &Caller, query: &Query, call: &Call) -> Resu
         }
         Op::HealthService => {
             let mut out = Vec::new();
-            for (name, view) in one(&call.name)? {
+            for (name, view) in one(&call.name) {
                 for i in view.instances.values().filter(|i| query.has_tags(i)) {
                     let entry = mapping::health_entry(i, &name, dc, index_of(&view));
                     let checks = entry["Checks"].as_array().map_or(&[][..], Vec::as_slice);
@@ -714,7 +715,7 @@ fn answer(state: &AppState, caller: &Caller, query: &Query, call: &Call) -> Resu
         }
         Op::HealthChecks => {
             let mut out = Vec::new();
-            for (name, view) in one(&call.name)? {
+            for (name, view) in one(&call.name) {
                 for i in view.instances.values() {
                     for check in mapping::service_checks(i, &name, index_of(&view)) {
                         if query.keeps(&check) {

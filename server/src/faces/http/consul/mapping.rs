@@ -192,16 +192,31 @@ fn text(value: Option<&Value>) -> Option<String> {
     }
 }
 
-/// A field's value when present and not null.
-fn field<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    object.get(key).filter(|v| !v.is_null())
+/// A field's value when present and not null. Keys are matched as Consul's agent
+/// decodes them: exactly, else ignoring case and underscores (`name`, `Name`,
+/// `deregister_critical_service_after` — `py-consul` sends lower-case keys).
+pub fn field<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    let found = object.get(key).or_else(|| {
+        let fold = |k: &str| -> String {
+            k.chars()
+                .filter(|c| *c != '_')
+                .map(|c| c.to_ascii_lowercase())
+                .collect()
+        };
+        let wanted = fold(key);
+        object
+            .iter()
+            .find(|(k, _)| fold(k) == wanted)
+            .map(|(_, v)| v)
+    });
+    found.filter(|v| !v.is_null())
 }
 
 /// A string field: `Err` naming it when it is there and not a string.
 fn string(object: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, Error> {
     match field(object, key) {
         None => Ok(None),
-        Some(Value::String(_)) => Ok(text(object.get(key))),
+        Some(value @ Value::String(_)) => Ok(text(Some(value))),
         Some(_) => Err(Error::illegal(path, "it should be a string.")),
     }
 }
@@ -331,7 +346,8 @@ pub fn registered(body: &[u8], caller_ip: Option<&str>) -> Result<Registered, Er
         }
         Some(_) => return Err(Error::illegal("Meta", "it should be an object.")),
     }
-    let weight = match field(&body, "Weights").and_then(|w| w.get("Passing")) {
+    let weights = field(&body, "Weights").and_then(Value::as_object);
+    let weight = match weights.and_then(|w| field(w, "Passing")) {
         None | Some(Value::Null) => 1.0,
         Some(w) => w
             .as_f64()
@@ -827,6 +843,29 @@ mod tests {
             registered(none, Some("127.0.0.1")).unwrap().kind,
             Kind::None
         );
+    }
+
+    #[test]
+    fn keys_are_taken_whatever_their_case_as_consul_decodes_them() {
+        // py-consul's body.
+        let body = br#"{"name":"a","id":"a-1","address":"127.0.0.1","port":8080,
+            "tags":["x=1"],"meta":{"Zone":"b"},"weights":{"passing":2},
+            "checks":[{"http":"http://127.0.0.1:9/h","interval":"1s","timeout":"1s",
+            "deregister_critical_service_after":"1m"}]}"#;
+        let r = registered(body, None).unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.id.as_str(), r.kind),
+            ("a", "a-1", Kind::Http)
+        );
+        let reg = r.registration;
+        assert_eq!((reg.port, reg.weight), (8080, 2.0));
+        // Meta's own keys keep their case.
+        assert_eq!(reg.metadata.get("Zone").map(String::as_str), Some("b"));
+        assert_eq!(reg.metadata.get("x").map(String::as_str), Some("1"));
+        let ttl = br#"{"Name":"t","check":{"ttl":"5s","status":"passing"}}"#;
+        let r = registered(ttl, Some("127.0.0.1")).unwrap();
+        assert_eq!(r.kind, Kind::Ttl);
+        assert!(r.registration.enabled);
     }
 
     #[test]
