@@ -18,7 +18,7 @@ package main
 //	                  passes every second from now on
 //	views             Catalog().Service, Catalog().Services, Agent().Services     (waits)
 //	warning           WarnTTL: the check is warning and the passing list lacks it; then
-//	                  passes again until passing
+//	                  UpdateTTL(passing) until passing again
 //	blocking          the index a blocking Health().Service will wait on, and when
 //	                  (unix ms)
 //	unblocked         when the blocking query returned, its index and entries (the test
@@ -240,7 +240,8 @@ func consulScenario(args []string) {
 	if reason != "" {
 		fail("warning", "%s: %v", reason, warned)
 	}
-	check("warning", agent.PassTTL(checkID, "ok"))
+	// Back to passing through the update endpoint, as a client reporting its state does.
+	check("warning", agent.UpdateTTL(checkID, "ok", consul.HealthPassing))
 	keep.Store(true)
 	_, reason = waitFor(5*time.Second, func() string {
 		passing, _, errText := healthOf(true)
