@@ -1,10 +1,12 @@
-//! One registry under every face (issue 41, item 4, without Consul's face yet): on three
-//! nodes, one instance of a service is registered through Nacos v1 HTTP (node 1), one
-//! through Nacos gRPC (node 2) and one through Eureka (node 3); every face of every node
-//! — Nacos v1's list, the console's catalog, a gRPC query, Eureka's application, and
-//! Prometheus service discovery — lists all three, healthy. Then the Eureka client stops
-//! renewing, as a killed client does: every face of every node stops showing it as up
-//! within its lease and the sweep, and the other two stay.
+//! One registry under every face (issue 41, item 4): on three nodes, one instance of a
+//! service is registered through Nacos v1 HTTP (node 1), one through Nacos gRPC (node 2),
+//! one through Eureka (node 3) and one through Consul's agent API (node 1, a TTL check
+//! kept passing); every face of every node — Nacos v1's list, the console's catalog, a
+//! gRPC query, Eureka's application, Prometheus service discovery and Consul's
+//! `health/service` — lists all four, healthy. Then the Eureka client stops renewing, as a
+//! killed client does: Consul's face on every node shows it critical before it goes, and
+//! every face of every node stops showing it within its lease and the sweep, and the other
+//! three stay.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use base64::Engine as _;
 use roster_tests::{enc, Cluster, Node, Value, ADMIN_PASSWORD};
 use serde_json::json;
 
+use crate::consul_face::{aggregated, token_of, Consul};
 use crate::grpc::{decode, payload, RawClient};
 
 const SERVICE: &str = "every-face";
@@ -21,6 +24,7 @@ const APP: &str = "EVERY-FACE";
 const V1_IP: &str = "127.42.0.1";
 const GRPC_IP: &str = "127.42.0.2";
 const EUREKA_IP: &str = "127.42.0.3";
+const CONSUL_IP: &str = "127.42.0.4";
 
 fn basic() -> String {
     let pair = format!("nacos:{ADMIN_PASSWORD}");
@@ -159,17 +163,42 @@ fn prometheus_sd(node: &Node) -> Shown {
     sorted(shown)
 }
 
+fn consul_health(node: &Node, token: &str) -> Shown {
+    let entries = Consul::new(&node.addr(), token).health(SERVICE, "");
+    let shown = entries
+        .iter()
+        .map(|e| {
+            (
+                format!(
+                    "{}:{}",
+                    e["Service"]["Address"].as_str().unwrap_or(""),
+                    e["Service"]["Port"]
+                ),
+                aggregated(e) == "passing",
+            )
+        })
+        .collect();
+    sorted(shown)
+}
+
 /// A face's name and how to read it from a node.
 type Face<'a> = (&'a str, &'a dyn Fn(&Node) -> Shown);
 
 /// Waits until every face of every node shows `wanted`.
-fn every_face_shows(c: &Cluster, rt: &tokio::runtime::Runtime, wanted: &Shown, within: Duration) {
-    let faces: [Face<'_>; 5] = [
+fn every_face_shows(
+    c: &Cluster,
+    rt: &tokio::runtime::Runtime,
+    consul_token: &str,
+    wanted: &Shown,
+    within: Duration,
+) {
+    let faces: [Face<'_>; 6] = [
         ("nacos v1", &nacos_v1),
         ("console catalog", &console_catalog),
         ("grpc", &|n: &Node| grpc_query(rt, n)),
         ("eureka", &eureka_app),
         ("prometheus", &prometheus_sd),
+        ("consul", &|n: &Node| consul_health(n, consul_token)),
     ];
     let deadline = Instant::now() + within;
     for (i, node) in c.nodes.iter().enumerate() {
@@ -226,13 +255,13 @@ fn one_registry_under_every_face_on_three_nodes() {
         );
         client
     });
-    // Eureka through node 3: a 3 s lease renewed every second, until it "dies".
+    // Eureka through node 3: a 6 s lease renewed every second, until it "dies".
     let registration = json!({"instance": {
         "instanceId": "every-1", "app": APP, "ipAddr": EUREKA_IP, "hostName": EUREKA_IP,
         "status": "UP", "port": {"$": 8080, "@enabled": "true"},
         "securePort": {"$": 443, "@enabled": "false"},
         "dataCenterInfo": {"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", "name": "MyOwn"},
-        "leaseInfo": {"renewalIntervalInSecs": 1, "durationInSecs": 3},
+        "leaseInfo": {"renewalIntervalInSecs": 1, "durationInSecs": 6},
         "vipAddress": SERVICE, "lastDirtyTimestamp": "1700000000000",
     }});
     let (status, body) = eureka(
@@ -242,8 +271,15 @@ fn one_registry_under_every_face_on_three_nodes() {
         Some(&registration),
     );
     assert_eq!(status, 204, "{body}");
-    // The clients' keep-alives: the v1 client beats through node 1 every 2 s for the
-    // whole test; the Eureka client renews through node 3 every second while `alive`.
+    // Consul through node 1: a TTL check (10 s) that starts passing, passed below.
+    let consul_token = token_of(&c.nodes[0], "nacos");
+    Consul::new(&c.nodes[0].addr(), &consul_token).register(&json!({
+        "Name": SERVICE, "ID": "every-consul", "Address": CONSUL_IP, "Port": 8080,
+        "Check": {"TTL": "10s", "Status": "passing"},
+    }));
+    // The clients' keep-alives: the v1 client beats and the Consul client passes its
+    // check through node 1 every 2 s for the whole test; the Eureka client renews through
+    // node 3 every second while `alive`.
     let (alive, stop) = (
         Arc::new(AtomicBool::new(true)),
         Arc::new(AtomicBool::new(false)),
@@ -259,6 +295,11 @@ fn one_registry_under_every_face_on_three_nodes() {
             enc(&beat_json.to_string()),
             enc(&c.nodes[0].token())
         );
+        let pass = format!(
+            "http://{}/v1/agent/check/pass/service:every-consul",
+            c.nodes[0].addr()
+        );
+        let consul_token = consul_token.clone();
         std::thread::spawn(move || {
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .http_status_as_error(false)
@@ -278,6 +319,10 @@ fn one_registry_under_every_face_on_three_nodes() {
                 }
                 if tick % 2 == 0 {
                     let _ = agent.put(&beat).send_empty();
+                    let _ = agent
+                        .put(&pass)
+                        .header("x-consul-token", &consul_token)
+                        .send_empty();
                 }
                 std::thread::sleep(Duration::from_secs(1));
             }
@@ -288,23 +333,60 @@ fn one_registry_under_every_face_on_three_nodes() {
         (v1.clone(), true),
         (format!("{GRPC_IP}:8080"), true),
         (format!("{EUREKA_IP}:8080"), true),
+        (format!("{CONSUL_IP}:8080"), true),
     ]);
-    every_face_shows(&c, &rt, &everyone, Duration::from_secs(30));
+    every_face_shows(&c, &rt, &consul_token, &everyone, Duration::from_secs(30));
 
-    // The Eureka client dies: no renewal after its 3 s lease. On every face of every
-    // node it is no longer up within the lease and the sweep; the other two stay up.
+    // The Eureka client dies: no renewal after its 6 s lease (unhealthy after three
+    // missed renewals, removed at the lease's end). Consul's face on every node shows it
+    // critical in between; on every face of every node it is gone within the lease and
+    // the sweep; the other three stay up.
     alive.store(false, Ordering::Relaxed);
+    let watching = Arc::new(AtomicBool::new(true));
+    let critical_seen = {
+        let (watching, token) = (watching.clone(), consul_token.clone());
+        let addrs: Vec<String> = c.nodes.iter().map(Node::addr).collect();
+        std::thread::spawn(move || {
+            let mut seen = vec![false; addrs.len()];
+            // Bounded: at most 40 s of 100 ms rounds.
+            for _ in 0..400 {
+                if !watching.load(Ordering::Relaxed) {
+                    break;
+                }
+                for (i, addr) in addrs.iter().enumerate() {
+                    let entries = Consul::new(addr, &token).health(SERVICE, "");
+                    let lapsed = entries.iter().any(|e| {
+                        e["Service"]["Address"] == EUREKA_IP && aggregated(e) == "critical"
+                    });
+                    seen[i] |= lapsed;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            seen
+        })
+    };
     // The keeper renews at most once more (it may be past its check).
     std::thread::sleep(Duration::from_millis(1100));
     let died = Instant::now();
-    let survivors = sorted(vec![(v1, true), (format!("{GRPC_IP}:8080"), true)]);
-    every_face_shows(&c, &rt, &survivors, Duration::from_secs(20));
+    let survivors = sorted(vec![
+        (v1, true),
+        (format!("{GRPC_IP}:8080"), true),
+        (format!("{CONSUL_IP}:8080"), true),
+    ]);
+    every_face_shows(&c, &rt, &consul_token, &survivors, Duration::from_secs(20));
     let took = died.elapsed();
     eprintln!("the dead Eureka client was gone from every face of every node {took:?} after its last renewal");
-    // Its last renewal was at most ~1.1 s before `died`, its lease 3 s.
+    // Its last renewal was at most ~1.1 s before `died`, its lease 6 s.
     assert!(
-        took >= Duration::from_secs(1),
+        took >= Duration::from_secs(4),
         "gone before its lease ran out: {took:?}"
+    );
+    watching.store(false, Ordering::Relaxed);
+    let seen = critical_seen.join().expect("watcher");
+    assert_eq!(
+        seen,
+        [true, true, true],
+        "Consul's face on each node showed the lapsed Eureka instance critical"
     );
     stop.store(true, Ordering::Relaxed);
     keeper.join().expect("keeper");

@@ -19,6 +19,7 @@ mod config_grpc;
 mod config_http;
 mod console;
 mod console_cluster;
+mod consul_face;
 mod deploy;
 mod distro;
 mod durability;

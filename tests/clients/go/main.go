@@ -1,7 +1,7 @@
 // Command roster-goclients runs the real Go clients our users run — nacos-sdk-go v1 and v2,
-// dubbo-go, go-micro, grpc-go — against roster processes that the black-box Rust tests
-// start. One binary, one subcommand per scenario, so that scripts/test builds and links the
-// heavy dependency graph once:
+// dubbo-go, go-micro, grpc-go, HashiCorp's consul/api — against roster processes that the
+// black-box Rust tests start. One binary, one subcommand per scenario, so that
+// scripts/test builds and links the heavy dependency graph once:
 //
 //	roster-goclients <scenario> [flags]
 //
