@@ -976,30 +976,36 @@ fn consul_face_on_three_nodes_registrations_and_ttl_lapses_are_everywhere() {
 }
 
 #[test]
-fn consul_face_one_service_holds_ttl_checked_and_check_less_instances() {
-    // Consul services mix instances with and without TTL checks (a fleet half on an HTTP
-    // check, half passing TTLs); registration order must not matter.
+fn consul_face_one_service_holds_ttl_checked_or_persistent_instances_not_both() {
+    // As Nacos 2, a service holds ephemeral or persistent instances: a TTL-checked Consul
+    // service is ephemeral, a check-less (or HTTP/TCP-checked) one persistent. The second
+    // kind is refused with a 400 naming the rule, whichever comes first, and the first
+    // stays as it was (README, "Consul": Mixing).
     let node = Node::start();
     let c = Consul::new(&node.addr(), &api_token(&node, "public:*:*", "rw"));
     for (service, first_ttl) in [(unique("consul-mix"), false), (unique("consul-mix"), true)] {
         let ttl = json!({"Name": service, "ID": "ttl", "Address": "127.45.6.1", "Port": 80,
                          "Check": {"TTL": "30s", "Status": "passing"}});
         let plain = json!({"Name": service, "ID": "plain", "Address": "127.45.6.2", "Port": 80});
-        let (a, b) = if first_ttl {
-            (ttl, plain)
+        let (a, b, first) = if first_ttl {
+            (ttl, plain, "ttl")
         } else {
-            (plain, ttl)
+            (plain, ttl, "plain")
         };
         c.register(&a);
         let r = c.put("/v1/agent/service/register", Some(&b));
-        assert_eq!(r.status, 200, "the second of {a} then {b}: {}", r.body);
-        let mut ids: Vec<String> = c
+        assert_eq!(r.status, 400, "the second of {a} then {b}: {}", r.body);
+        assert!(
+            r.body.contains("persistent") && r.body.contains("ephemeral"),
+            "the refusal names the rule: {}",
+            r.body
+        );
+        let ids: Vec<String> = c
             .health(&service, "?passing=true")
             .iter()
             .filter_map(|e| e["Service"]["ID"].as_str().map(str::to_string))
             .collect();
-        ids.sort();
-        assert_eq!(ids, ["plain", "ttl"], "{service}");
+        assert_eq!(ids, [first], "{service}");
     }
 }
 
