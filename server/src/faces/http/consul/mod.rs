@@ -5,9 +5,10 @@
 //! `/v1/health/service/{service}`), parsed apart here into a [`Call`]; every call
 //! needs an authenticated caller (a long-lived API token is what Consul clients hold,
 //! sent as `X-Consul-Token`), and the handlers ([`handlers`]) check the permission on
-//! the service a call names or leave out of a listing what the caller may not read.
-//! How a registration is held and how instances are shown is [`mapping`]; `?filter=`
-//! is [`filter`].
+//! the service a call names or leave out of a listing what the caller may not read;
+//! the reads and their blocking are [`reads`].
+//! How a registration is held is [`mapping`], how instances are shown [`shapes`];
+//! `?filter=` is [`filter`].
 //!
 //! Services live in one namespace and group (`--consul-namespace`, `--consul-group`);
 //! every instance there is shown, whichever face registered it. Not served (404): the
@@ -17,6 +18,8 @@
 pub mod filter;
 pub mod handlers;
 pub mod mapping;
+pub mod reads;
+pub mod shapes;
 
 use super::endpoint::Route;
 
