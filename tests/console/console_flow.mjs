@@ -277,7 +277,8 @@ async function registerFaceInstances() {
     dataCenterInfo: { '@class': 'com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo', name: 'MyOwn' },
     leaseInfo: { renewalIntervalInSecs: 30, durationInSecs: 600 },
   } };
-  await apiJson('POST', `/eureka/apps/${app}`, eureka);
+  // (answered 204, no body)
+  await rawJson('POST', `/eureka/apps/${app}`, eureka, { Authorization: `Bearer ${apiToken}` });
   const consul = { Name: SVC_FACES, ID: `${SVC_FACES}-1`, Address: consulIp, Port: PORT, Check: { TTL: '10m' } };
   await rawJson('PUT', '/v1/agent/service/register', consul, { 'X-Consul-Token': apiToken });
 }
