@@ -6,7 +6,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use roster_tests::{json, roster_bin, unique, Node, ADMIN_PASSWORD};
+use roster_tests::fixtures::{EurekaInstance, FakeEureka};
+use roster_tests::{eventually, json, roster_bin, unique, Node, ADMIN_PASSWORD};
 
 use crate::grpc::{decode, payload, RawClient};
 
@@ -354,6 +355,49 @@ fn cli_lists_instances_with_the_face_that_registered_each() {
         let face = expected.iter().find(|(a, _)| *a == addr).unwrap().1;
         assert_eq!(row["registeredBy"], face, "{out}");
     }
+
+    // A sync task's copy of a Eureka instance keeps `eureka.instanceId`, yet it is the
+    // task's: `sync:TASK` in the column, `registeredByTask` in JSON.
+    let source = FakeEureka::start();
+    source.register(EurekaInstance::new("synced", "127.0.0.1", 8085));
+    roster_ok(
+        &node,
+        &[
+            "sync",
+            "add",
+            "--name",
+            "eureka-dc",
+            "--from",
+            &source.url(),
+        ],
+    );
+    let listed = eventually(Duration::from_secs(30), || {
+        let out = roster(&node, Some(ADMIN_PASSWORD), &["instance", "list", "synced"]);
+        let listed = text(&out.stdout);
+        match listed.lines().nth(1) {
+            Some(line) if out.status.success() => Ok(line.to_string()),
+            _ => Err(format!("not imported yet: {listed}{}", text(&out.stderr))),
+        }
+    });
+    assert!(
+        listed.contains("  127.0.0.1:8085  ") && listed.ends_with("  sync:eureka-dc"),
+        "{listed}"
+    );
+    let page = node
+        .call(
+            "GET",
+            "/nacos/v1/ns/catalog/instances?serviceName=synced&clusterName=DEFAULT",
+        )
+        .expect(200)
+        .json();
+    let row = &page["list"][0];
+    assert!(row["metadata"]["eureka.instanceId"].is_string(), "{page}");
+    assert_eq!(
+        (&row["registeredBy"], &row["registeredByTask"]),
+        (&json!("sync"), &json!("eureka-dc")),
+        "{page}"
+    );
+
     // A service that does not exist: said once, and a failure.
     let out = roster(&node, Some(ADMIN_PASSWORD), &["instance", "list", "nosuch"]);
     assert!(!out.status.success(), "{}", text(&out.stdout));
