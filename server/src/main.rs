@@ -73,6 +73,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None | Some(Command::Run) => run_node(cli.node).await,
         Some(Command::Cluster { action, client }) => roster::cli::cluster(action, client).await,
+        Some(Command::Instance { action, client }) => roster::cli::instance(action, client).await,
         Some(Command::Sync { action, client }) => roster::cli::sync(action, client).await,
         Some(Command::Auth { action, client }) => roster::cli::auth(action, client).await,
         Some(Command::Snapshot { action }) => roster::cli::snapshot(action).await,

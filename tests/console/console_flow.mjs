@@ -82,6 +82,15 @@ const CLIENT_IP = '127.0.0.3';
 const CLIENT_APP = `${args.namespace}-app`;
 const GROUP = 'DEFAULT_GROUP';
 const PORT = Number(args.server.split(':').pop());
+// The layout step's service with one instance from each of three faces (roster started
+// with --eureka-namespace and --consul-namespace NSID): Nacos v1 HTTP, Eureka and Consul,
+// as [ip, the face's name in `registeredBy`, the console's label].
+const SVC_FACES = `${args.service}-faces`;
+const FACES = [
+  ['127.0.0.5', 'http', 'HTTP'],
+  ['127.0.0.6', 'eureka', 'Eureka'],
+  ['127.0.0.7', 'consul', 'Consul'],
+];
 const ADDR = `127.0.0.1:${PORT}`;
 // Sync tasks: the source is a closed loopback port, so the runner reports "error".
 const TASK = `${NS}-sync`;
@@ -251,6 +260,54 @@ async function removeReadOnlyNamespace() {
   await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS_RO, serviceName: SVC_RO, groupName: GROUP }, { allowError: true });
   const d = await api('DELETE', '/nacos/v1/console/namespaces', { namespaceId: NS_RO }, { allowError: true });
   check(d.status === 200, `namespace ${NS_RO} cannot be removed: ${d.text}`);
+}
+
+/** Registers SVC_FACES's instances, one through each face of FACES, on PORT. */
+async function registerFaceInstances() {
+  const [[httpIp], [eurekaIp], [consulIp]] = FACES;
+  // ephemeral, like the other two; kept for ten minutes without beats
+  const keep = { 'preserved.heart.beat.timeout': '600000', 'preserved.ip.delete.timeout': '600000' };
+  await api('POST', '/nacos/v1/ns/instance', {
+    namespaceId: NS, serviceName: SVC_FACES, ip: httpIp, port: PORT, ephemeral: true, metadata: JSON.stringify(keep),
+  });
+  const app = SVC_FACES.toUpperCase();
+  const eureka = { instance: {
+    instanceId: `${eurekaIp}:${SVC_FACES}:${PORT}`, app, ipAddr: eurekaIp, hostName: eurekaIp, status: 'UP',
+    port: { $: PORT, '@enabled': 'true' }, vipAddress: SVC_FACES,
+    dataCenterInfo: { '@class': 'com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo', name: 'MyOwn' },
+    leaseInfo: { renewalIntervalInSecs: 30, durationInSecs: 600 },
+  } };
+  // (answered 204, no body)
+  await rawJson('POST', `/eureka/apps/${app}`, eureka, { Authorization: `Bearer ${apiToken}` });
+  const consul = { Name: SVC_FACES, ID: `${SVC_FACES}-1`, Address: consulIp, Port: PORT, Check: { TTL: '10m' } };
+  await rawJson('PUT', '/v1/agent/service/register', consul, { 'X-Consul-Token': apiToken });
+}
+
+/** Removes SVC_FACES's instances (each through the Nacos API) and the service. */
+async function removeFaceInstances() {
+  const left = await api('GET', '/nacos/v1/ns/catalog/instances', { namespaceId: NS, serviceName: SVC_FACES, clusterName: 'DEFAULT', pageSize: 100 }, { allowError: true });
+  for (const h of left.json?.list ?? []) {
+    await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC_FACES, ip: h.ip, port: h.port, ephemeral: h.ephemeral }, { allowError: true });
+  }
+  await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_FACES, groupName: GROUP }, { allowError: true });
+}
+
+/** A JSON request with `headers` (and no other credentials); the answer's text. */
+async function rawJson(method, p, body, headers) {
+  let res;
+  try {
+    res = await fetch(BASE + p, {
+      method,
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(ACTION_MS),
+    });
+  } catch (e) {
+    throw new Error(`${method} ${p}: ${e?.cause?.message ?? e?.message ?? e}`);
+  }
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${p} -> ${res.status}: ${text}`);
+  return text;
 }
 
 /** A request as `username`, with a token of its own (the admin's stays in place). */
@@ -818,6 +875,7 @@ async function main() {
         await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_SICK, groupName: GROUP }, { allowError: true });
         await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC, groupName: GROUP }, { allowError: true });
         await api('DELETE', '/nacos/v1/ns/service', { namespaceId: NS, serviceName: SVC_USER, groupName: GROUP }, { allowError: true });
+        await removeFaceInstances();
       }
       const d = await api('DELETE', '/nacos/v1/console/namespaces', { namespaceId: NS }, { allowError: true });
       check(d.status === 200, `namespace ${NS} exists from an earlier run and cannot be removed: ${d.text}`);
@@ -1833,10 +1891,12 @@ async function main() {
       metadata: JSON.stringify(imported),
     });
     await apiJson('POST', '/api/v1/sync/tasks', { name: TASK_DRY, source: SOURCE, dryRun: true });
+    await registerFaceInstances();
     const pages = [
       { name: 'namespaces', hash: '#/namespaces', shown: () => row(NS) },
       { name: 'services', hash: `#/services?namespaceId=${NS}`, shown: () => tid(`svc-link-${GROUP}-${SVC}`) },
       { name: 'service-detail', hash: `#/service/${NS}/${GROUP}/${SVC}`, shown: () => tid(`inst-edit-127.0.0.2:${PORT}`) },
+      { name: 'service-faces', hash: `#/service/${NS}/${GROUP}/${SVC_FACES}`, shown: () => tid(`inst-face-${FACES[2][0]}:${PORT}`) },
       { name: 'configs', hash: `#/configs?namespaceId=${NS}`, shown: () => tid('cfg-table') },
       { name: 'sync', hash: '#/sync', shown: () => row(TASK_DRY) },
       { name: 'cluster', hash: '#/cluster', shown: () => page.locator('[data-testid="cluster-table"] tbody tr.ant-table-row') },
@@ -1864,6 +1924,23 @@ async function main() {
           await expectText(cell.locator('[data-testid="meta-imported"]'), /import-prod-etcd/, `the imported-by badge in ${lang}`);
           const chips = await cell.locator('.meta-k').allTextContents();
           check(chips.join() === 'version', `the imported instance shows metadata chips ${JSON.stringify(chips)}, expected only version`);
+        }
+        if (p.name === 'service-faces') {
+          // each instance names the face it came through, under a header in the console's language
+          const header = lang === 'en' ? 'Registered by' : '注册来源';
+          await expectVisible(page.locator('th.ant-table-cell', { hasText: header }), `the "${header}" column in ${lang}`);
+          for (const [ip, face, label] of FACES) {
+            const tag = tid(`inst-face-${ip}:${PORT}`);
+            await expectText(tag, label, `the registered-by tag of ${ip} in ${lang}`);
+            const shown = await tag.first().getAttribute('data-face');
+            check(shown === face, `${ip} shows registered by ${shown}, expected ${face}, in ${lang}`);
+          }
+          // the HTTP tag says which faces it stands for
+          await tid(`inst-face-${FACES[0][0]}:${PORT}`).hover();
+          const hint = page.locator('.ant-tooltip:not(.ant-tooltip-hidden) .ant-tooltip-inner');
+          await expectText(hint, /roster API/, `the HTTP tag's tooltip in ${lang}`);
+          await page.mouse.move(0, VIEWPORT.height - 1);
+          await expectHidden(hint, 'the HTTP tag tooltip');
         }
         // the language switch's tooltip out of the picture
         await page.mouse.move(0, VIEWPORT.height - 1);
@@ -1926,6 +2003,7 @@ async function main() {
 
     await api('DELETE', taskPath(TASK_DRY));
     await api('DELETE', '/nacos/v1/ns/instance', { namespaceId: NS, serviceName: SVC, ip: '127.0.0.2', port: PORT, ephemeral: false });
+    await removeFaceInstances();
     return seen;
   });
 

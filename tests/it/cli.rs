@@ -1,10 +1,15 @@
 //! The `roster` client subcommands as a person meets them: errors said once and in plain
 //! words, a closed stdout (`roster ... | head -1`) ended quietly, `--help` that names
-//! what a first start needs, `sync list` in aligned columns, `sync apply`.
+//! what a first start needs, `sync list` in aligned columns, `sync apply`, `instance list`
+//! naming the face that registered each instance.
 
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-use roster_tests::{roster_bin, unique, Node, ADMIN_PASSWORD};
+use roster_tests::fixtures::{EurekaInstance, FakeEureka};
+use roster_tests::{eventually, json, roster_bin, unique, Node, ADMIN_PASSWORD};
+
+use crate::grpc::{decode, payload, RawClient};
 
 /// Runs `roster ARGS --http NODE` with `password` (none: no password at all).
 fn roster(node: &Node, password: Option<&str>, args: &[&str]) -> Output {
@@ -207,5 +212,198 @@ fn cli_creates_lists_and_revokes_api_tokens() {
         text(&again.stderr).contains("not found"),
         "{}",
         text(&again.stderr)
+    );
+}
+
+#[test]
+fn cli_lists_instances_with_the_face_that_registered_each() {
+    let node = Node::start();
+    let svc = "faces";
+    // Nacos v1 HTTP: an address client's ephemeral instance.
+    node.call(
+        "POST",
+        &format!("/nacos/v1/ns/instance?serviceName={svc}&ip=127.0.0.1&port=8081&ephemeral=true"),
+    )
+    .expect(200);
+    // Eureka: the app's name, lower-cased, is the service.
+    let eureka = json!({"instance": {
+        "instanceId": "127.0.0.1:faces:8082", "app": "FACES", "ipAddr": "127.0.0.1",
+        "hostName": "127.0.0.1", "status": "UP", "port": {"$": 8082, "@enabled": "true"},
+        "vipAddress": "faces", "leaseInfo": {"renewalIntervalInSecs": 30, "durationInSecs": 90},
+        "dataCenterInfo": {"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", "name": "MyOwn"},
+    }});
+    let bearer = format!("Bearer {}", node.token());
+    let json_headers = [
+        ("authorization", bearer.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let r = node.raw(
+        "POST",
+        "/eureka/apps/FACES",
+        &json_headers,
+        Some(&eureka.to_string()),
+    );
+    assert_eq!(r.status, 204, "eureka register: {}", r.body);
+    // Consul, with an API token of the admin in its own header.
+    let created = node
+        .raw(
+            "POST",
+            "/api/v1/tokens",
+            &json_headers,
+            Some(&json!({"user": "nacos", "description": "consul agent"}).to_string()),
+        )
+        .expect(201)
+        .json();
+    let token = created["token"].as_str().unwrap().to_string();
+    let consul = json!({"Name": svc, "ID": "faces-1", "Address": "127.0.0.1", "Port": 8083,
+                        "Check": {"TTL": "30s"}});
+    node.raw(
+        "PUT",
+        "/v1/agent/service/register",
+        &[
+            ("x-consul-token", token.as_str()),
+            ("content-type", "application/json"),
+        ],
+        Some(&consul.to_string()),
+    )
+    .expect(200);
+    // A Nacos 2/3 gRPC client, held for the rest of the test.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let grpc_addr = format!("127.0.0.1:{}", node.http_port + 1000);
+    let admin_token = node.token();
+    let _client = rt.block_on(async {
+        let mut c = RawClient::try_set_up(&grpc_addr, Duration::from_secs(10))
+            .await
+            .expect("a gRPC connection");
+        let body = json!({"namespace": "public", "serviceName": svc, "groupName": "DEFAULT_GROUP",
+                          "type": "registerInstance", "module": "naming",
+                          "instance": {"ip": "127.0.0.1", "port": 8084, "weight": 1.0, "healthy": true,
+                                       "enabled": true, "ephemeral": true, "clusterName": "DEFAULT"}});
+        let reply = c
+            .try_unary(payload("InstanceRequest", &body, Some(&admin_token)))
+            .await
+            .expect("registered");
+        let (kind, body) = decode(&reply);
+        assert_eq!(kind, "InstanceResponse", "{body}");
+        c
+    });
+    let expected = [
+        ("127.0.0.1:8081", "http"),
+        ("127.0.0.1:8082", "eureka"),
+        ("127.0.0.1:8083", "consul"),
+        ("127.0.0.1:8084", "grpc"),
+    ];
+
+    // The console's route: each row says which face registered it.
+    let page = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/ns/catalog/instances?serviceName={svc}&clusterName=DEFAULT"),
+        )
+        .expect(200)
+        .json();
+    let mut seen: Vec<(String, String)> = page["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            assert!(i.get("registeredByTask").is_none(), "{i}");
+            (
+                format!("{}:{}", i["ip"].as_str().unwrap(), i["port"]),
+                i["registeredBy"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let want: Vec<(String, String)> = expected
+        .iter()
+        .map(|(a, f)| (a.to_string(), f.to_string()))
+        .collect();
+    assert_eq!(seen, want, "{page}");
+    // The Nacos list clients parse is as it was: no such field.
+    let list = node
+        .call(
+            "GET",
+            &format!("/nacos/v1/ns/instance/list?serviceName={svc}"),
+        )
+        .expect(200);
+    assert!(!list.body.contains("registeredBy"), "{}", list.body);
+
+    // The CLI: a column under its header, one row per instance.
+    let listed = roster_ok(&node, &["instance", "list", svc]);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 1 + expected.len(), "{listed}");
+    let at = lines[0].find("REGISTERED BY").expect(&listed);
+    for (addr, face) in expected {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("  {addr}  ")))
+            .unwrap_or_else(|| panic!("{addr} is not listed: {listed}"));
+        assert_eq!(line[at..].trim_end(), face, "{addr}: {listed}");
+        assert!(line.starts_with("DEFAULT  "), "{listed}");
+    }
+    // In JSON, the rows as the console gets them.
+    let out = roster_ok(&node, &["instance", "list", svc, "--output", "json"]);
+    let rows: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(rows.as_array().map(Vec::len), Some(expected.len()), "{out}");
+    for row in rows.as_array().unwrap() {
+        let addr = format!("{}:{}", row["ip"].as_str().unwrap(), row["port"]);
+        let face = expected.iter().find(|(a, _)| *a == addr).unwrap().1;
+        assert_eq!(row["registeredBy"], face, "{out}");
+    }
+
+    // A sync task's copy of a Eureka instance keeps `eureka.instanceId`, yet it is the
+    // task's: `sync:TASK` in the column, `registeredByTask` in JSON.
+    let source = FakeEureka::start();
+    source.register(EurekaInstance::new("synced", "127.0.0.1", 8085));
+    roster_ok(
+        &node,
+        &[
+            "sync",
+            "add",
+            "--name",
+            "eureka-dc",
+            "--from",
+            &source.url(),
+        ],
+    );
+    let listed = eventually(Duration::from_secs(30), || {
+        let out = roster(&node, Some(ADMIN_PASSWORD), &["instance", "list", "synced"]);
+        let listed = text(&out.stdout);
+        match listed.lines().nth(1) {
+            Some(line) if out.status.success() => Ok(line.to_string()),
+            _ => Err(format!("not imported yet: {listed}{}", text(&out.stderr))),
+        }
+    });
+    assert!(
+        listed.contains("  127.0.0.1:8085  ") && listed.ends_with("  sync:eureka-dc"),
+        "{listed}"
+    );
+    let page = node
+        .call(
+            "GET",
+            "/nacos/v1/ns/catalog/instances?serviceName=synced&clusterName=DEFAULT",
+        )
+        .expect(200)
+        .json();
+    let row = &page["list"][0];
+    assert!(row["metadata"]["eureka.instanceId"].is_string(), "{page}");
+    assert_eq!(
+        (&row["registeredBy"], &row["registeredByTask"]),
+        (&json!("sync"), &json!("eureka-dc")),
+        "{page}"
+    );
+
+    // A service that does not exist: said once, and a failure.
+    let out = roster(&node, Some(ADMIN_PASSWORD), &["instance", "list", "nosuch"]);
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("nosuch"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -20,7 +20,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use roster_tests::{enc, json, workspace_root, Cluster, Node, Value, ADMIN_PASSWORD};
+use roster_tests::{enc, json, workspace_root, Cluster, Node, NodeOptions, Value, ADMIN_PASSWORD};
 
 use crate::sync::call_json;
 
@@ -605,7 +605,19 @@ fn the_catalog_filters_unhealthy_services_and_instances_by_selector() {
 
 #[test]
 fn the_console_works_in_a_real_browser() {
-    let node = Node::start();
+    // The Eureka and Consul faces register into the script's namespace (its layout step
+    // shows an instance of each beside a Nacos one).
+    let node = Node::start_with(NodeOptions {
+        args: [
+            "--eureka-namespace",
+            "console-ns",
+            "--consul-namespace",
+            "console-ns",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..NodeOptions::default()
+    });
     let shots = workspace_root().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let script = workspace_root().join("tests/console/console_flow.mjs");
@@ -757,6 +769,7 @@ fn the_console_works_in_a_real_browser() {
         "non-admin-namespaces",
         "non-admin-refused",
         "service-detail-1366",
+        "service-faces-zh",
         "sync-1366",
         "namespaces-zh",
         "services-zh",

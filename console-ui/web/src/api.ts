@@ -243,7 +243,15 @@ export interface Instance {
   clusterName: string;
   metadata?: Record<string, string>;
   instanceId?: string;
+  /** The face that registered it (roster's catalog view only). */
+  registeredBy?: RegisteredBy;
+  /** The sync task that imported it, when `registeredBy` is `sync`. */
+  registeredByTask?: string;
 }
+
+/** Which face registered an instance: Consul, Eureka, a sync task, a Nacos gRPC client,
+ * or HTTP (Nacos v1/v2/v3 HTTP and roster's API, which cannot be told apart). */
+export type RegisteredBy = 'consul' | 'eureka' | 'sync' | 'grpc' | 'http';
 
 export interface Subscriber {
   addrStr: string;

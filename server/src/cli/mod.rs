@@ -1,6 +1,6 @@
-//! Client subcommands, one file each: `roster cluster status|add|remove`, `roster sync
-//! add|list|status|pause|resume|apply|delete`, `roster auth rotate-key` and `roster
-//! snapshot save` talk to a node's HTTP API (`api.rs`: how they reach it, with the given
+//! Client subcommands, one file each: `roster cluster status|add|remove`, `roster instance
+//! list`, `roster sync add|list|status|pause|resume|apply|delete`, `roster auth
+//! rotate-key` and `roster snapshot save` talk to a node's HTTP API (`api.rs`: how they reach it, with the given
 //! credentials) and print text or JSON; `roster snapshot inspect|restore` and `roster
 //! recover` work on files offline (`crate::services::backup`).
 
@@ -15,11 +15,13 @@ macro_rules! out {
 mod api;
 mod auth;
 mod cluster;
+mod instance;
 mod snapshot;
 mod sync;
 
 pub use auth::auth;
 pub use cluster::cluster;
+pub use instance::instance;
 pub use snapshot::snapshot;
 pub use sync::sync;
 

@@ -604,6 +604,13 @@ function ClusterSection({
       ),
     },
     {
+      title: t('detail.registeredBy'),
+      dataIndex: 'registeredBy',
+      key: 'registeredBy',
+      width: 120,
+      render: (_: unknown, i: Instance) => <FaceTag instance={i} testid={`inst-face-${addr(i)}`} />,
+    },
+    {
       title: t('detail.metadata'),
       dataIndex: 'metadata',
       key: 'metadata',
@@ -817,4 +824,29 @@ function ClusterSection({
       </FormModal>
     </Card>
   );
+}
+
+/** The face that registered an instance, as a tag: the product's name, a sync task's
+ * name after "Sync:", and a tooltip where the name alone does not say enough. */
+function FaceTag({ instance, testid }: { instance: Instance; testid: string }) {
+  const t = useT();
+  const face = instance.registeredBy;
+  if (!face) return <Typography.Text type="secondary">—</Typography.Text>;
+  const task = instance.registeredByTask ?? '';
+  const [label, hint, color] =
+    face === 'consul'
+      ? ['Consul', undefined, 'magenta']
+      : face === 'eureka'
+        ? ['Eureka', undefined, 'green']
+        : face === 'grpc'
+          ? ['Nacos gRPC', t('detail.faceGrpcHint'), 'blue']
+          : face === 'sync'
+            ? [t('detail.faceSync', { task }), t('detail.faceSyncHint', { task }), 'orange']
+            : ['HTTP', t('detail.faceHttpHint'), 'default'];
+  const tag = (
+    <Tag bordered={false} color={color} className="face-tag" data-testid={testid} data-face={face} data-task={task || undefined}>
+      {label}
+    </Tag>
+  );
+  return hint ? <Tooltip title={hint}>{tag}</Tooltip> : tag;
 }

@@ -1,5 +1,5 @@
-//! What the subcommands do: the actions of `roster cluster`, `sync`, `auth` and
-//! `snapshot`, and how the client ones reach a node ([`ClientArgs`]).
+//! What the subcommands do: the actions of `roster cluster`, `instance`, `sync`, `auth`
+//! and `snapshot`, and how the client ones reach a node ([`ClientArgs`]).
 
 use std::path::PathBuf;
 
@@ -161,6 +161,23 @@ pub enum SyncAction {
     Delete {
         /// Task name.
         name: String,
+    },
+}
+
+/// `roster instance` actions.
+#[derive(Debug, Subcommand)]
+pub enum InstanceAction {
+    /// A service's instances in every cluster, disabled and unhealthy ones included,
+    /// with the face that registered each (consul, eureka, grpc, http or sync:TASK).
+    List {
+        /// Service name (or GROUP@@NAME).
+        service: String,
+        /// Namespace id.
+        #[arg(long, default_value = "public", value_name = "NS")]
+        namespace: String,
+        /// Group.
+        #[arg(long, default_value = "DEFAULT_GROUP")]
+        group: String,
     },
 }
 

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use crate::services::backup::report::{OutputFormat, RecoverArgs};
-pub use actions::{AuthAction, ClientArgs, ClusterAction, SnapshotAction, SyncAction};
+pub use actions::{
+    AuthAction, ClientArgs, ClusterAction, InstanceAction, SnapshotAction, SyncAction,
+};
 pub use run::{LogFormat, NodeArgs};
 
 /// roster: a clustered service registry that speaks the Nacos naming protocol.
@@ -47,7 +49,7 @@ Ports: HTTP --http (127.0.0.1:8848), gRPC --grpc (default: the HTTP port + 1000,
 peer channel --peer (127.0.0.1:7848), taken by a single node too. Beside a Nacos on its \
 defaults: roster --http 127.0.0.1:18848 --peer 127.0.0.1:17848 (gRPC 19848).
 
-Client subcommands (cluster, sync, auth, snapshot save) log in with --password-file FILE or \
+Client subcommands (cluster, instance, sync, auth, snapshot save) log in with --password-file FILE or \
 ROSTER_PASSWORD; `roster <subcommand> --help` lists their options.";
 
 /// Subcommands.
@@ -60,6 +62,16 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         action: ClusterAction,
+        /// How to reach the node.
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List a service's instances, with the face that registered each, through any
+    /// node's HTTP API.
+    Instance {
+        /// What to do.
+        #[command(subcommand)]
+        action: InstanceAction,
         /// How to reach the node.
         #[command(flatten)]
         client: ClientArgs,

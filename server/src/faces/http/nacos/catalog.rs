@@ -3,6 +3,7 @@
 
 use axum::extract::State;
 use axum::response::Response;
+use serde::Serialize;
 use serde_json::json;
 
 use super::json_of;
@@ -10,10 +11,11 @@ use super::service::checker_json;
 use crate::error::Error;
 use crate::faces::http::guard::Caller;
 use crate::faces::http::params::Params;
+use crate::services::naming::origin::Origin;
 use crate::state::AppState;
 use roster_registry::select::protection_triggered;
 use roster_registry::service::{Service, ServiceKey};
-use roster_registry::wire::page;
+use roster_registry::wire::{page, Host};
 
 /// The service `key`, or the console's 404.
 fn find(state: &AppState, key: &ServiceKey) -> Result<std::sync::Arc<Service>, Error> {
@@ -113,11 +115,26 @@ pub async fn service(State(state): State<AppState>, params: Params) -> Result<Re
     })))
 }
 
+/// One row of the console's instance table: the instance as lists show it, and the
+/// face that registered it ([`Origin`]), which roster adds to Nacos' catalog row.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Row<'a> {
+    #[serde(flatten)]
+    host: Host<'a>,
+    /// `consul`, `eureka`, `sync`, `grpc` or `http`.
+    registered_by: &'static str,
+    /// The sync task that imported it, when `registered_by` is `sync`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    registered_by_task: Option<&'a str>,
+}
+
 /// `GET /nacos/v1/ns/catalog/instances`: one page of one cluster's instances, disabled
 /// and unhealthy ones included. roster's `selector` (label-selector syntax, as on
 /// `/instance/list`) keeps the instances whose metadata matches, before paging; unlike a
 /// list query it neither drops disabled instances nor falls back to the service's stored
-/// selector, so the console can filter and still bring offline instances back.
+/// selector, so the console can filter and still bring offline instances back. Each row
+/// also says which face registered the instance (`registeredBy`, `registeredByTask`).
 pub async fn instances(State(state): State<AppState>, params: Params) -> Result<Response, Error> {
     let key = params.service_key()?;
     let cluster = params.required("clusterName")?;
@@ -132,7 +149,14 @@ pub async fn instances(State(state): State<AppState>, params: Params) -> Result<
         .values()
         .filter(|i| &*i.cluster == cluster)
         .filter(|i| selector.as_ref().is_none_or(|s| s.matches(&i.metadata)))
-        .map(|i| roster_registry::wire::Host::new(i, &grouped, i.healthy))
+        .map(|i| {
+            let origin = Origin::of(i);
+            Row {
+                host: Host::new(i, &grouped, i.healthy),
+                registered_by: origin.name(),
+                registered_by_task: origin.task(),
+            }
+        })
         .collect();
     if list.is_empty() && !view.cluster_names().iter().any(|c| &**c == cluster) {
         return Err(Error::not_found(format!("cluster {cluster} is not found!")));
