@@ -816,8 +816,11 @@ fn consul_face_http_bad_input_credentials_grants_routes_blocking_and_filter() {
             .ok_or(format!("{ips:?}"))
     });
 
-    // Credentials: none is 401; a reader may not write; a user of another namespace
-    // sees no service here.
+    // Credentials: a write without any is 401, naming where the token goes; reads
+    // without any are anonymous, as Consul's anonymous token: the leader and the
+    // datacenter, and an empty catalog (Spring Cloud Consul's health indicator reads
+    // them so); a bad token on a read is refused, not taken as anonymous. A reader may
+    // not write; a user of another namespace sees no service here.
     let anonymous = send(
         &node.addr(),
         "PUT",
@@ -826,9 +829,32 @@ fn consul_face_http_bad_input_credentials_grants_routes_blocking_and_filter() {
         Some(&json!({"Name": service, "Address": "127.45.3.5", "Port": 1}).to_string()),
     );
     assert_eq!(anonymous.status, 401, "{}", anonymous.body);
-    assert_eq!(
-        send(&node.addr(), "GET", "/v1/catalog/services", &[], None).status,
-        401
+    assert!(
+        anonymous.body.contains("X-Consul-Token"),
+        "{}",
+        anonymous.body
+    );
+    let open = |path: &str| {
+        let r = send(&node.addr(), "GET", path, &[], None);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        serde_json::from_str::<Value>(&r.body).expect("JSON")
+    };
+    assert_eq!(open("/v1/status/leader"), json!(node.addr()));
+    assert_eq!(open("/v1/catalog/services"), json!({}));
+    assert_eq!(open(&format!("/v1/health/service/{service}")), json!([]));
+    assert_eq!(open("/v1/agent/self")["Config"]["Datacenter"], "dc1");
+    let forged = send(
+        &node.addr(),
+        "GET",
+        "/v1/catalog/services",
+        &[("X-Consul-Token", "roster_0000000000000000_forged")],
+        None,
+    );
+    assert!(
+        matches!(forged.status, 401 | 403),
+        "a bad token is refused: {} {}",
+        forged.status,
+        forged.body
     );
     let reader = Consul::new(&node.addr(), &api_token(&node, "public:*:*", "r"));
     let r = reader.put(

@@ -191,6 +191,19 @@ pub async fn admit(
                         .await
                         .ok();
                 }
+                // No credentials: anonymous; credentials given must hold.
+                Access::Anonymous => {
+                    let given = credentials(&parts.headers, &params);
+                    let basic = endpoint.takes_basic() && basic(&parts.headers).is_some();
+                    let given = given.token.is_some() || given.username.is_some() || basic;
+                    // With auth off everyone is the built-in caller, as elsewhere.
+                    if given || !state.auth.enabled() {
+                        let caller = authenticate(state, &endpoint, &parts.headers, &params)
+                            .await
+                            .map_err(|e| refuse(area, e))?;
+                        identity = Some(caller);
+                    }
+                }
                 access => match authenticate(state, &endpoint, &parts.headers, &params).await {
                     Ok(caller) => {
                         authorize(state, &caller, access, &endpoint, &params)
@@ -217,6 +230,15 @@ fn refuse(area: Area, e: Error) -> Response {
         return super::nacos_v2_envelope::failure(e);
     }
     let unauthenticated = e.kind == ErrorKind::Unauthenticated;
+    // Consul's clients hold an API token: say where it goes.
+    let e = if area == Area::Consul && e.message.starts_with("authentication required") {
+        Error::unauthenticated(
+            "authentication required: pass a roster API token as X-Consul-Token \
+             (or ?token=, or Authorization: Bearer)",
+        )
+    } else {
+        e
+    };
     let mut response = e.into_response();
     if area == Area::Eureka && unauthenticated {
         response.headers_mut().insert(
@@ -242,7 +264,7 @@ fn authorize(
     }
     let allowed = match access {
         // The guard does not authorize the first three (no caller is asked for).
-        Access::Public | Access::Open | Access::Soft | Access::Caller => true,
+        Access::Public | Access::Open | Access::Soft | Access::Anonymous | Access::Caller => true,
         Access::Admin => false,
         Access::Service(action) => {
             let name = params.service_name()?;
@@ -363,6 +385,32 @@ async fn authenticate(
 
 /// The caller's identity, for handlers; authentication already happened in the guard.
 pub struct Caller(pub Identity);
+
+/// The caller of an endpoint that anyone may call without credentials
+/// ([`Access::Anonymous`]): `None` for an anonymous one, who may read nothing a
+/// permission guards.
+pub struct MaybeCaller(pub Option<Caller>);
+
+impl MaybeCaller {
+    /// Whether the caller may read the service `namespace`/`group`/`name`.
+    pub fn may_read(&self, state: &AppState, namespace: &str, group: &str, name: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|c| c.may_read(state, namespace, group, name))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for MaybeCaller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Self, std::convert::Infallible> {
+        let identity = parts.extensions.get::<Identity>().cloned();
+        Ok(MaybeCaller(identity.map(Caller)))
+    }
+}
 
 impl Caller {
     /// Whether the caller may read the service `namespace`/`group`/`name` (the lists

@@ -18,7 +18,7 @@ use super::mapping::{self, Kind, Status};
 use super::{Call, Op};
 use crate::error::Error;
 use crate::faces::http::endpoint::Answer;
-use crate::faces::http::guard::{forbidden, Caller};
+use crate::faces::http::guard::{forbidden, Caller, MaybeCaller};
 use crate::faces::http::params::Params;
 use crate::services::naming::writes::{BeatOutcome, Stated};
 use crate::state::AppState;
@@ -62,7 +62,7 @@ impl Call {
                 Handler::call(report, req, state)
             }
             _ => {
-                let read = move |s: State<AppState>, c: Caller, p: Params| {
+                let read = move |s: State<AppState>, c: MaybeCaller, p: Params| {
                     super::reads::read(s, c, p, self)
                 };
                 Handler::call(read, req, state)

@@ -18,7 +18,7 @@ use super::mapping::{self, Status};
 use super::shapes;
 use super::{Call, Op};
 use crate::error::Error;
-use crate::faces::http::guard::Caller;
+use crate::faces::http::guard::MaybeCaller;
 use crate::faces::http::params::Params;
 use crate::services::push::events::Change;
 use crate::state::AppState;
@@ -101,7 +101,7 @@ impl Query {
 /// differs from it, or when the wait ends.
 pub(super) async fn read(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: MaybeCaller,
     params: Params,
     call: Call,
 ) -> Result<Response, Error> {
@@ -231,7 +231,7 @@ fn respond(read: Read) -> Response {
 /// The readable services of the face with instances, each with its view.
 fn readable(
     state: &AppState,
-    caller: &Caller,
+    caller: &MaybeCaller,
     all: &[Arc<Service>],
     only: Option<&str>,
 ) -> Vec<(Arc<str>, Arc<ServiceView>)> {
@@ -245,7 +245,12 @@ fn readable(
 }
 
 /// The answer to a read, as this node holds the registry now.
-fn answer(state: &AppState, caller: &Caller, query: &Query, call: &Call) -> Result<Read, Error> {
+fn answer(
+    state: &AppState,
+    caller: &MaybeCaller,
+    query: &Query,
+    call: &Call,
+) -> Result<Read, Error> {
     let place = &state.consul;
     let dc = place.datacenter.as_str();
     let all = services(state);

@@ -21,6 +21,10 @@ pub enum Access {
     Soft,
     /// Any authenticated caller (lists leave out what the caller may not read).
     Caller,
+    /// Anyone: without credentials the caller is anonymous and may read nothing a
+    /// permission guards (Consul's reads, as its anonymous token); credentials given
+    /// must be good (401 otherwise).
+    Anonymous,
     /// An admin.
     Admin,
     /// This action on the service named by `namespaceId`, `groupName`, `serviceName`.
@@ -197,7 +201,10 @@ impl Endpoint {
             E::NotFound { .. } => Access::Admin,
             // The handlers check the service a call names (a registration names it in
             // its body, a check by its id) and leave out of listings what the caller
-            // may not read.
+            // may not read — everything, for an anonymous reader (Consul clients read
+            // the leader and the catalog without their token: Spring Cloud Consul's
+            // health indicator does).
+            E::Consul(call) if call.op.reads() => Access::Anonymous,
             E::Consul(_) => Access::Caller,
             E::MethodNotAllowed { route, .. } => route.access_of_other_methods(),
             E::V3(op) => op.access(),
