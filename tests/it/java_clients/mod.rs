@@ -10,6 +10,7 @@ mod fuzzy;
 mod maintainer;
 mod nacos_client;
 mod spring_cloud;
+mod spring_registries;
 
 use std::path::PathBuf;
 use std::process::Command;

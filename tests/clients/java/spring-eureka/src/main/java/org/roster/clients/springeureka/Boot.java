@@ -1,0 +1,99 @@
+package org.roster.clients.springeureka;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+
+import org.roster.clients.Steps;
+
+/**
+ * What the Eureka provider and consumer share: their flags ({@code --name value}), the
+ * Spring properties both start with (roster as their Eureka server, short intervals), and
+ * the end of a run (its stdin closing). Not a Spring component.
+ */
+public final class Boot {
+    private final Map<String, String> flags = new LinkedHashMap<>();
+
+    private Boot(String[] args) {
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            if (!a.startsWith("--") || i + 1 >= args.length) {
+                throw Steps.fail("args", "expected --name value pairs, got " + a);
+            }
+            flags.put(a.substring(2), args[++i]);
+        }
+    }
+
+    /** Parses the flags; step lines on stdout, everything else on stderr; a watchdog. */
+    public static Boot start(String[] args) {
+        Steps.capture();
+        Boot boot = new Boot(args);
+        Steps.watchdog(java.time.Duration.ofSeconds(Long.parseLong(boot.flag("seconds", "300")) + 30));
+        return boot;
+    }
+
+    public String flag(String name) {
+        String v = flags.get(name);
+        if (v == null) {
+            throw Steps.fail("args", "missing --" + name);
+        }
+        return v;
+    }
+
+    public String flag(String name, String otherwise) {
+        return flags.getOrDefault(name, otherwise);
+    }
+
+    /**
+     * The properties of both programs, as Spring command-line arguments: roster's
+     * {@code /eureka/} as the Eureka server, with the user and password in the URL as in any
+     * Eureka server's {@code defaultZone}; every address on loopback; a 1 s renewal and
+     * registry fetch and a 3 s lease, so that the test is quick; no banner, the logs on
+     * stderr.
+     */
+    public List<String> springArgs(String application) {
+        Map<String, String> p = new LinkedHashMap<>();
+        p.put("spring.application.name", application);
+        p.put("spring.main.banner-mode", "off");
+        p.put("eureka.client.service-url.defaultZone",
+                "http://" + flag("username") + ":" + flag("password") + "@" + flag("server") + "/eureka/");
+        p.put("eureka.client.registry-fetch-interval-seconds", "1");
+        p.put("eureka.client.initial-instance-info-replication-interval-seconds", "1");
+        p.put("eureka.client.instance-info-replication-interval-seconds", "1");
+        p.put("eureka.instance.lease-renewal-interval-in-seconds", "1");
+        p.put("eureka.instance.lease-expiration-duration-in-seconds", "3");
+        p.put("eureka.instance.prefer-ip-address", "true");
+        p.put("eureka.instance.ip-address", "127.0.0.1");
+        p.put("eureka.instance.hostname", "127.0.0.1");
+        p.put("spring.cloud.inetutils.preferred-networks", "127.");
+        p.put("server.address", "127.0.0.1");
+        p.put("logging.level.root", flag("log-level", "WARN"));
+        List<String> out = new ArrayList<>();
+        p.forEach((k, v) -> out.add("--" + k + "=" + v));
+        return out;
+    }
+
+    /** A latch released when stdin closes (the test ending the program). */
+    public static CountDownLatch stdinClosed() {
+        CountDownLatch closed = new CountDownLatch(1);
+        Thread t = new Thread(() -> {
+            InputStream in = System.in;
+            byte[] buf = new byte[256];
+            try {
+                while (in.read(buf) >= 0) {
+                    // Nothing is read from stdin but its end.
+                }
+            } catch (IOException e) {
+                // A broken stdin ends the run as a closed one does.
+            }
+            closed.countDown();
+        }, "stdin");
+        t.setDaemon(true);
+        t.start();
+        return closed;
+    }
+}
