@@ -10,12 +10,10 @@
 //! starters registered. Programs: `tests/clients/java/spring-eureka/` and
 //! `tests/clients/java/spring-consul/`.
 //!
-//! One gap is worked around on the client side, not hidden: Spring Cloud Consul's health
-//! indicator (part of `/actuator/health`, which the starter's HTTP check GETs) asks
-//! `GET /v1/status/leader` and `GET /v1/catalog/services` without the ACL token. A Consul
-//! agent answers those to anyone; roster answers `401 authentication required`, so the
-//! provider's health turns DOWN (503) and roster's check marks it critical. The providers
-//! here run with `management.health.consul.enabled=false`.
+//! Spring Cloud Consul's health indicator (part of `/actuator/health`, which the starter's
+//! HTTP check GETs) reads `GET /v1/status/leader` and `GET /v1/catalog/services` without
+//! the ACL token; roster answers those anonymously, as a Consul agent does, so the
+//! providers run with the starter's defaults (a 401 there once turned their health DOWN).
 
 use std::process::Command;
 use std::time::{Duration, Instant};

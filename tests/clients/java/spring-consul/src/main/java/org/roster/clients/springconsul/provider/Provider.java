@@ -55,13 +55,9 @@ public class Provider {
         spring.add("--roster.name=" + name);
         spring.add("--spring.cloud.consul.discovery.instance-id=" + name + "-" + port);
         spring.add("--spring.cloud.consul.discovery.metadata.name=" + name);
-        // The starter's health indicator (part of /actuator/health) asks the agent
-        // GET /v1/status/leader and GET /v1/catalog/services without the ACL token. A Consul
-        // agent answers those to anyone; roster answers 401, which turns the application's
-        // health DOWN: the HTTP check GETs a 503, and the TTL heartbeat, which follows the
-        // actuator's health, reports fail instead of pass. Turned off, as deployments that
-        // keep the registry's health out of their own do (see spring_registries.rs).
-        spring.add("--management.health.consul.enabled=false");
+        // The starter's health indicator (part of /actuator/health, which the HTTP check
+        // GETs) reads GET /v1/status/leader and GET /v1/catalog/services without the ACL
+        // token: roster answers those to anyone, as a Consul agent does, so it stays on.
         switch (mode) {
             case "http" -> {
                 spring.add("--spring.cloud.consul.discovery.health-check-path=/actuator/health");
