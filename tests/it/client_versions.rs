@@ -1,5 +1,5 @@
 //! The README's table of the clients the tests run names the versions the tests build:
-//! each row's version is read from the file that pins it (`go.mod`, a requirements file,
+//! each row's version is read from the file that pins it (a `go.mod`, a requirements file,
 //! `package.json`, `tests/Cargo.toml`, a Java module's `pom.xml`), and every Go library
 //! and every Java client line the tests build has a row, so the table cannot drift from
 //! what runs.
@@ -70,14 +70,15 @@ fn java_pinned(coordinate: &str) -> Vec<String> {
 
 /// The version the tests build of `package`, from the file that pins it.
 fn pinned(package: &str) -> Option<String> {
-    let go_mod = read("tests/clients/go/go.mod");
-    if let Some(v) = go_mod.lines().find_map(|l| {
-        let mut words = l.split_whitespace();
-        (words.next() == Some(package))
-            .then(|| words.next().map(str::to_string))
-            .flatten()
-    }) {
-        return Some(v);
+    for go_mod in ["tests/clients/go/go.mod", "tests/clients/go-promsd/go.mod"] {
+        if let Some(v) = read(go_mod).lines().find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some(package))
+                .then(|| words.next().map(str::to_string))
+                .flatten()
+        }) {
+            return Some(v);
+        }
     }
     for file in [
         "tests/clients/python/requirements.txt",
@@ -159,10 +160,11 @@ fn the_readme_names_the_client_versions_the_tests_build() {
         "dubbo.apache.org/dubbo-go/v3",
         "go-micro.dev/v4",
         "google.golang.org/grpc",
+        "github.com/prometheus/prometheus",
     ] {
         assert!(
             pinned(module).is_some(),
-            "{module} is not in tests/clients/go/go.mod"
+            "{module} is not in tests/clients/go/go.mod nor tests/clients/go-promsd/go.mod"
         );
         assert!(
             rows.iter().any(|(p, _)| p == module),

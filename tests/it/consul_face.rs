@@ -6,7 +6,8 @@
 //! leader runs against servers the test holds, and its HTTP-checked registration survives
 //! a SIGKILL of the node; plain HTTP covers bad input, credentials and grants, the routes
 //! not served, blocking and `filter`; three nodes share registrations and TTL lapses; and
-//! Debian's Prometheus discovers and scrapes a target through `consul_sd_configs`.
+//! Prometheus' own Consul discovery (`tests/clients/go-promsd`: Debian's `prometheus` has
+//! no `consul_sd_configs`) discovers, relabels and follows targets through blocking queries.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -14,7 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use roster_tests::foreign::Prometheus;
 use roster_tests::{
     enc, eventually, free_port, json, unique, Cluster, Node, NodeOptions, Resp, Value,
     ADMIN_PASSWORD,
@@ -1036,99 +1036,388 @@ fn consul_face_one_service_holds_ttl_checked_or_persistent_instances_not_both() 
 }
 
 #[test]
-#[ignore = "Debian's prometheus (2.42.0+ds) is built without consul_sd_configs"]
-fn consul_face_debian_prometheus_consul_sd_discovers_relabels_and_scrapes() {
+fn consul_face_prometheus_consul_sd_discovers_relabels_and_follows_blocking_queries() {
+    // Prometheus' own Consul service discovery (Debian's `prometheus` is built without it):
+    // `tests/clients/go-promsd` parses `consul_sd_configs` and `relabel_configs` as
+    // prometheus.yml is parsed, runs `discovery/consul` against roster and prints each
+    // target group, the targets the relabelling keeps and (-trace) each request and answer.
     let node = Node::start();
-    let token = api_token(&node, "public:*:*", "rw");
-    let c = Consul::new(&node.addr(), &token);
+    let writer = Consul::new(&node.addr(), &api_token(&node, "public:*:*", "rw"));
+    // Prometheus only reads: its token's user may read `public`, nothing more.
+    let token = api_token(&node, "public:*:*", "r");
     let service = unique("consul-sd");
-    let metrics = Stub::start("# TYPE stub_up gauge\nstub_up 1\n");
-    let target = format!("127.0.0.1:{}", metrics.port);
-    c.register(
-        &json!({"Name": service, "ID": "scraped", "Address": "127.0.0.1",
-                       "Port": metrics.port, "Tags": ["metrics", "team=core"],
-                       "Meta": {"env": "test"}}),
+    let other = unique("consul-sd-other");
+    // Both TTL-checked (a service holds ephemeral or persistent instances, not both): the
+    // tagged one passing, the other critical until a first pass that never comes.
+    writer.register(
+        &json!({"Name": service, "ID": "tagged", "Address": "127.45.5.1",
+                            "Port": 9100, "Tags": ["metrics", "team=core"],
+                            "Meta": {"env": "test"},
+                            "Check": {"TTL": "300s", "Status": "passing"}}),
     );
-    // Not tagged `metrics`: dropped by the relabelling.
-    c.register(
-        &json!({"Name": service, "ID": "ignored", "Address": "127.45.5.2",
-                       "Port": 9, "Tags": ["other"]}),
+    writer.register(
+        &json!({"Name": service, "ID": "untagged", "Address": "127.45.5.2",
+                            "Port": 9, "Tags": ["other"], "Check": {"TTL": "300s"}}),
     );
-    let job = |name: &str, datacenter: &str| {
+    writer.register(
+        &json!({"Name": other, "ID": "elsewhere", "Address": "127.45.5.3",
+                            "Port": 80, "Tags": ["metrics"]}),
+    );
+    let health = writer.health(&service, "");
+    let node_name = health[0]["Node"]["Node"]
+        .as_str()
+        .expect("Node.Node")
+        .to_string();
+    let node_address = health[0]["Node"]["Address"].as_str().expect("Node.Address");
+    let node_address = node_address.to_string();
+
+    let sd = |datacenter: &str, services: &str| {
         format!(
-            r#"
-  - job_name: {name}
-    consul_sd_configs:
-      - server: {addr}
-        token: "{token}"
-        scheme: http{datacenter}
-        services: [{service}]
-        refresh_interval: 1s
-    relabel_configs:
-      - source_labels: [__meta_consul_tags]
-        regex: ".*,metrics,.*"
-        action: keep
-      - source_labels: [__meta_consul_service]
-        target_label: service
-      - source_labels: [__meta_consul_service_metadata_env]
-        target_label: env
-"#,
+            "\n      - server: {addr}\n        token: \"{token}\"\n        scheme: http\
+             {datacenter}{services}\n        refresh_interval: 1s\n        allow_stale: true",
             addr = node.addr(),
         )
     };
-    // With the datacenter named, and without (Prometheus then asks `/v1/agent/self`).
+    let relabel = "\n    relabel_configs:\
+                   \n      - source_labels: [__meta_consul_tags]\
+                   \n        regex: \".*,metrics,.*\"\
+                   \n        action: keep\
+                   \n      - source_labels: [__meta_consul_service]\
+                   \n        target_label: service\
+                   \n      - source_labels: [__meta_consul_service_metadata_env]\
+                   \n        target_label: env";
+    let only = format!("\n        services: [{service}]");
     let config = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:{}{}",
-        job("consul-dc", "\n        datacenter: dc1"),
-        job("consul-self", "")
+        "scrape_configs:\
+         \n  - job_name: consul-dc\n    consul_sd_configs:{}{relabel}\
+         \n  - job_name: consul-self\n    consul_sd_configs:{}{relabel}\
+         \n  - job_name: consul-all\n    consul_sd_configs:{}\n",
+        sd("\n        datacenter: dc1", &only),
+        // No datacenter: Prometheus asks `/v1/agent/self` for it.
+        sd("", &only),
+        // No services: Prometheus watches `/v1/catalog/services` (blocking) for them.
+        sd("", ""),
     );
-    let prometheus = Prometheus::start(&config);
-    let targets = |job: &str| -> Vec<Value> {
-        let data = prometheus.api("targets?state=active");
-        data["activeTargets"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|t| t["labels"]["job"] == job)
-            .collect()
+    let mut sd = PromSd::start(&config);
+
+    // The initial groups: the service's two instances, labelled as Prometheus labels them.
+    let groups = |job: &str, source: &str, sd: &PromSd| -> Option<Value> {
+        sd.updates()
+            .iter()
+            .rev()
+            .filter(|u| u["job"] == job)
+            .flat_map(|u| u["groups"].as_array().cloned().unwrap_or_default())
+            .find(|g| g["source"] == source)
     };
-    for job in ["consul-dc", "consul-self"] {
-        let t = eventually(Duration::from_secs(40), || match &targets(job)[..] {
-            [one] if one["health"] == "up" => Ok(one.clone()),
-            other => Err(format!("{job}: {other:?}\n{}", prometheus.log())),
+    for job in ["consul-dc", "consul-self", "consul-all"] {
+        let group = eventually(Duration::from_secs(30), || {
+            sd.read();
+            match groups(job, &service, &sd) {
+                Some(g) if g["targets"].as_array().map_or(0, Vec::len) == 2 => Ok(g),
+                g => Err(format!("{job}: {g:?}\n{}", sd.transcript())),
+            }
         });
-        assert_eq!(t["labels"]["instance"], target.as_str(), "{t}");
-        assert_eq!(t["labels"]["service"], service.as_str(), "{t}");
-        assert_eq!(t["labels"]["env"], "test", "{t}");
-        let discovered = t["discoveredLabels"].as_object().unwrap();
-        assert_eq!(discovered["__meta_consul_dc"], "dc1", "{t}");
-        assert!(
-            !discovered
-                .keys()
-                .any(|k| k.starts_with("__meta_consul_service_metadata_consul")),
-            "roster's own keys leak into Meta: {t}"
+        let context = format!("{job}: {group}\n{}", sd.transcript());
+        assert_eq!(
+            group["labels"]["__meta_consul_service"], service,
+            "{context}"
         );
-        eventually(Duration::from_secs(30), || {
-            let data = prometheus.api(&format!(
-                "query?query={}",
-                enc(&format!("up{{job=\"{job}\",service=\"{service}\"}}"))
-            ));
-            match data["result"][0]["value"][1].as_str() {
-                Some("1") => Ok(()),
-                _ => Err(format!("{data}")),
+        assert_eq!(group["labels"]["__meta_consul_dc"], "dc1", "{context}");
+        let target = |id: &str| -> Value {
+            group["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["__meta_consul_service_id"] == id)
+                .cloned()
+                .unwrap_or_else(|| panic!("no target {id}: {context}"))
+        };
+        let (tagged, untagged) = (target("tagged"), target("untagged"));
+        assert_eq!(tagged["__address__"], "127.45.5.1:9100", "{context}");
+        assert_eq!(tagged["__meta_consul_service_address"], "127.45.5.1");
+        assert_eq!(tagged["__meta_consul_service_port"], "9100");
+        assert_eq!(
+            tagged["__meta_consul_tags"], ",metrics,team=core,",
+            "{context}"
+        );
+        assert_eq!(
+            tagged["__meta_consul_service_metadata_env"], "test",
+            "{context}"
+        );
+        assert_eq!(tagged["__meta_consul_health"], "passing", "{context}");
+        assert_eq!(
+            tagged["__meta_consul_node"],
+            node_name.as_str(),
+            "{context}"
+        );
+        assert_eq!(tagged["__meta_consul_address"], node_address.as_str());
+        assert_eq!(untagged["__address__"], "127.45.5.2:9", "{context}");
+        assert_eq!(untagged["__meta_consul_tags"], ",other,", "{context}");
+        assert_eq!(untagged["__meta_consul_health"], "critical", "{context}");
+        // Meta is what was registered, with each `key=value` tag (roster's rule, README
+        // "Consul": What; Consul itself keeps tags out of Meta); none of roster's own
+        // (`consul.*`) keys leak in.
+        assert_eq!(
+            tagged["__meta_consul_service_metadata_team"], "core",
+            "{context}"
+        );
+        for t in [&tagged, &untagged] {
+            let meta: Vec<&String> = t
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| k.starts_with("__meta_consul_service_metadata_"))
+                .collect();
+            let want: &[&str] = if t == &tagged {
+                &[
+                    "__meta_consul_service_metadata_env",
+                    "__meta_consul_service_metadata_team",
+                ]
+            } else {
+                &[]
+            };
+            assert_eq!(meta, want, "{context}");
+            assert!(
+                !t.as_object()
+                    .unwrap()
+                    .keys()
+                    .any(|k| k.contains("consul_consul") || k.contains("metadata_consul")),
+                "{context}"
+            );
+        }
+    }
+    // Without `services`, every service is watched, each its own group.
+    let elsewhere = groups("consul-all", &other, &sd)
+        .unwrap_or_else(|| panic!("consul-all lacks {other}\n{}", sd.transcript()));
+    assert_eq!(elsewhere["targets"][0]["__address__"], "127.45.5.3:80");
+    assert_eq!(elsewhere["targets"][0]["__meta_consul_health"], "passing");
+    // The relabelling keeps the target tagged `metrics`, labelled from its Meta.
+    for job in ["consul-dc", "consul-self"] {
+        let kept = sd.kept(job);
+        assert_eq!(kept.len(), 1, "{job}: {kept:?}\n{}", sd.transcript());
+        assert_eq!(kept[0]["__address__"], "127.45.5.1:9100", "{kept:?}");
+        assert_eq!(kept[0]["service"], service, "{kept:?}");
+        assert_eq!(kept[0]["env"], "test", "{kept:?}");
+        assert_eq!(kept[0]["job"], job, "{kept:?}");
+    }
+    // The datacenter came from `/v1/agent/self` for the jobs not naming it.
+    assert!(
+        sd.exchanges()
+            .iter()
+            .any(|e| e["path"] == "/v1/agent/self" && e["status"] == 200),
+        "{}",
+        sd.transcript()
+    );
+
+    // The watches now block (`index` of the last answer, `wait` 2 minutes). The tagged
+    // instance deregistered: each watch of the service returns with a new index and
+    // the discoverer emits a group without it, long before any wait could run out.
+    std::thread::sleep(Duration::from_secs(4));
+    let seen = sd.updates().len();
+    let gone = Instant::now();
+    writer
+        .put("/v1/agent/service/deregister/tagged", None)
+        .expect(200);
+    for job in ["consul-dc", "consul-self", "consul-all"] {
+        eventually(Duration::from_secs(15), || {
+            sd.read();
+            let updates = sd.updates();
+            let later: Vec<&Value> = updates[seen..].iter().filter(|u| u["job"] == job).collect();
+            let group = later
+                .iter()
+                .rev()
+                .flat_map(|u| u["groups"].as_array().cloned().unwrap_or_default())
+                .find(|g| g["source"] == service.as_str());
+            match group {
+                Some(g)
+                    if g["targets"].as_array().is_some_and(|t| {
+                        t.len() == 1 && t[0]["__meta_consul_service_id"] == "untagged"
+                    }) =>
+                {
+                    Ok(())
+                }
+                g => Err(format!(
+                    "{job} after the deregistration: {g:?}\n{}",
+                    sd.transcript()
+                )),
             }
         });
     }
-    assert!(metrics.requests.load(Ordering::Relaxed) > 0);
-
-    // Deregistered: the target goes.
-    c.put("/v1/agent/service/deregister/scraped", None)
-        .expect(200);
+    let took = gone.elapsed();
+    assert!(took < Duration::from_secs(10), "{took:?}");
     for job in ["consul-dc", "consul-self"] {
-        eventually(Duration::from_secs(40), || match &targets(job)[..] {
-            [] => Ok(()),
-            left => Err(format!("{job} still targets {left:?}")),
+        assert_eq!(
+            sd.kept(job),
+            Vec::<Value>::new(),
+            "{job}\n{}",
+            sd.transcript()
+        );
+    }
+    // Prometheus' client blocked: a health watch sent with the index of its last answer
+    // waited (a second and more, where an answer takes a millisecond, with no change)
+    // and returned with a greater index.
+    let woken: Vec<Value> = sd
+        .exchanges()
+        .into_iter()
+        .filter(|e| {
+            e["path"] == format!("/v1/health/service/{service}").as_str()
+                && e["status"] == 200
+                && e["ms"].as_u64().unwrap_or(0) >= 1000
+        })
+        .collect();
+    assert!(woken.len() >= 2, "{}", sd.transcript());
+    for e in &woken {
+        let query = e["query"].as_str().unwrap_or("");
+        let asked: u64 = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("index="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("a blocking query without an index: {e}"));
+        assert!(query.contains("wait=120000ms"), "{e}");
+        let answered: u64 = e["index"]
+            .as_str()
+            .unwrap_or("")
+            .parse()
+            .expect("X-Consul-Index");
+        assert!(answered > asked, "{e}");
+    }
+    // The other service did not change: its watch (consul-all) is still blocked.
+    let elsewhere_path = format!("/v1/health/service/{other}");
+    assert!(
+        !sd.exchanges()
+            .iter()
+            .any(|e| e["path"] == elsewhere_path.as_str()
+                && e["query"].as_str().unwrap_or("").contains("index=")),
+        "{}",
+        sd.transcript()
+    );
+    // Nothing roster answered made Prometheus' code fail: no error logged, every
+    // request answered 200.
+    sd.read();
+    let failed: Vec<Value> = sd
+        .exchanges()
+        .into_iter()
+        .filter(|e| e["status"] != 200)
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let log = sd.stop();
+    assert!(
+        !log.lines().any(|l| l.contains("\"level\":\"ERROR\"")),
+        "Prometheus' discovery logged errors:\n{log}"
+    );
+}
+
+/// Prometheus' Consul discovery (`tests/clients/go-promsd`) running on a configuration,
+/// its output lines collected as they come.
+struct PromSd {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    stderr: std::path::PathBuf,
+}
+
+impl PromSd {
+    /// Runs the discovery with `-trace` for at most two minutes (it also stops when
+    /// dropped: its stdin closes).
+    fn start(config: &str) -> Self {
+        let stderr = std::env::temp_dir().join(format!("{}.log", unique("promsd")));
+        let mut child = std::process::Command::new(roster_tests::foreign::promsd_bin())
+            .args(["-trace", "-for", "120s", "-config", config])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("roster-promsd");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
         });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// Takes in the lines printed so far.
+    fn read(&mut self) {
+        while let Ok(v) = self.lines.try_recv() {
+            self.seen.push(v);
+        }
+    }
+
+    /// The discoverer's updates so far, in order.
+    fn updates(&self) -> Vec<Value> {
+        self.seen
+            .iter()
+            .filter(|v| v.get("job").is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// The requests the discoverer sent and roster's answers, in order.
+    fn exchanges(&self) -> Vec<Value> {
+        self.seen
+            .iter()
+            .filter_map(|v| v.get("http"))
+            .cloned()
+            .collect()
+    }
+
+    /// The targets the relabelling of `job` keeps, from its last update.
+    fn kept(&self, job: &str) -> Vec<Value> {
+        self.updates()
+            .iter()
+            .rev()
+            .find(|u| u["job"] == job)
+            .and_then(|u| u["kept"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// Everything so far, for failure messages: exchanges (bodies cut short), updates,
+    /// the discoverer's log.
+    fn transcript(&self) -> String {
+        let mut text = String::new();
+        for v in &self.seen {
+            let mut v = v.clone();
+            if let Some(body) = v["http"]["body"].as_str() {
+                let cut: String = body.chars().take(600).collect();
+                v["http"]["body"] = Value::String(cut);
+            }
+            text.push_str(&format!("{v}\n"));
+        }
+        let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        format!("{text}-- log:\n{log}")
+    }
+
+    /// Stops the program (closing its stdin) and returns its log.
+    fn stop(mut self) -> String {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for PromSd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.stderr);
     }
 }

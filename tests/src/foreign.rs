@@ -620,3 +620,20 @@ impl Prometheus {
         self.process.log()
     }
 }
+
+/// Prometheus' own Consul service discovery (`discovery/consul` of the Prometheus module,
+/// with `model/relabel`), the program in `tests/clients/go-promsd` that `scripts/test`
+/// builds to `target/roster-promsd` (or `ROSTER_PROMSD`): Debian's `prometheus` is built
+/// without `consul_sd_configs`. A missing binary fails the test: it never skips.
+pub fn promsd_bin() -> PathBuf {
+    let path = std::env::var_os("ROSTER_PROMSD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join("target/roster-promsd"));
+    assert!(
+        path.exists(),
+        "Prometheus' Consul discovery program is not built at {} (scripts/test builds it \
+         from tests/clients/go-promsd; or set ROSTER_PROMSD)",
+        path.display()
+    );
+    path
+}
