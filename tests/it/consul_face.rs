@@ -1002,6 +1002,71 @@ fn consul_face_on_three_nodes_registrations_and_ttl_lapses_are_everywhere() {
 }
 
 #[test]
+fn consul_face_health_by_node_and_by_state() {
+    // `/v1/health/node/{node}` (a node is an address) and `/v1/health/state/{state}`: the
+    // checks there, each node's `serfHealth` among them; a state that is none is a 400.
+    let node = Node::start();
+    let c = Consul::new(&node.addr(), &api_token(&node, "public:*:*", "rw"));
+    let service = unique("consul-state");
+    c.register(
+        &json!({"Name": service, "ID": "up", "Address": "127.45.7.1", "Port": 80,
+                       "Check": {"TTL": "30s", "Status": "passing"}}),
+    );
+    c.register(
+        &json!({"Name": service, "ID": "down", "Address": "127.45.7.2", "Port": 80,
+                       "Check": {"TTL": "30s"}}),
+    );
+    let checks = |path: &str| -> Vec<(String, String, String)> {
+        let mut out: Vec<_> = c
+            .get(path)
+            .expect(200)
+            .json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|k| {
+                let s = |f: &str| k[f].as_str().unwrap_or_default().to_string();
+                (s("Node"), s("CheckID"), s("Status"))
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let t = |n: &str, id: &str, st: &str| (n.to_string(), id.to_string(), st.to_string());
+    assert_eq!(
+        checks("/v1/health/node/127.45.7.1"),
+        [
+            t("127.45.7.1", "serfHealth", "passing"),
+            t("127.45.7.1", "service:up", "passing"),
+        ]
+    );
+    let critical = checks("/v1/health/state/critical");
+    assert!(
+        critical.contains(&t("127.45.7.2", "service:down", "critical")),
+        "{critical:?}"
+    );
+    assert!(
+        !critical.iter().any(|c| c.1 == "service:up"),
+        "{critical:?}"
+    );
+    let passing = checks("/v1/health/state/passing");
+    assert!(
+        passing.contains(&t("127.45.7.1", "service:up", "passing")),
+        "{passing:?}"
+    );
+    assert!(
+        passing.contains(&t("127.45.7.2", "serfHealth", "passing")),
+        "{passing:?}"
+    );
+    assert_eq!(checks("/v1/health/state/any").len(), 4);
+    assert!(checks("/v1/health/node/127.45.7.9").is_empty());
+    let bad = c.get("/v1/health/state/broken");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("state"), "{}", bad.body);
+}
+
+#[test]
 fn consul_face_one_service_holds_ttl_checked_or_persistent_instances_not_both() {
     // As Nacos 2, a service holds ephemeral or persistent instances: a TTL-checked Consul
     // service is ephemeral, a check-less (or HTTP/TCP-checked) one persistent. The second

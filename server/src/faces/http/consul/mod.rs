@@ -65,6 +65,10 @@ pub enum Op {
     HealthService,
     /// `GET /health/checks/{service}`.
     HealthChecks,
+    /// `GET /health/node/{node}`.
+    HealthNode,
+    /// `GET /health/state/{state}`.
+    HealthState,
     /// `GET /status/leader`.
     Leader,
     /// `GET /status/peers`.
@@ -112,6 +116,8 @@ impl Op {
             Op::CatalogNode => Route::ConsulCatalogNode,
             Op::HealthService => Route::ConsulHealthService,
             Op::HealthChecks => Route::ConsulHealthChecks,
+            Op::HealthNode => Route::ConsulHealthNode,
+            Op::HealthState => Route::ConsulHealthState,
             Op::Leader => Route::ConsulLeader,
             Op::Peers => Route::ConsulPeers,
         }
@@ -167,6 +173,8 @@ pub fn parse(
         ["catalog", "node", node] => (Op::CatalogNode, Some(*node)),
         ["health", "service", name] => (Op::HealthService, Some(*name)),
         ["health", "checks", name] => (Op::HealthChecks, Some(*name)),
+        ["health", "node", node] => (Op::HealthNode, Some(*node)),
+        ["health", "state", state] => (Op::HealthState, Some(*state)),
         ["status", "leader"] => (Op::Leader, None),
         ["status", "peers"] => (Op::Peers, None),
         _ => return Err(None),

@@ -188,6 +188,8 @@ fn blocks(op: Op) -> bool {
             | Op::CatalogNode
             | Op::HealthService
             | Op::HealthChecks
+            | Op::HealthNode
+            | Op::HealthState
             | Op::AgentServices
             | Op::AgentChecks
     )
@@ -359,6 +361,34 @@ fn answer(
                 }
             }
             (Value::Array(out), service_index(&call.name))
+        }
+        // A node's checks: `serfHealth` and its instances' (404-free: none is `[]`).
+        Op::HealthNode | Op::HealthState => {
+            let wanted = match call.op {
+                Op::HealthState => match call.name.as_str() {
+                    "any" => None,
+                    s => Some(Status::parse(s).ok_or_else(|| {
+                        Error::illegal(
+                            "state",
+                            format!("'{s}' is not any, passing, warning or critical."),
+                        )
+                    })?),
+                },
+                _ => None,
+            };
+            let on_node = |i: &Instance| call.op != Op::HealthNode || i.ip() == call.name;
+            let mut out = Vec::new();
+            let mut nodes = BTreeSet::new();
+            for (name, view) in readable(state, caller, &all, None) {
+                for i in view.instances.values().filter(|i| on_node(i)) {
+                    nodes.insert(i.ip().to_string());
+                    out.extend(shapes::service_checks(i, &name, index_of(&view)));
+                }
+            }
+            // Every node passes its own check (a roster node answers for it).
+            out.extend(nodes.iter().map(|n| shapes::serf_check(n, catalog)));
+            out.retain(|c| wanted.is_none_or(|w| c["Status"] == w.as_str()) && query.keeps(c));
+            (Value::Array(out), catalog)
         }
         Op::CatalogNodes => {
             let mut nodes: BTreeMap<String, Value> = BTreeMap::new();

@@ -439,6 +439,8 @@ impl Route {
             | R::ConsulCatalogNode
             | R::ConsulHealthService
             | R::ConsulHealthChecks
+            | R::ConsulHealthNode
+            | R::ConsulHealthState
             | R::ConsulLeader
             | R::ConsulPeers => Access::Caller,
         }

@@ -223,6 +223,10 @@ routes! {
     ConsulHealthService => "/v1/health/service/{service}", "GET,HEAD";
     /// Consul: a service's checks.
     ConsulHealthChecks => "/v1/health/checks/{service}", "GET,HEAD";
+    /// Consul: the checks of a node (an address).
+    ConsulHealthNode => "/v1/health/node/{node}", "GET,HEAD";
+    /// Consul: the checks in a state (`any`, `passing`, `warning`, `critical`).
+    ConsulHealthState => "/v1/health/state/{state}", "GET,HEAD";
     /// Consul: the Raft leader.
     ConsulLeader => "/v1/status/leader", "GET,HEAD";
     /// Consul: the Raft peers.
