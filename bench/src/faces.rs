@@ -316,9 +316,14 @@ where
     Ok(())
 }
 
-/// `GET` of `read` as wrk sends it: its status must be 200 and its JSON list every
-/// expected instance healthy. The body's size.
-async fn check_read(api: &Api, auth: &Auth, read: Read) -> Result<usize> {
+/// `GET` of `read` as wrk sends it (`api`: the client for the node without a token,
+/// `with_token`: with one, for the v1 list): its status must be 200 and its JSON list
+/// every expected instance healthy. The body's size.
+async fn check_read(plain: &Api, with_token: &Api, auth: &Auth, read: Read) -> Result<usize> {
+    let api = match read {
+        Read::V1List => with_token,
+        _ => plain,
+    };
     let headers = read.headers(auth);
     let headers: Vec<(&str, &str)> = headers
         .iter()
@@ -400,7 +405,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
     let _keep_reads = keep_alive(api.clone(), read_instances, keep_failed.clone());
     let mut sizes = HashMap::new();
     for read in Read::ALL {
-        sizes.insert(read, check_read(&plain, &auth, read).await?);
+        sizes.insert(read, check_read(&plain, &api, &auth, read).await?);
     }
 
     let mut reads: HashMap<Read, Measured> = HashMap::new();
@@ -428,7 +433,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             let name = format!("faces-{}-r{}", read.key(), round + 1);
             let (figures, cpu) = measure(bench, &node, &name, load).await?;
             // The figure counts only if the answers were complete throughout.
-            check_read(&plain, &auth, read).await?;
+            check_read(&plain, &api, &auth, read).await?;
             let entry = reads.entry(read).or_default();
             entry.runs.0.push(figures);
             entry.cpu.push(cpu);
@@ -662,6 +667,15 @@ impl Beat {
         }
     }
 
+    /// Where its instances are.
+    fn layout(self) -> Layout {
+        match self {
+            Beat::Nacos => NACOS_BEATS,
+            Beat::Consul => CONSUL_BEATS,
+            Beat::Eureka => EUREKA_BEATS,
+        }
+    }
+
     /// The credentials header wrk sends.
     fn header(self, auth: &Auth) -> String {
         match self {
@@ -701,7 +715,7 @@ impl Beat {
                     "PUT".to_string(),
                     self.template(),
                     BEATS.to_string(),
-                    CONSUL_BEATS.per_service.to_string(),
+                    self.layout().per_service.to_string(),
                     THREADS.to_string(),
                 ],
             ),
@@ -733,7 +747,7 @@ impl Beat {
     /// Healthy (passing, `UP`) instances of this face's 1,000.
     async fn healthy(self, plain: &Api, api: &Api, auth: &Auth) -> Result<usize> {
         let mut healthy = 0;
-        for s in 0..BEATS / NACOS_BEATS.per_service {
+        for s in 0..BEATS / self.layout().per_service {
             healthy += match self {
                 Beat::Nacos => api
                     .hosts(&format!("{}-{s}", NACOS_BEATS.prefix), true)
@@ -814,7 +828,8 @@ fn push_rows(
         name,
         reference.and_then(Measured::server_cpu),
         format!(
-            "user + system CPU of roster over the measured run / answers; wrk used {:.1} µs per answer",
+            "user + system CPU of roster over the measured run / answers; wrk and the driver \
+             (its keep-alive beats) used {:.1} µs per answer",
             m.driver_cpu().unwrap_or(0.0)
         ),
     ));
