@@ -143,6 +143,27 @@ impl Api {
         self.send(request).await
     }
 
+    /// `method path` with extra headers and, if given, a JSON body (`Content-Type:
+    /// application/json`), for the other registries' faces (Consul, Eureka).
+    pub async fn send_with(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        json: Option<String>,
+    ) -> Result<Answer> {
+        let mut request = self.http.request(method, self.url(path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = json {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        self.send(request).await
+    }
+
     /// `POST path` with an empty body.
     pub async fn post(&self, path: &str) -> Result<Answer> {
         self.send(self.http.post(self.url(path))).await

@@ -110,6 +110,7 @@ async fn persistent(bench: &Bench, report: &mut Report) -> Result<()> {
                 vec!["per".to_string(), SERVICES.to_string(), "false".to_string()],
             )),
             secs: bench.plan.secs,
+            headers: Vec::new(),
         };
         let measured = bench
             .wrk(&format!("cluster-{}", system.key()), load)
@@ -466,6 +467,7 @@ async fn ephemeral_run(
             ],
         )),
         secs: bench.plan.secs,
+        headers: Vec::new(),
     };
     let started = Instant::now();
     let figures = bench.wrk(&name, load).await?;

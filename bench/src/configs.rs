@@ -648,6 +648,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                 url: format!("http://{}{}", node.http, config_path(READ_ID, GROUP)),
                 script: None,
                 secs: bench.plan.secs,
+                headers: Vec::new(),
             };
             let name = format!("config-read-{}-r{}", system.key(), round + 1);
             bench.warm_up(&name, load()).await?;

@@ -161,6 +161,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
                     url: url.clone(),
                     script: None,
                     secs: bench.plan.secs,
+                    headers: Vec::new(),
                 };
                 let name = format!("list{size}-{}-r{}", system.key(), round + 1);
                 bench.warm_up(&name, load()).await?;
@@ -202,6 +203,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> Result<()> {
             url: ceiling_server.url.clone(),
             script: None,
             secs: bench.plan.secs,
+            headers: Vec::new(),
         };
         let name = format!("list10-ceiling-r{}", round + 1);
         bench.warm_up(&name, load()).await?;
@@ -314,14 +316,14 @@ type CpuRounds = HashMap<(&'static str, System, usize), Vec<(f64, f64)>>;
 
 /// CPU time used so far by a server and by the load generator (wrk, a child of this
 /// process once it has been waited for, or this process itself for gRPC).
-struct CpuUse {
+pub(crate) struct CpuUse {
     pid: u32,
     server: f64,
     driver: f64,
 }
 
 impl CpuUse {
-    fn now(pid: u32) -> Result<Self> {
+    pub(crate) fn now(pid: u32) -> Result<Self> {
         Ok(Self {
             pid,
             server: crate::machine::cpu_secs(pid)?,
@@ -330,7 +332,7 @@ impl CpuUse {
     }
 
     /// (server, driver) µs per answer since `self`.
-    fn per_request(&self, answers: u64) -> Result<(f64, f64)> {
+    pub(crate) fn per_request(&self, answers: u64) -> Result<(f64, f64)> {
         let answers = answers.max(1) as f64;
         let server = crate::machine::cpu_secs(self.pid)? - self.server;
         let driver = crate::machine::own_cpu_secs()? - self.driver;

@@ -16,6 +16,7 @@ mod api;
 mod catchup;
 mod cluster;
 mod configs;
+mod faces;
 mod fanout;
 mod grpc;
 mod list;
@@ -100,10 +101,13 @@ enum Group {
     Fanout,
     /// A node killed and restarted at a million instances (roster only).
     Catchup,
+    /// roster's Consul, Eureka and Prometheus SD faces against its own Nacos v1 list and
+    /// beats, on the same data (roster only).
+    Faces,
 }
 
 impl Group {
-    const ALL: [Group; 9] = [
+    const ALL: [Group; 10] = [
         Group::List,
         Group::Register,
         Group::Beat,
@@ -113,6 +117,7 @@ impl Group {
         Group::Config,
         Group::Fanout,
         Group::Catchup,
+        Group::Faces,
     ];
 
     fn name(self) -> &'static str {
@@ -126,7 +131,13 @@ impl Group {
             Group::Config => "config",
             Group::Fanout => "fanout",
             Group::Catchup => "catchup",
+            Group::Faces => "faces",
         }
+    }
+
+    /// Whether the group starts r-nacos (push, catchup and faces measure roster alone).
+    fn needs_rnacos(self) -> bool {
+        !matches!(self, Group::Push | Group::Catchup | Group::Faces)
     }
 }
 
@@ -341,17 +352,31 @@ async fn run(args: Args) -> Result<()> {
     procs::init(&scratch.join("pids"))?;
     let wrk_dir = scratch.join("wrk");
     std::fs::create_dir_all(&wrk_dir)?;
+    let groups: Vec<Group> = if args.only.is_empty() {
+        Group::ALL.to_vec()
+    } else {
+        Group::ALL
+            .into_iter()
+            .filter(|g| args.only.contains(g))
+            .collect()
+    };
+    // `bench/run` builds roster where cargo does: `$CARGO_TARGET_DIR` when set (relative
+    // to the workspace), else `target/`.
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map_or_else(|| workspace.join("target"), |dir| workspace.join(dir));
     let setup = Setup {
         roster: args
             .roster_bin
-            .unwrap_or_else(|| workspace.join("target/release/roster")),
+            .unwrap_or_else(|| target_dir.join("release/roster")),
         rnacos: args
             .rnacos_bin
             .unwrap_or_else(|| out.join("rnacos/bin/rnacos")),
         scratch: scratch.clone(),
     };
+    let needs_rnacos = groups.iter().any(|g| g.needs_rnacos());
     for bin in [&setup.roster, &setup.rnacos] {
-        if !bin.is_file() {
+        if (needs_rnacos || bin == &setup.roster) && !bin.is_file() {
             bail!("{} is missing (bench/run builds it)", bin.display());
         }
     }
@@ -380,15 +405,6 @@ async fn run(args: Args) -> Result<()> {
                 .collect()
         },
     };
-    let groups: Vec<Group> = if args.only.is_empty() {
-        Group::ALL.to_vec()
-    } else {
-        Group::ALL
-            .into_iter()
-            .filter(|g| args.only.contains(g))
-            .collect()
-    };
-
     let mut report = Report::default();
     // 1,000 gRPC connections (rss), 1,000 long polls (config) and 10,000 gRPC
     // subscribers (fanout) need descriptors in the driver and in the servers, which
@@ -421,6 +437,7 @@ async fn run(args: Args) -> Result<()> {
             Group::Config => configs::run(&bench, &mut report).await,
             Group::Fanout => fanout::run(&bench, &mut report).await,
             Group::Catchup => catchup::run(&bench, &mut report).await,
+            Group::Faces => faces::run(&bench, &mut report).await,
         };
         // One group failing does not lose the others' figures.
         if let Err(e) = outcome {

@@ -49,6 +49,19 @@ pub enum Versus {
     RNacos,
     /// roster / the bare-axum ceiling.
     Ceiling,
+    /// roster / another of roster's own figures (the row's `reference`), e.g. one face
+    /// against the Nacos v1 list on the same data.
+    Reference,
+}
+
+/// The roster figure a roster-only row is compared with.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reference {
+    /// What it is, short (the ratio column reads `0.85x <name>`).
+    pub name: &'static str,
+    /// Its figure, in the row's unit.
+    pub value: Option<f64>,
 }
 
 /// One line of the table.
@@ -67,6 +80,9 @@ pub struct Row {
     pub rnacos: Option<f64>,
     /// What the ratio compares with.
     pub versus: Versus,
+    /// The compared figure of a [`Versus::Reference`] row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<Reference>,
     /// roster over the comparison figure.
     pub ratio: Option<f64>,
     /// The goal, if any.
@@ -99,6 +115,7 @@ impl Row {
             roster,
             rnacos,
             versus: Versus::RNacos,
+            reference: None,
             ratio,
             target,
             pass: None,
@@ -126,8 +143,43 @@ impl Row {
             roster,
             rnacos: None,
             versus: Versus::Ceiling,
+            reference: None,
             ratio,
             target: Some(target),
+            pass: None,
+            note: note.into(),
+        })
+    }
+
+    /// A roster-only row compared with another of roster's figures (`reference`, named
+    /// `name`), without a target: r-nacos has no such face, and the ratio shows what
+    /// the face costs beside the reference on the same data.
+    pub fn reference(
+        group: &'static str,
+        metric: impl Into<String>,
+        unit: Unit,
+        roster: Option<f64>,
+        name: &'static str,
+        reference: Option<f64>,
+        note: impl Into<String>,
+    ) -> Self {
+        let ratio = match (roster, reference) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        Self::finish(Self {
+            group,
+            metric: metric.into(),
+            unit,
+            roster,
+            rnacos: None,
+            versus: Versus::Reference,
+            reference: Some(Reference {
+                name,
+                value: reference,
+            }),
+            ratio,
+            target: None,
             pass: None,
             note: note.into(),
         })
@@ -253,11 +305,20 @@ fn ratio_text(row: &Row) -> String {
         (None, _) => "—".to_string(),
         (Some(r), Versus::RNacos) => format!("{r:.2}x"),
         (Some(r), Versus::Ceiling) => format!("{:.0}% of ceiling", r * 100.0),
+        (Some(r), Versus::Reference) => match &row.reference {
+            Some(reference) => format!(
+                "{r:.2}x {} ({})",
+                reference.name,
+                figure(reference.value, row.unit)
+            ),
+            None => format!("{r:.2}x"),
+        },
     }
 }
 
 fn target_text(target: Option<Target>, unit: Unit, versus: Versus) -> String {
     match (target, versus) {
+        (None, Versus::Reference) => "—".to_string(),
         (None, _) => String::new(),
         (Some(Target::RatioAtLeast(t)), Versus::Ceiling) => {
             format!(">= {:.0}% of ceiling", t * 100.0)
@@ -267,6 +328,8 @@ fn target_text(target: Option<Target>, unit: Unit, versus: Versus) -> String {
         }
         (Some(Target::RatioAtLeast(t)), Versus::RNacos) => format!(">= {t:.1}x r-nacos"),
         (Some(Target::RatioAtMost(t)), Versus::RNacos) => format!("<= {t:.1}x r-nacos"),
+        (Some(Target::RatioAtLeast(t)), Versus::Reference) => format!(">= {t:.2}x reference"),
+        (Some(Target::RatioAtMost(t)), Versus::Reference) => format!("<= {t:.2}x reference"),
         (Some(Target::AtLeast(t)), _) => {
             format!(">= {} {}", figure(Some(t), unit), unit_name(unit))
         }
@@ -311,7 +374,7 @@ pub fn markdown(report: &Report, context: &Context<'_>) -> String {
     out.push_str("|---|---:|---:|---:|---|---|---|\n");
     for row in &report.rows {
         let rnacos = match (row.rnacos, row.versus) {
-            (None, Versus::RNacos) => "n/a".to_string(),
+            (None, Versus::RNacos | Versus::Reference) => "n/a".to_string(),
             (None, Versus::Ceiling) => "—".to_string(),
             (v, _) => figure(v, row.unit),
         };
@@ -413,6 +476,30 @@ mod tests {
             target_text(Some(Target::AtMost(500.0)), Unit::Bytes, Versus::RNacos),
             "<= 500 B"
         );
+    }
+
+    #[test]
+    fn reference_rows_compare_roster_with_roster() {
+        let row = Row::reference(
+            "faces",
+            "Consul health, QPS",
+            Unit::PerSec,
+            Some(30_000.0),
+            "v1 list",
+            Some(40_000.0),
+            "",
+        );
+        assert_eq!(row.ratio, Some(0.75));
+        assert_eq!(row.pass, None);
+        assert_eq!(ratio_text(&row), "0.75x v1 list (40,000)");
+        assert_eq!(target_text(row.target, row.unit, row.versus), "—");
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["versus"], "reference");
+        assert_eq!(json["reference"]["value"], 40_000.0);
+        assert_eq!(json["rnacos"], serde_json::Value::Null);
+        let pair =
+            serde_json::to_value(Row::pair("g", "m", Unit::Ms, None, None, None, "")).unwrap();
+        assert!(pair.get("reference").is_none());
     }
 
     #[test]

@@ -410,7 +410,7 @@ fn rnacos_members(metrics: &serde_json::Value) -> Vec<u64> {
 }
 
 /// The admin password of nodes started with authentication on.
-const ADMIN_PASSWORD: &str = "bench-admin-pass-1";
+pub(crate) const ADMIN_PASSWORD: &str = "bench-admin-pass-1";
 
 /// Starts one roster node with authentication on, as roster runs by default, and logs
 /// in as the admin: the node and an access token, which every request to it must

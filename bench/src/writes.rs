@@ -37,6 +37,7 @@ pub async fn register(bench: &Bench, report: &mut Report) -> Result<()> {
                 ],
             )),
             secs: bench.plan.secs,
+            headers: Vec::new(),
         };
         let measured = bench.wrk(&name, load).await?;
         let held = node
@@ -111,6 +112,7 @@ pub async fn beat(bench: &Bench, report: &mut Report) -> Result<()> {
                 ],
             )),
             secs: bench.plan.secs,
+            headers: Vec::new(),
         };
         bench.warm_up(&name, load()).await?;
         let measured = bench.wrk(&name, load()).await?;

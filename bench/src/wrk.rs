@@ -24,6 +24,9 @@ pub struct Load {
     pub script: Option<(PathBuf, Vec<String>)>,
     /// Duration, seconds.
     pub secs: u64,
+    /// Extra request headers (`Name: value`), sent with every request (`-H`; a script's
+    /// requests carry them when it formats them with wrk's default headers).
+    pub headers: Vec<String>,
 }
 
 /// What one run measured.
@@ -160,6 +163,9 @@ pub async fn run(load: &Load, out: &Path) -> Result<Figures> {
         .arg(format!("-c{CONNECTIONS}"))
         .arg(format!("-d{}s", load.secs))
         .arg("--latency");
+    for header in &load.headers {
+        command.arg("-H").arg(header);
+    }
     if let Some((script, _)) = &load.script {
         command.arg("-s").arg(script);
     }
