@@ -23,7 +23,7 @@ use crate::faces::http::params::Params;
 use crate::services::push::events::Change;
 use crate::state::AppState;
 use roster_registry::instance::Instance;
-use roster_registry::service::{Service, ServiceView};
+use roster_registry::service::{Service, ServiceKey, ServiceView};
 
 /// A blocking query's wait when it names none (Consul's).
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);
@@ -255,23 +255,30 @@ fn answer(
 ) -> Result<Read, Error> {
     let place = &state.consul;
     let dc = place.datacenter.as_str();
-    let all = services(state);
-    let catalog = catalog_index(&all);
-    // One service's reads are as of that service, or of the catalog when it is not held.
-    let service_index = |name: &str| {
-        all.iter()
-            .find(|s| *s.key.name == *name)
-            .map_or(catalog, |s| index_of(&s.view()))
+    // The face's services are listed, and the catalog's index computed, only for the
+    // reads that need them: a one-service read looks its service up by key.
+    let listed = std::cell::OnceCell::new();
+    let all = || listed.get_or_init(|| services(state));
+    let indexed = std::cell::OnceCell::new();
+    let catalog = || *indexed.get_or_init(|| catalog_index(all()));
+    let held = |name: &str| {
+        let key = ServiceKey::new(&place.namespace, &place.group, name);
+        state.registry.service_by_key(&key)
     };
+    // One service's reads are as of that service, or of the catalog when it is not held.
+    let service_index = |name: &str| held(name).map_or_else(catalog, |s| index_of(&s.view()));
     // A service the caller may not read is empty to it, as Consul's ACLs answer.
-    let one = |name: &str| readable(state, caller, &all, Some(name));
+    let one = |name: &str| match held(name) {
+        Some(svc) => readable(state, caller, std::slice::from_ref(&svc), None),
+        None => Vec::new(),
+    };
     let (body, index) = match call.op {
-        Op::AgentSelf => (agent_self(state), catalog),
-        Op::Leader | Op::Peers => (status(state, call.op), catalog),
-        Op::Datacenters => (json!([dc]), catalog),
+        Op::AgentSelf => (agent_self(state), catalog()),
+        Op::Leader | Op::Peers => (status(state, call.op), catalog()),
+        Op::Datacenters => (json!([dc]), catalog()),
         Op::AgentServices => {
             let mut out = Map::new();
-            for (name, view) in readable(state, caller, &all, None) {
+            for (name, view) in readable(state, caller, all(), None) {
                 for i in view.instances.values() {
                     let entry = shapes::agent_service(i, &name, dc, index_of(&view));
                     if query.keeps(&entry) {
@@ -279,25 +286,26 @@ fn answer(
                     }
                 }
             }
-            (Value::Object(out), catalog)
+            (Value::Object(out), catalog())
         }
         Op::AgentService => {
-            let found = readable(state, caller, &all, None)
-                .into_iter()
-                .find_map(|(name, view)| {
-                    let i = view
-                        .instances
-                        .values()
-                        .find(|i| shapes::id_of(i, &name) == call.name)?;
-                    Some(shapes::agent_service(i, &name, dc, index_of(&view)))
-                });
+            let found =
+                readable(state, caller, all(), None)
+                    .into_iter()
+                    .find_map(|(name, view)| {
+                        let i = view
+                            .instances
+                            .values()
+                            .find(|i| shapes::id_of(i, &name) == call.name)?;
+                        Some(shapes::agent_service(i, &name, dc, index_of(&view)))
+                    });
             let found = found
                 .ok_or_else(|| Error::not_found(format!("unknown service ID: {}", call.name)))?;
-            (found, catalog)
+            (found, catalog())
         }
         Op::AgentChecks => {
             let mut out = Map::new();
-            for (name, view) in readable(state, caller, &all, None) {
+            for (name, view) in readable(state, caller, all(), None) {
                 for i in view.instances.values() {
                     for check in shapes::service_checks(i, &name, index_of(&view)) {
                         if query.keeps(&check) {
@@ -307,11 +315,11 @@ fn answer(
                     }
                 }
             }
-            (Value::Object(out), catalog)
+            (Value::Object(out), catalog())
         }
         Op::CatalogServices => {
             let mut out = Map::new();
-            for (name, view) in readable(state, caller, &all, None) {
+            for (name, view) in readable(state, caller, all(), None) {
                 let tags: BTreeSet<String> = view
                     .instances
                     .values()
@@ -319,7 +327,7 @@ fn answer(
                     .collect();
                 out.insert(name.to_string(), json!(tags));
             }
-            (Value::Object(out), catalog)
+            (Value::Object(out), catalog())
         }
         Op::CatalogService => {
             let mut out = Vec::new();
@@ -379,33 +387,33 @@ fn answer(
             let on_node = |i: &Instance| call.op != Op::HealthNode || i.ip() == call.name;
             let mut out = Vec::new();
             let mut nodes = BTreeSet::new();
-            for (name, view) in readable(state, caller, &all, None) {
+            for (name, view) in readable(state, caller, all(), None) {
                 for i in view.instances.values().filter(|i| on_node(i)) {
                     nodes.insert(i.ip().to_string());
                     out.extend(shapes::service_checks(i, &name, index_of(&view)));
                 }
             }
             // Every node passes its own check (a roster node answers for it).
-            out.extend(nodes.iter().map(|n| shapes::serf_check(n, catalog)));
+            out.extend(nodes.iter().map(|n| shapes::serf_check(n, catalog())));
             out.retain(|c| wanted.is_none_or(|w| c["Status"] == w.as_str()) && query.keeps(c));
-            (Value::Array(out), catalog)
+            (Value::Array(out), catalog())
         }
         Op::CatalogNodes => {
             let mut nodes: BTreeMap<String, Value> = BTreeMap::new();
-            for (_, view) in readable(state, caller, &all, None) {
+            for (_, view) in readable(state, caller, all(), None) {
                 for i in view.instances.values() {
                     let ip = i.ip();
                     if !nodes.contains_key(ip) {
-                        nodes.insert(ip.to_string(), shapes::node_json(ip, dc, catalog));
+                        nodes.insert(ip.to_string(), shapes::node_json(ip, dc, catalog()));
                     }
                 }
             }
             let out: Vec<Value> = nodes.into_values().filter(|n| query.keeps(n)).collect();
-            (Value::Array(out), catalog)
+            (Value::Array(out), catalog())
         }
         Op::CatalogNode => {
             let mut services = Map::new();
-            for (name, view) in readable(state, caller, &all, None) {
+            for (name, view) in readable(state, caller, all(), None) {
                 for i in view.instances.values().filter(|i| i.ip() == call.name) {
                     let entry = shapes::agent_service(i, &name, dc, index_of(&view));
                     services.insert(shapes::id_of(i, &name), entry);
@@ -415,11 +423,11 @@ fn answer(
                 Value::Null
             } else {
                 json!({
-                    "Node": shapes::node_json(&call.name, dc, catalog),
+                    "Node": shapes::node_json(&call.name, dc, catalog()),
                     "Services": services,
                 })
             };
-            (body, catalog)
+            (body, catalog())
         }
         Op::Register
         | Op::Deregister
